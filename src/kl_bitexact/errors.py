@@ -1,0 +1,49 @@
+"""The one family of errors that end a command with a clear message.
+
+Anything raised that is *not* a FatalError is a bug in kl-bitexact; the CLI handler
+reports it separately (exit 3) instead of blaming the user.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Process exit codes (contract, see README "Exit codes")."""
+
+    GATE_PASSED = 0
+    GATE_FAILED = 1
+    COULD_NOT_RUN = 2
+    INTERNAL_ERROR = 3
+    INTERRUPTED = 130
+
+
+class FatalError(Exception):
+    """A condition the user can fix; printed as one message, exit 2.
+
+    `hint` says what to do next; it is printed on its own line after the message.
+    """
+
+    exit_code = ExitCode.COULD_NOT_RUN
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class ConfigError(FatalError):
+    """A file or option the user gave is missing, malformed or inconsistent."""
+
+
+class ServerError(FatalError):
+    """The inference server could not be started, reached or kept alive."""
+
+
+class GitHubError(FatalError):
+    """GitHub refused or could not be reached."""
+
+
+class NotAvailableError(FatalError):
+    """A subcommand that exists in the contract but is not built yet."""

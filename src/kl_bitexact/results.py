@@ -1,0 +1,318 @@
+"""The results model: what a run measured, as frozen values, and results.json in and out.
+
+results.json is the hand-off between the GPU job and the publish job. It arrives as a CI
+artifact written by a run that executed PR code, so `load` treats it as untrusted: the
+size is bounded and the document is validated against the JSON Schema before any field
+is used.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from kl_bitexact import __version__
+from kl_bitexact.errors import ConfigError
+
+SCHEMA_VERSION = 1
+TOOL_NAME = "kl-bitexact"
+# A 32-sample suite with first divergences is a few kB; 10,000 such tests stay far under
+# this. Anything larger is not a results file we wrote.
+MAX_RESULTS_BYTES = 64 * 1024 * 1024
+
+
+class Status(str, Enum):
+    """What the runner observed. The gate verdict is derived later, never stored."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    ERROR = "error"
+    SKIPPED = "skipped"
+    # The check could not measure anything (cache disabled, no sample kept, no token
+    # compared). Never counted as a pass: see SGLANG-PROTOCOL.md on vacuous passes.
+    NOT_RUN = "not_run"
+
+
+@dataclass(frozen=True)
+class ExactMatch:
+    """Logprob pairs compared (decode vs replay) and how many differ in any bit."""
+
+    tokens: int
+    mismatched: int
+
+
+@dataclass(frozen=True)
+class CacheHits:
+    """Samples that hit the cache out of those sent, against the required ratio."""
+
+    hit: int
+    total: int
+    min_ratio: float
+    # Hits the server geometry allows (page size, track interval, speculative block);
+    # None when the geometry is unknown.
+    expected: int | None = None
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Where one sample's decode and replay logprobs first differ."""
+
+    sample: int
+    token_index: int
+    cached_tokens: int | None = None
+    decode_logprob: float | None = None
+    replay_logprob: float | None = None
+    # Human hint relating the position to page / track boundaries.
+    hint: str = ""
+
+
+@dataclass(frozen=True)
+class TestResult:
+    """One check of one suite."""
+
+    __test__ = False  # not a pytest test class despite the name
+
+    id: str
+    check: str
+    status: Status
+    kl_div: float | None = None
+    kl_threshold: float | None = None
+    kl_per_sample: tuple[float, ...] = ()
+    exact: ExactMatch | None = None
+    cache_hits: CacheHits | None = None
+    first_divergence: tuple[Divergence, ...] = ()
+    blocked_by: tuple[str, ...] = ()
+    duration_s: float = 0.0
+    message: str = ""
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    engine: str
+    args: tuple[str, ...] = ()
+    launch_s: float | None = None
+
+
+@dataclass(frozen=True)
+class SuiteResult:
+    name: str
+    server: ServerInfo
+    tests: tuple[TestResult, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    commit: str | None = None
+    ref: str | None = None
+    shard: str | None = None
+    started_at: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolInfo:
+    name: str = TOOL_NAME
+    version: str = __version__
+
+
+@dataclass(frozen=True)
+class Results:
+    """A whole results.json document."""
+
+    run: RunInfo = field(default_factory=RunInfo)
+    suites: tuple[SuiteResult, ...] = ()
+    tool: ToolInfo = field(default_factory=ToolInfo)
+    schema_version: int = SCHEMA_VERSION
+
+    def all_tests(self) -> Iterable[tuple[SuiteResult, TestResult]]:
+        for suite in self.suites:
+            for test in suite.tests:
+                yield suite, test
+
+
+# --- JSON out ---------------------------------------------------------------------------
+
+
+def to_json(results: Results) -> dict[str, Any]:
+    """The JSON document for `results` (plain dicts and lists, key order stable)."""
+    document: dict[str, Any] = _plain(dataclasses.asdict(results))
+    return document
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    return value
+
+
+def dumps(results: Results) -> str:
+    return json.dumps(to_json(results), indent=2, allow_nan=False) + "\n"
+
+
+def write_atomic(results: Results, path: Path) -> None:
+    """Write results so that a reader (or a kill -9) never sees a half-written file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(dumps(results))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+
+
+# --- JSON in ----------------------------------------------------------------------------
+
+
+@cache
+def schema() -> dict[str, Any]:
+    """The published JSON Schema of results.json (schemas/results.schema.json)."""
+    text = resources.files("kl_bitexact").joinpath("schemas/results.schema.json").read_text()
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
+
+
+def load(path: Path, *, max_bytes: int = MAX_RESULTS_BYTES) -> Results:
+    """Read, bound, validate and decode one results file; errors name the file."""
+    try:
+        size = path.stat().st_size
+    except OSError as error:
+        raise ConfigError(
+            f"{path}: cannot read results file ({error.strerror})",
+            hint="pass the results.json written by `kl-bitexact run`",
+        ) from None
+    if size > max_bytes:
+        raise ConfigError(f"{path}: {size} bytes is over the {max_bytes}-byte limit for results")
+    return from_json(_parse(path.read_bytes(), path), source=str(path))
+
+
+def _parse(raw: bytes, path: Path) -> Any:
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text, so not a results file") from None
+    except json.JSONDecodeError as error:
+        truncated = error.pos >= len(raw.rstrip())
+        why = "the file ends early (truncated upload?)" if truncated else error.msg
+        raise ConfigError(
+            f"{path}: invalid JSON at line {error.lineno} column {error.colno}: {why}"
+        ) from None
+
+
+def from_json(document: Any, *, source: str = "<results>") -> Results:
+    """Validate a parsed document and decode it into Results."""
+    _check_version(document, source)
+    validator = jsonschema.Draft202012Validator(schema())
+    problem = jsonschema.exceptions.best_match(validator.iter_errors(document))
+    if problem is not None:
+        where = "/".join(str(part) for part in problem.absolute_path) or "(top level)"
+        raise ConfigError(f"{source}: invalid results at {where}: {problem.message}")
+    return _decode_results(document)
+
+
+def _check_version(document: Any, source: str) -> None:
+    version = document.get("schema_version") if isinstance(document, dict) else None
+    if version != SCHEMA_VERSION:
+        raise ConfigError(
+            f"{source}: schema_version {version!r} is not supported "
+            f"(this kl-bitexact {__version__} reads schema_version {SCHEMA_VERSION})",
+            hint="produce and read results with the same major version of kl-bitexact",
+        )
+
+
+def _decode_results(doc: Mapping[str, Any]) -> Results:
+    return Results(
+        schema_version=doc["schema_version"],
+        tool=ToolInfo(**doc["tool"]),
+        run=RunInfo(**doc["run"]),
+        suites=tuple(_decode_suite(suite) for suite in doc["suites"]),
+    )
+
+
+def _decode_suite(doc: Mapping[str, Any]) -> SuiteResult:
+    server = doc["server"]
+    return SuiteResult(
+        name=doc["name"],
+        server=ServerInfo(
+            engine=server["engine"],
+            args=tuple(server.get("args", ())),
+            launch_s=server.get("launch_s"),
+        ),
+        tests=tuple(_decode_test(test) for test in doc["tests"]),
+    )
+
+
+def _decode_test(doc: Mapping[str, Any]) -> TestResult:
+    exact, hits = doc.get("exact"), doc.get("cache_hits")
+    return TestResult(
+        id=doc["id"],
+        check=doc["check"],
+        status=Status(doc["status"]),
+        kl_div=doc.get("kl_div"),
+        kl_threshold=doc.get("kl_threshold"),
+        kl_per_sample=tuple(doc.get("kl_per_sample", ())),
+        exact=ExactMatch(**exact) if exact is not None else None,
+        cache_hits=CacheHits(**hits) if hits is not None else None,
+        first_divergence=tuple(Divergence(**item) for item in doc.get("first_divergence", ())),
+        blocked_by=tuple(doc.get("blocked_by", ())),
+        duration_s=doc.get("duration_s", 0.0),
+        message=doc.get("message", ""),
+        warnings=tuple(doc.get("warnings", ())),
+    )
+
+
+# --- shards -----------------------------------------------------------------------------
+
+
+def merge(sources: Sequence[tuple[str, Results]]) -> Results:
+    """Combine the results of several shards into one document.
+
+    Suites of the same name are joined; a test id seen twice is an error naming both
+    sources, because silently keeping one would hide a shard that ran the wrong files.
+    """
+    if not sources:
+        raise ConfigError("no results to merge", hint="pass at least one results.json")
+    seen: dict[str, str] = {}
+    suites: dict[str, SuiteResult] = {}
+    for source, results in sources:
+        for suite in results.suites:
+            for test in suite.tests:
+                if test.id in seen:
+                    raise ConfigError(
+                        f"test {test.id!r} appears in both {seen[test.id]} and {source}",
+                        hint="each shard must run a disjoint set of tests",
+                    )
+                seen[test.id] = source
+            suites[suite.name] = _join(suites.get(suite.name), suite)
+    first = sources[0][1]
+    run = dataclasses.replace(first.run, shard=None, started_at=_earliest(sources))
+    return Results(run=run, suites=tuple(suites.values()))
+
+
+def _join(existing: SuiteResult | None, suite: SuiteResult) -> SuiteResult:
+    if existing is None:
+        return suite
+    return dataclasses.replace(existing, tests=existing.tests + suite.tests)
+
+
+def _earliest(sources: Sequence[tuple[str, Results]]) -> str | None:
+    stamps = [results.run.started_at for _, results in sources if results.run.started_at]
+    return min(stamps) if stamps else None

@@ -1,0 +1,110 @@
+"""The CLI as a user meets it: help, version, exit codes, and no tracebacks for mistakes."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kl_bitexact import __version__, cli
+from kl_bitexact.commands import Command
+
+SUBCOMMANDS = ["run", "serve-reference", "report", "publish", "lint-ci", "shard", "pytest"]
+
+
+def test_help_lists_every_subcommand_and_exit_codes(cli):
+    result = cli(["--help"])
+    assert result.returncode == 0
+    for name in SUBCOMMANDS:
+        assert name in result.stdout
+    assert "130" in result.stdout and "internal error" in result.stdout
+
+
+def test_version(cli):
+    result = cli(["--version"])
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"kl-bitexact {__version__}"
+
+
+@pytest.mark.parametrize("name", SUBCOMMANDS)
+def test_every_subcommand_has_help(cli, name):
+    result = cli([name, "--help"])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: kl-bitexact " + name)
+
+
+def test_command_table_matches_contract():
+    assert [command.name for command in cli.COMMANDS] == SUBCOMMANDS
+
+
+def test_unknown_option_is_exit_2_without_traceback(cli):
+    result = cli(["run", "--no-such-option"])
+    assert result.returncode == 2
+    assert "unrecognized arguments: --no-such-option" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_subcommand_is_exit_2(cli):
+    result = cli([])
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+
+
+def _install(monkeypatch, handler):
+    command = Command("boom", "s", "d", lambda parser: None, handler)
+    monkeypatch.setattr(cli, "COMMANDS", (command,))
+
+
+def test_internal_error_is_exit_3_with_crash_log(monkeypatch, tmp_path, capsys):
+    def handler(args: argparse.Namespace) -> int:
+        raise RuntimeError("kaboom")
+
+    _install(monkeypatch, handler)
+    monkeypatch.setenv("KL_BITEXACT_LOG_DIR", str(tmp_path))
+    assert cli.main(["boom"]) == 3
+    err = capsys.readouterr().err
+    assert "internal error: RuntimeError: kaboom" in err
+    assert "please report" in err.lower()
+    assert "Traceback" not in err
+    logs = list(tmp_path.glob("kl-bitexact-crash-*.log"))
+    assert len(logs) == 1
+    assert "Traceback" in logs[0].read_text() and "kaboom" in logs[0].read_text()
+
+
+def test_ctrl_c_is_exit_130(monkeypatch, capsys):
+    def handler(args: argparse.Namespace) -> int:
+        raise KeyboardInterrupt
+
+    _install(monkeypatch, handler)
+    assert cli.main(["boom"]) == 130
+    assert "interrupted" in capsys.readouterr().err
+
+
+def test_fatal_error_prints_message_and_hint(monkeypatch, capsys):
+    from kl_bitexact.errors import ConfigError
+
+    def handler(args: argparse.Namespace) -> int:
+        raise ConfigError("suite.yaml: tests[0].samples: must be positive", hint="set samples: 32")
+
+    _install(monkeypatch, handler)
+    assert cli.main(["boom"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err == "kl-bitexact: error: suite.yaml: tests[0].samples: must be positive\n"
+        "  hint: set samples: 32\n"
+    )
+
+
+def test_handler_return_value_is_the_exit_code(monkeypatch):
+    _install(monkeypatch, lambda args: 1)
+    assert cli.main(["boom"]) == 1
+
+
+def test_module_and_console_script_agree(cli):
+    script = Path(sys.executable).parent / "kl-bitexact"
+    assert script.exists(), "console script missing: install the package with pip"
+    out = subprocess.run([str(script), "--version"], capture_output=True, text=True, check=False)
+    assert out.stdout == cli(["--version"]).stdout
