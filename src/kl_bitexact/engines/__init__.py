@@ -1,0 +1,1 @@
+"""Adapters from the checks to an engine's wire protocol, behind `base.Engine`."""
