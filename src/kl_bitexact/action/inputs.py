@@ -1,0 +1,102 @@
+"""The action's inputs, read from the INPUT_* variables that action.yml sets through `env:`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kl_bitexact.errors import ConfigError
+
+COMMANDS = ("run", "publish", "report", "lint-ci", "shard", "trust")
+FAIL_ON = ("regression", "failure", "never")
+_HINT = "fix the `with:` of the kl-bitexact step in your workflow"
+
+
+@dataclass(frozen=True)
+class ActionInputs:
+    command: str
+    suites: tuple[str, ...] = ()
+    base_url: str = ""
+    results_dir: Path = Path("kl-bitexact-results")
+    baseline: str = ""
+    github_token: str = ""
+    fail_on: str = "regression"
+    comment: bool = True
+    strict: bool = False
+    partitions: int = 2
+    expected_shards: tuple[str, ...] = ()
+    trusted_label: str = "run-ci"
+    args: tuple[str, ...] = ()
+
+
+def env_name(input_name: str) -> str:
+    """The variable action.yml forwards an input through: `base-url` -> INPUT_BASE_URL."""
+    return "INPUT_" + input_name.upper().replace("-", "_")
+
+
+def read_inputs(environ: Mapping[str, str]) -> ActionInputs:
+    def get(name: str, default: str = "") -> str:
+        return environ.get(env_name(name), "").strip() or default
+
+    return ActionInputs(
+        command=_choice("command", get("command", "run"), COMMANDS),
+        suites=tuple(get("suites").split()),
+        base_url=get("base-url"),
+        results_dir=Path(get("results-dir", "kl-bitexact-results")),
+        baseline=get("baseline"),
+        github_token=environ.get(env_name("github-token"), ""),
+        fail_on=_choice("fail-on", get("fail-on", "regression"), FAIL_ON),
+        comment=_boolean("comment", get("comment", "true")),
+        strict=_boolean("strict", get("strict", "false")),
+        partitions=_positive("partitions", get("partitions", "2")),
+        expected_shards=_shard_names(get("expected-shards")),
+        trusted_label=get("trusted-label", "run-ci"),
+        args=tuple(get("args").split()),
+    )
+
+
+def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise ConfigError(
+            f"action input `{name}`: {value!r} is not one of {', '.join(allowed)}", hint=_HINT
+        )
+    return value
+
+
+def _boolean(name: str, value: str) -> bool:
+    lowered = value.lower()
+    if lowered not in ("true", "false"):
+        raise ConfigError(f"action input `{name}`: {value!r} is not true or false", hint=_HINT)
+    return lowered == "true"
+
+
+def _positive(name: str, value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise ConfigError(f"action input `{name}`: {value!r} is not a positive integer", hint=_HINT)
+    return int(value)
+
+
+def _shard_names(value: str) -> tuple[str, ...]:
+    """A JSON list of shard names, or the shard matrix itself ({"include": [{"name": ...}]})."""
+    if not value:
+        return ()
+    try:
+        document: Any = json.loads(value)
+    except json.JSONDecodeError as error:
+        raise ConfigError(
+            f"action input `expected-shards`: not JSON ({error.msg})", hint=_HINT
+        ) from None
+    if isinstance(document, dict) and isinstance(document.get("include"), list):
+        document = [
+            entry.get("name") if isinstance(entry, dict) else None for entry in document["include"]
+        ]
+    if not isinstance(document, list) or not all(isinstance(n, (str, int)) for n in document):
+        raise ConfigError(
+            "action input `expected-shards`: expected a JSON list of shard names "
+            'or a matrix {"include": [{"name": ...}, ...]}',
+            hint=_HINT,
+        )
+    return tuple(str(name) for name in document)

@@ -1,0 +1,216 @@
+"""`kl-bitexact action`: the step action.yml runs; reads INPUT_* variables, not arguments.
+
+It runs one kl-bitexact command in a child process whose environment holds no action
+input and, except for `publish`, no token: `run` executes suite commands from the PR.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kl_bitexact import results as results_model
+from kl_bitexact.action import argv as command_lines
+from kl_bitexact.action import outputs, shards, trust
+from kl_bitexact.action.inputs import ActionInputs, read_inputs
+from kl_bitexact.commands import Command
+from kl_bitexact.errors import ConfigError, FatalError
+
+_HINT = "fix the `with:` of the kl-bitexact step in your workflow"
+
+
+@dataclass(frozen=True)
+class StepResult:
+    exit_code: int
+    results: tuple[Path, ...] = ()
+    outputs: dict[str, str] = field(default_factory=dict)
+    summary: str = ""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """No arguments: action.yml passes its inputs as INPUT_* environment variables."""
+
+
+def handle(args: argparse.Namespace) -> int:
+    inputs: ActionInputs | None = None
+    try:
+        inputs = read_inputs(os.environ)
+        step = STEPS[inputs.command](inputs)
+    except FatalError as error:
+        _finish(inputs.command if inputs else "?", StepResult(int(error.exit_code)))
+        raise
+    _finish(inputs.command, step)
+    return step.exit_code
+
+
+def _finish(command: str, step: StepResult) -> None:
+    summary_json = outputs.summary_json(
+        command, step.exit_code, step.results, step.outputs.get("comment-url", "")
+    )
+    values = {"conclusion": outputs.conclusion(step.exit_code), "summary-json": summary_json}
+    outputs.append(os.environ.get("GITHUB_OUTPUT"), outputs.format_outputs(values | step.outputs))
+    outputs.append(os.environ.get("GITHUB_STEP_SUMMARY"), step.summary)
+
+
+def _kl_bitexact(argv: Sequence[str], *, token: str = "", capture: bool = False) -> Any:
+    """Run `python -m kl_bitexact ARGV` with the inputs (and the token) kept out of its env."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INPUT_")}
+    env.pop("GITHUB_TOKEN", None)
+    if token:
+        env["GITHUB_TOKEN"] = token
+    print(f"kl-bitexact {' '.join(argv)}", flush=True)
+    command = [sys.executable, "-m", "kl_bitexact", *argv]
+    return subprocess.run(command, env=env, check=False, text=True, capture_output=capture)
+
+
+def _read_text(path: Path) -> str:
+    return path.read_text(encoding="utf-8") if path.is_file() else ""
+
+
+# --- one function per command ---------------------------------------------------------
+
+
+def run_step(inputs: ActionInputs) -> StepResult:
+    code = _kl_bitexact(command_lines.run_argv(inputs, expand_suites(inputs.suites))).returncode
+    results_path = inputs.results_dir / "results.json"
+    written = (results_path,) if results_path.is_file() else ()
+    return StepResult(
+        code,
+        written,
+        {"results-path": str(results_path) if written else ""},
+        _read_text(inputs.results_dir / "report.md"),
+    )
+
+
+def report_step(inputs: ActionInputs) -> StepResult:
+    files = gather_results(inputs)
+    out = inputs.results_dir / "comment.md"
+    code = _kl_bitexact(command_lines.report_argv(inputs, files, out)).returncode
+    return StepResult(code, files, {"results-path": _lines(files)}, _read_text(out))
+
+
+def publish_step(inputs: ActionInputs) -> StepResult:
+    files = gather_results(inputs)
+    argv = command_lines.publish_argv(inputs, files)
+    code = _kl_bitexact(argv, token=inputs.github_token).returncode
+    return StepResult(code, files, {"results-path": _lines(files)})
+
+
+def lint_ci_step(inputs: ActionInputs) -> StepResult:
+    code = _kl_bitexact(command_lines.lint_ci_argv(inputs)).returncode
+    verdict = "no findings" if code == 0 else f"findings or errors (exit {code}); see annotations"
+    return StepResult(code, summary=f"kl-bitexact lint-ci: {verdict}\n")
+
+
+def shard_step(inputs: ActionInputs) -> StepResult:
+    if not inputs.suites:
+        raise ConfigError("action input `suites`: `command: shard` needs suite names", hint=_HINT)
+    include: list[dict[str, Any]] = []
+    for suite in inputs.suites:
+        finished = _kl_bitexact(command_lines.shard_argv(inputs, suite), capture=True)
+        sys.stderr.write(finished.stderr)
+        if finished.returncode != 0:
+            return StepResult(finished.returncode)
+        include += label_shards(suite, json.loads(finished.stdout)["include"])
+    matrix = json.dumps({"include": include}, separators=(",", ":"))
+    print(matrix)
+    return StepResult(0, outputs={"matrix": matrix})
+
+
+def trust_step(inputs: ActionInputs) -> StepResult:
+    event_path = os.environ.get("GITHUB_EVENT_PATH", "")
+    event = json.loads(Path(event_path).read_text(encoding="utf-8")) if event_path else {}
+    verdict = trust.decide(
+        os.environ.get("GITHUB_EVENT_NAME", ""),
+        event,
+        os.environ.get("GITHUB_REPOSITORY", ""),
+        inputs.trusted_label,
+    )
+    print(f"trusted={str(verdict.trusted).lower()}: {verdict.reason}")
+    values = {"trusted": str(verdict.trusted).lower(), "trust-reason": verdict.reason}
+    return StepResult(0, outputs=values, summary=f"kl-bitexact trust: {verdict.reason}\n")
+
+
+STEPS: dict[str, Callable[[ActionInputs], StepResult]] = {
+    "run": run_step,
+    "report": report_step,
+    "publish": publish_step,
+    "lint-ci": lint_ci_step,
+    "shard": shard_step,
+    "trust": trust_step,
+}
+
+
+# --- helpers ----------------------------------------------------------------------------
+
+
+def expand_suites(patterns: Sequence[str]) -> list[str]:
+    """Expand globs (in Python, so no shell ever sees the input); a glob matching nothing is
+    an error, a plain path is passed on for `run` to check."""
+    files: list[str] = []
+    for pattern in patterns:
+        if not glob.has_magic(pattern):
+            files.append(pattern)
+            continue
+        matches = sorted(glob.glob(pattern, recursive=True))
+        if not matches:
+            raise ConfigError(
+                f"action input `suites`: {pattern!r} matches no file in {Path.cwd()}", hint=_HINT
+            )
+        files += matches
+    return files
+
+
+def gather_results(inputs: ActionInputs) -> tuple[Path, ...]:
+    """Every shard's results.json, plus an `error` stand-in for each expected shard missing."""
+    found = shards.results_files(inputs.results_dir)
+    missing = shards.missing_shards(inputs.results_dir, inputs.expected_shards)
+    stand_ins = _write_stand_ins(missing)
+    if not found and not stand_ins:
+        raise ConfigError(
+            f"action input `results-dir`: no results.json under {inputs.results_dir}",
+            hint="download the run jobs' results artifacts into results-dir first",
+        )
+    return (*found, *stand_ins)
+
+
+def _write_stand_ins(missing: Sequence[str]) -> list[Path]:
+    if not missing:
+        return []
+    directory = Path(tempfile.mkdtemp(prefix="kl-bitexact-missing-"))
+    paths = []
+    for name in missing:
+        print(f"::error title=kl-bitexact::shard {name} uploaded no results", flush=True)
+        path = directory / f"{shards.ARTIFACT_PREFIX}{name}" / "results.json"
+        results_model.write_atomic(shards.missing_shard_results(name), path)
+        paths.append(path)
+    return paths
+
+
+def label_shards(suite: str, include: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tag `shard`'s matrix entries with their suite and a name unique across suites."""
+    return [{**entry, "suite": suite, "name": f"{suite}-{entry['partition']}"} for entry in include]
+
+
+def _lines(paths: Sequence[Path]) -> str:
+    return "\n".join(map(str, paths))
+
+
+COMMAND = Command(
+    name="action",
+    summary="the GitHub Action's step (reads INPUT_* variables; used by action.yml)",
+    description="Run one kl-bitexact command as the composite action does: inputs from "
+    "INPUT_* environment variables, step outputs to $GITHUB_OUTPUT, the job summary to "
+    "$GITHUB_STEP_SUMMARY, and the command's exit code.",
+    add_arguments=add_arguments,
+    handler=handle,
+)
