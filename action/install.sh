@@ -26,8 +26,9 @@ if [[ ! -f "$venv/.complete" ]]; then
     rm -rf "$venv"
     "$python" -m venv "$venv"
     pip=("$venv/bin/python" -m pip --disable-pip-version-check --quiet)
-    "${pip[@]}" install --no-deps --require-virtualenv -r "$requirements"
-    "${pip[@]}" install --no-deps --no-build-isolation "$action_dir"
+    # --no-compile: modules compile on first import instead; halves the install time.
+    "${pip[@]}" install --no-deps --no-compile --require-virtualenv -r "$requirements"
+    "${pip[@]}" install --no-deps --no-compile --no-build-isolation "$action_dir"
     "${pip[@]}" check
     touch "$venv/.complete"
 fi
