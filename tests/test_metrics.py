@@ -118,3 +118,11 @@ def test_prefill_hit_needs_a_whole_resume_step():
 )
 def test_enough_hits_is_sglangs_strict_rule(hit, total, ratio, ok):
     assert metrics.enough_hits(hit, total, ratio) is ok
+
+
+def test_speculative_overshoot_risk_is_predicted_only_near_a_boundary():
+    geometry = Geometry(page_size=16, track_interval=16, speculative_block=4)
+    # turn 1 consumed 40 + 8 - 1 = 47 tokens; overshoot up to 51 crosses 48
+    assert metrics.overshoot_may_miss(40, 8, geometry)
+    assert not metrics.overshoot_may_miss(40, 2, geometry)  # 41..45 crosses nothing
+    assert not metrics.overshoot_may_miss(40, 8, Geometry(16, 16))

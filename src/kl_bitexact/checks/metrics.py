@@ -174,6 +174,17 @@ def decode_hit_possible(prompt_len: int, output_len: int, geometry: Geometry) ->
     return last_state // step * step > prompt_len + 1
 
 
+def overshoot_may_miss(prompt_len: int, output_len: int, geometry: Geometry) -> bool:
+    """Speculative decoding commits whole verify blocks: up to `speculative_block` tokens
+    past the returned ones are consumed, and when the latest checkpoint lands there it
+    cannot serve the next turn (PR 35293's natural misses)."""
+    if geometry.speculative_block <= 1:
+        return False
+    step = geometry.resume_step
+    last_state = prompt_len + output_len - 1
+    return (last_state + geometry.speculative_block) // step > last_state // step
+
+
 def geometry_warning(expected: int, total: int, min_ratio: float, geometry: Geometry) -> str:
     """Say so when the configuration, not the engine, limits the hits."""
     if total == 0 or expected >= total:
