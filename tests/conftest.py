@@ -45,7 +45,7 @@ class ReferenceServer:
 
     def __init__(self, args: Sequence[str]) -> None:
         # A file, not a pipe: the server logs every request, and a full pipe would block it.
-        self.log = tempfile.TemporaryFile(mode="w+")
+        self.log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "kl_bitexact", "serve-reference", "--port", "0", *args],
             stdout=subprocess.PIPE,

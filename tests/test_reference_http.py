@@ -154,10 +154,11 @@ def test_concurrent_requests_are_served_and_agree(server):
     with ThreadPoolExecutor(max_workers=8) as pool:
         together = list(pool.map(lambda b: generate(server.url, b).json(), bodies))
     alone = [generate(server.url, body).json() for body in bodies]
-    strip = lambda answers: json.dumps(
-        [a[0]["meta_info"]["output_token_logprobs"] for a in answers]
-    )  # noqa: E731
-    assert strip(together) == strip(alone)
+    assert _logprobs(together) == _logprobs(alone)
+
+
+def _logprobs(answers: list[list[dict]]) -> str:
+    return json.dumps([answer[0]["meta_info"]["output_token_logprobs"] for answer in answers])
 
 
 def test_bad_flag_is_exit_2_without_traceback(cli):
