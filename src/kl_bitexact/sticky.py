@@ -1,0 +1,135 @@
+"""The one sticky PR comment, found by its hidden marker, edited in place.
+
+A busy pull request has hundreds of comments, so every page is read. Two publishers can
+race (two workflows, a re-run while the first is still posting): both see no comment and
+both create one. Each therefore looks again after creating and keeps only the oldest
+marked comment, deleting the rest; a publisher whose own comment lost then writes its body
+into the survivor. Whatever the interleaving, one comment remains.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from github import GithubException
+
+MARKER_KEY = re.compile(r"^[\w.\- /]{1,100}$")
+HISTORY_MARKER = "<!-- kl-bitexact:history -->"
+MAX_HISTORY_LINES = 20
+# GitHub refuses comment bodies over 65536 characters with 422.
+MAX_BODY_CHARS = 65536
+
+
+class CommentLike(Protocol):
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def body(self) -> str: ...
+
+    def edit(self, body: str) -> None: ...
+
+    def delete(self) -> None: ...
+
+
+class PullLike(Protocol):
+    """What the sticky comment needs of a PyGithub PullRequest (or Issue)."""
+
+    def get_issue_comments(self) -> Iterable[CommentLike]: ...
+
+    def create_issue_comment(self, body: str) -> CommentLike: ...
+
+
+@dataclass(frozen=True)
+class Outcome:
+    action: str  # "created", "updated" or "unchanged"
+    comment_id: int
+    deleted: tuple[int, ...] = ()
+
+
+def marker(key: str) -> str:
+    """The hidden first line that identifies our comment; the key keeps workflows apart."""
+    if not MARKER_KEY.match(key):
+        raise ValueError(f"comment key {key!r}: use letters, digits, space, . _ - / (1-100)")
+    return f"<!-- kl-bitexact:{key} -->"
+
+
+def content(body: str) -> str:
+    """The body without its history section: what 'unchanged' compares."""
+    return body.split(f"\n\n{HISTORY_MARKER}", 1)[0]
+
+
+def compose(body: str, previous: str | None, history_line: str | None) -> str:
+    """`body`, plus the previous body's history and `history_line` when one is given."""
+    if history_line is None:
+        return body
+    lines = [*_history(previous), history_line][-MAX_HISTORY_LINES:]
+    listing = "\n".join(f"- {line}" for line in lines)
+    return f"{body}\n\n{HISTORY_MARKER}\n<details><summary>History</summary>\n\n{listing}\n</details>\n"
+
+
+def _history(previous: str | None) -> list[str]:
+    if previous is None or HISTORY_MARKER not in previous:
+        return []
+    section = previous.split(HISTORY_MARKER, 1)[1]
+    return [line[2:] for line in section.splitlines() if line.startswith("- ")]
+
+
+def fit(body: str, limit: int = MAX_BODY_CHARS) -> str:
+    """Cut an over-long body at a line break, saying where the rest is."""
+    if len(body) <= limit:
+        return body
+    note = "\n\n_(comment truncated to GitHub's size limit; the job summary has everything)_\n"
+    cut = body.rfind("\n", 0, limit - len(note))
+    return body[: max(cut, 0)] + note
+
+
+def upsert(pull: PullLike, key: str, body: str, *, history_line: str | None = None) -> Outcome:
+    """Create, edit or leave alone the comment marked with `key`; never leave two."""
+    mark = marker(key)
+    body = body if body.startswith(mark) else f"{mark}\n{body}"
+    found = _marked(pull, mark)
+    if not found:
+        created = pull.create_issue_comment(fit(compose(body, None, history_line)))
+        return _settle(pull, mark, created, body, history_line)
+    keep, duplicates = found[0], found[1:]
+    deleted = _delete(duplicates)
+    if content(keep.body) == body:
+        return Outcome("unchanged", keep.id, deleted)
+    keep.edit(fit(compose(body, keep.body, history_line)))
+    return Outcome("updated", keep.id, deleted)
+
+
+def _marked(pull: PullLike, mark: str) -> list[CommentLike]:
+    """Every comment of ours across all pages, oldest first."""
+    found = [c for c in pull.get_issue_comments() if (c.body or "").startswith(mark)]
+    return sorted(found, key=lambda comment: comment.id)
+
+
+def _settle(
+    pull: PullLike, mark: str, created: CommentLike, body: str, history_line: str | None
+) -> Outcome:
+    """After creating: if a racing publisher created one too, keep only the oldest."""
+    found = _marked(pull, mark) or [created]
+    keep = found[0]
+    deleted = _delete(found[1:])
+    if keep.id == created.id:
+        return Outcome("created", keep.id, deleted)
+    if content(keep.body) != body:
+        keep.edit(fit(compose(body, keep.body, history_line)))
+    return Outcome("updated", keep.id, deleted)
+
+
+def _delete(comments: Iterable[CommentLike]) -> tuple[int, ...]:
+    deleted = []
+    for comment in comments:
+        try:
+            comment.delete()
+        except GithubException as error:
+            if error.status != 404:  # 404: the other publisher deleted it first
+                raise
+        deleted.append(comment.id)
+    return tuple(deleted)
