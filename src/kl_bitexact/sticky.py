@@ -68,7 +68,8 @@ def compose(body: str, previous: str | None, history_line: str | None) -> str:
         return body
     lines = [*_history(previous), history_line][-MAX_HISTORY_LINES:]
     listing = "\n".join(f"- {line}" for line in lines)
-    return f"{body}\n\n{HISTORY_MARKER}\n<details><summary>History</summary>\n\n{listing}\n</details>\n"
+    history = f"<details><summary>History</summary>\n\n{listing}\n</details>\n"
+    return f"{body}\n\n{HISTORY_MARKER}\n{history}"
 
 
 def _history(previous: str | None) -> list[str]:

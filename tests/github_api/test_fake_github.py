@@ -88,3 +88,10 @@ def test_runs_standalone_with_seed_faults_and_state_over_http() -> None:
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+def test_an_undocumented_404_is_checked_as_githubs_basic_error(fake_github: FakeGitHub) -> None:
+    url = f"{fake_github.url}/repos/{REPO}/issues/comments/424242"
+    answer = requests.delete(url, headers=AUTH, timeout=10)
+    assert answer.status_code == 404  # GitHub's description lists only 204 here
+    assert answer.json()["message"] == "Not Found"
