@@ -18,8 +18,9 @@ from functools import partial
 from typing import Any
 
 from kl_bitexact import __version__, charts, escape
+from kl_bitexact.blockers import effective_state
 from kl_bitexact.budget import KEEP, Block, Section, fit
-from kl_bitexact.compare import Comparison, TestDelta, Transition
+from kl_bitexact.compare import Blocker, Comparison, TestDelta, Transition
 from kl_bitexact.errors import ExitCode
 from kl_bitexact.findings import Finding
 from kl_bitexact.gate import SEVERITY, Verdict
@@ -175,7 +176,7 @@ def _counts_line(comparison: Comparison) -> str:
         if counts[verdict]
     ]
     suites = comparison.suite_count
-    head = f"**{total} test{'s' * (total != 1)}** in {suites} suite{'s' * (suites != 1)}"
+    head = f"**{plural(total, 'test')}** in {plural(suites, 'suite')}"
     return " · ".join([head, *parts]) + "  "
 
 
@@ -267,7 +268,8 @@ def _attention_table(rows: Sequence[TestDelta]) -> Section:
 
 def _other_rows(rows: Sequence[TestDelta]) -> Section:
     blocks = [Block(OTHER_ROWS, partial(_row, d), "rows of passing or skipped tests") for d in rows]
-    head = f"\n<details><summary>{len(rows)} passing or skipped tests</summary>\n\n" + _TABLE_HEAD
+    summary = f"{plural(len(rows), 'passing or skipped test')}"
+    head = f"\n<details><summary>{summary}</summary>\n\n" + _TABLE_HEAD
     return Section(blocks, head=head, tail="\n</details>\n")
 
 
@@ -286,6 +288,10 @@ def _row(delta: TestDelta) -> str:
         _status_cell(delta),
     ]
     return "| " + " | ".join(cells) + " |\n"
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def fmt_kl(value: float | None) -> str:
@@ -324,7 +330,7 @@ def _hits_cell(head: CacheHits | None, base: CacheHits | None) -> str:
 def _status_cell(delta: TestDelta) -> str:
     label = _LABEL[delta.verdict] if delta.verdict else "removed"
     parts = [f"**{label}**" if delta.gating else label]
-    if delta.head is not None and delta.verdict is not None:
+    if delta.head is not None and delta.head.status.value != label:
         parts.append(delta.head.status.value)
     if delta.transition not in (Transition.UNCHANGED, Transition.NO_BASE, Transition.REMOVED):
         parts.append(_TRANSITION[delta.transition])
@@ -345,18 +351,27 @@ def _blocked_section(comparison: Comparison) -> Section:
 
 def _blocked_item(delta: TestDelta) -> str:
     assert delta.head is not None and delta.verdict is not None
-    refs = ", ".join(_ref(b.ref, b.text) for b in delta.blockers)
-    states = ", ".join(b.state.value for b in delta.blockers)
     sentence = _BLOCKED_SENTENCE[delta.verdict].format(
-        refs=refs, states=states, measured=_measured(delta.head)
+        refs=_refs(delta.blockers),
+        state=effective_state([b.state for b in delta.blockers]).value,
+        measured=_measured(delta.head),
     )
     test = f"{escape.code(delta.id, 160)} ({escape.text(delta.suite, 80)})"
     return f"- {_ICON[delta.verdict]} {test}: {sentence}\n"
 
 
-def _ref(ref: str | None, raw: str) -> str:
-    # A canonical ref only has [\w.-/#] characters; it is written plainly so GitHub links it.
-    return ref if ref is not None else f"{escape.code(raw, 120)} (not a reference)"
+def _refs(blockers: Sequence[Blocker]) -> str:
+    """One reference plainly; several with the state of each, since they may differ."""
+    if len(blockers) == 1:
+        return _ref(blockers[0])
+    return ", ".join(f"{_ref(b)} ({b.state.value})" for b in blockers)
+
+
+def _ref(blocker: Blocker) -> str:
+    # A canonical ref only has [\w.-/#] characters: written plainly so GitHub links it.
+    if blocker.ref is not None:
+        return blocker.ref
+    return f"{escape.code(blocker.text, 120)} (unresolvable reference)"
 
 
 def _measured(test: TestResult) -> str:
@@ -367,19 +382,18 @@ def _measured(test: TestResult) -> str:
 
 
 _BLOCKED_SENTENCE = {
-    Verdict.EXPECTED_RED: "expected red until {refs} merges - {states}; {measured}",
-    Verdict.UNEXPECTED_GREEN: "green although {refs} is still open ({states}) - check that the "
+    Verdict.EXPECTED_RED: "expected red until {refs} merges - {state}; {measured}",
+    Verdict.UNEXPECTED_GREEN: "green although {refs} is still open - check that the "
     "test still detects the bug, or remove the marker; {measured}",
     Verdict.REGRESSION: "{refs} merged but this test is still red; {measured}",
-    Verdict.UNBLOCKED: "{refs} merged ({states}) and the test is green: remove the "
-    "`blocked_by` marker",
-    Verdict.STALE_MARKER: "{refs} was closed without merging ({states}): update or remove the "
+    Verdict.UNBLOCKED: "{refs} merged and the test is green: remove the `blocked_by` marker",
+    Verdict.STALE_MARKER: "{refs} was closed without merging: update or remove the "
     "marker; {measured}",
-    Verdict.UNKNOWN: "state of {refs} is unknown ({states}): GitHub could not tell or the "
-    "blockers were not resolved; {measured}",
-    Verdict.INFRA: "blocked by {refs} ({states}), but the check did not measure; {measured}",
-    Verdict.SKIPPED: "blocked by {refs} ({states}); skipped",
-    Verdict.OK: "blocked by {refs} ({states}); {measured}",
+    Verdict.UNKNOWN: "state of {refs} is unknown (GitHub could not tell, or blockers were "
+    "not resolved); {measured}",
+    Verdict.INFRA: "blocked by {refs}, but the check did not measure; {measured}",
+    Verdict.SKIPPED: "blocked by {refs}; skipped",
+    Verdict.OK: "blocked by {refs}; {measured}",
 }
 
 
@@ -435,7 +449,7 @@ def _details_sections(comparison: Comparison) -> list[Section]:
     for name, deltas in by_suite.items():
         server = servers[name]
         args = " ".join(server.args)
-        summary = f"Details: {escape.text(name, 80)} ({len(deltas)} tests with findings)"
+        summary = f"Details: {escape.text(name, 80)} ({plural(len(deltas), 'test')})"
         head = (
             f"\n<details><summary>{summary}</summary>\n\n"
             f"Server: {escape.code(server.engine, 40)} {escape.code(args, 600) if args else ''}\n"
@@ -474,6 +488,8 @@ def _test_details(delta: TestDelta) -> str:
 
 def _per_sample(values: Sequence[float]) -> str:
     nonzero = sum(1 for value in values if value != 0)
+    if not nonzero:
+        return f"\nKL per sample: 0 in all {plural(len(values), 'sample')}\n"
     listed = " · ".join(fmt_kl(value) for value in values[:MAX_SAMPLES_LISTED])
     more = (
         f" · … {len(values) - MAX_SAMPLES_LISTED} more" if len(values) > MAX_SAMPLES_LISTED else ""
