@@ -17,6 +17,7 @@ from github import Github
 from github.Artifact import Artifact
 
 from kl_bitexact import results
+from kl_bitexact.baseline import Baseline
 from kl_bitexact.errors import ConfigError, GitHubError
 from kl_bitexact.github import translated
 
@@ -36,17 +37,31 @@ def workflow_file(workflow_ref: str | None) -> str | None:
 
 def fetch(
     client: Github, repository: str, workflow: str, branch: str, artifact_name: str, token: str
-) -> results.Results | None:
-    """The newest successful base run's results, or None when no run has the artifact."""
+) -> Baseline:
+    """The newest successful base run's results, or why there are none.
+
+    A base that cannot be had is a reason shown in the comment, not a failure: without it
+    the gate simply cannot excuse red tests that were already red on the base.
+    """
+    try:
+        return _fetch(client, repository, workflow, branch, artifact_name, token)
+    except (GitHubError, ConfigError) as error:
+        return Baseline(None, f"fetching the baseline failed: {error.message}")
+
+
+def _fetch(
+    client: Github, repository: str, workflow: str, branch: str, artifact_name: str, token: str
+) -> Baseline:
     with translated(f"looking for the baseline run of {workflow} on {branch}", token):
         artifact = _newest_artifact(client, repository, workflow, branch, artifact_name)
     if artifact is None:
-        return None
+        why = f"no successful {workflow} run on {branch} has a {artifact_name} artifact"
+        return Baseline(None, why)
     with tempfile.TemporaryDirectory(prefix="kl-bitexact-baseline-") as scratch:
         archive = Path(scratch) / "artifact.zip"
         with translated(f"downloading artifact {artifact_name}", token):
             _download(client, artifact, archive)
-        return _load_archive(archive, Path(scratch) / "files", artifact_name)
+        return Baseline.of(_load_archive(archive, Path(scratch) / "files", artifact_name))
 
 
 def _newest_artifact(

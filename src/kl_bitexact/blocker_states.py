@@ -19,7 +19,7 @@ from typing import Any
 
 from github import Github
 
-from kl_bitexact.blockers import BlockerRef, BlockerState, parse_ref
+from kl_bitexact.blockers import BlockerRef, BlockerState, parse_ref, states_from_json
 from kl_bitexact.errors import ConfigError, GitHubError
 from kl_bitexact.github import translated
 from kl_bitexact.results import Results
@@ -58,58 +58,40 @@ def state_of(issue: Mapping[str, Any]) -> BlockerState:
     return BlockerState.MERGED if done else BlockerState.CLOSED
 
 
-def resolve(refs: Iterable[BlockerRef], fetch: FetchIssue) -> dict[BlockerRef, BlockerState]:
-    """Ask once per distinct reference; a failed lookup is `unknown`, not an abort."""
-    states: dict[BlockerRef, BlockerState] = {}
+def resolve(refs: Iterable[BlockerRef], fetch: FetchIssue) -> dict[str, BlockerState]:
+    """Ask once per distinct reference; a failed lookup is `unknown`, not an abort.
+
+    Keys are canonical `owner/repo#N`, as `compare` and the states file want them.
+    """
+    states: dict[str, BlockerState] = {}
     for ref in refs:
-        if ref in states:
+        if str(ref) in states:
             continue
         try:
-            states[ref] = state_of(fetch(ref.owner, ref.repo, ref.number))
+            states[str(ref)] = state_of(fetch(ref.owner, ref.repo, ref.number))
         except GitHubError:
-            states[ref] = BlockerState.UNKNOWN
+            states[str(ref)] = BlockerState.UNKNOWN
     return states
 
 
-def dumps(states: Mapping[BlockerRef, BlockerState]) -> str:
-    document = {str(ref): state.value for ref, state in sorted(states.items())}
+def dumps(states: Mapping[str, BlockerState]) -> str:
+    document = {ref: state.value for ref, state in sorted(states.items())}
     return json.dumps(document, indent=2) + "\n"
 
 
-def load(path: Path) -> dict[BlockerRef, BlockerState]:
-    """Read a states file, naming the file and key on any problem."""
+def load(path: Path) -> dict[str, BlockerState]:
+    """Read a states file (bounded: it may come from another job), naming the file on errors."""
     try:
         raw = path.read_bytes()
     except OSError as error:
         raise ConfigError(f"{path}: cannot read blocker states ({error.strerror})") from None
     if len(raw) > MAX_STATES_BYTES:
-        raise ConfigError(f"{path}: over {MAX_STATES_BYTES} bytes, not a blocker states file")
+        raise ConfigError(f"{path}: {len(raw)} bytes is too large for a blocker states file")
     try:
-        document = json.loads(raw)
-    except ValueError as error:
-        raise ConfigError(f"{path}: invalid JSON ({error})") from None
-    if not isinstance(document, dict):
-        raise ConfigError(f"{path}: expected an object mapping owner/repo#N to a state")
-    return {_key(path, key): _state(path, key, value) for key, value in document.items()}
-
-
-def _key(path: Path, key: str) -> BlockerRef:
-    try:
-        ref = parse_ref(key)
-    except ConfigError:
-        raise ConfigError(
-            f"{path}: key {key!r} is not owner/repo#N",
-            hint="write keys like sgl-project/sglang#29792",
-        ) from None
-    return ref
-
-
-def _state(path: Path, key: str, value: Any) -> BlockerState:
-    try:
-        return BlockerState(value)
-    except ValueError:
-        allowed = ", ".join(state.value for state in BlockerState)
-        raise ConfigError(f"{path}: {key}: state {value!r} is not one of {allowed}") from None
+        document = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ConfigError(f"{path}: not JSON ({error})") from None
+    return states_from_json(document, str(path))
 
 
 def issue_fetcher(client: Github, token: str) -> FetchIssue:

@@ -9,18 +9,20 @@ into the survivor. Whatever the interleaving, one comment remains.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
 from github import GithubException
 
-MARKER_KEY = re.compile(r"^[\w.\- /]{1,100}$")
+from kl_bitexact.render import marker
+
 HISTORY_MARKER = "<!-- kl-bitexact:history -->"
 MAX_HISTORY_LINES = 20
-# GitHub refuses comment bodies over 65536 characters with 422.
-MAX_BODY_CHARS = 65536
+MAX_HISTORY_LINE_CHARS = 80
+# Room the history section may take: render the body with a budget this much smaller
+# than GitHub's comment limit.
+HISTORY_RESERVE = len(HISTORY_MARKER) + 80 + MAX_HISTORY_LINES * (MAX_HISTORY_LINE_CHARS + 3)
 
 
 class CommentLike(Protocol):
@@ -50,13 +52,6 @@ class Outcome:
     deleted: tuple[int, ...] = ()
 
 
-def marker(key: str) -> str:
-    """The hidden first line that identifies our comment; the key keeps workflows apart."""
-    if not MARKER_KEY.match(key):
-        raise ValueError(f"comment key {key!r}: use letters, digits, space, . _ - / (1-100)")
-    return f"<!-- kl-bitexact:{key} -->"
-
-
 def content(body: str) -> str:
     """The body without its history section: what 'unchanged' compares."""
     return body.split(f"\n\n{HISTORY_MARKER}", 1)[0]
@@ -66,7 +61,7 @@ def compose(body: str, previous: str | None, history_line: str | None) -> str:
     """`body`, plus the previous body's history and `history_line` when one is given."""
     if history_line is None:
         return body
-    lines = [*_history(previous), history_line][-MAX_HISTORY_LINES:]
+    lines = [*_history(previous), history_line[:MAX_HISTORY_LINE_CHARS]][-MAX_HISTORY_LINES:]
     listing = "\n".join(f"- {line}" for line in lines)
     history = f"<details><summary>History</summary>\n\n{listing}\n</details>\n"
     return f"{body}\n\n{HISTORY_MARKER}\n{history}"
@@ -79,28 +74,22 @@ def _history(previous: str | None) -> list[str]:
     return [line[2:] for line in section.splitlines() if line.startswith("- ")]
 
 
-def fit(body: str, limit: int = MAX_BODY_CHARS) -> str:
-    """Cut an over-long body at a line break, saying where the rest is."""
-    if len(body) <= limit:
-        return body
-    note = "\n\n_(comment truncated to GitHub's size limit; the job summary has everything)_\n"
-    cut = body.rfind("\n", 0, limit - len(note))
-    return body[: max(cut, 0)] + note
-
-
 def upsert(pull: PullLike, key: str, body: str, *, history_line: str | None = None) -> Outcome:
-    """Create, edit or leave alone the comment marked with `key`; never leave two."""
+    """Create, edit or leave alone the comment marked with `key`; never leave two.
+
+    `body` is rendered with room for the history section (HISTORY_RESERVE).
+    """
     mark = marker(key)
     body = body if body.startswith(mark) else f"{mark}\n{body}"
     found = _marked(pull, mark)
     if not found:
-        created = pull.create_issue_comment(fit(compose(body, None, history_line)))
+        created = pull.create_issue_comment(compose(body, None, history_line))
         return _settle(pull, mark, created, body, history_line)
     keep, duplicates = found[0], found[1:]
     deleted = _delete(duplicates)
     if content(keep.body) == body:
         return Outcome("unchanged", keep.id, deleted)
-    keep.edit(fit(compose(body, keep.body, history_line)))
+    keep.edit(compose(body, keep.body, history_line))
     return Outcome("updated", keep.id, deleted)
 
 
@@ -120,7 +109,7 @@ def _settle(
     if keep.id == created.id:
         return Outcome("created", keep.id, deleted)
     if content(keep.body) != body:
-        keep.edit(fit(compose(body, keep.body, history_line)))
+        keep.edit(compose(body, keep.body, history_line))
     return Outcome("updated", keep.id, deleted)
 
 

@@ -122,14 +122,11 @@ def test_history_keeps_the_last_lines_only() -> None:
     assert "- update 4\n" not in body and "- update 5\n" in body
 
 
-def test_an_over_long_body_is_cut_at_a_line_with_a_note() -> None:
-    body = "\n".join(f"row {n}" for n in range(20000))
-    cut = sticky.fit(body, 1000)
-    assert len(cut) <= 1000 and cut.endswith("the job summary has everything)_\n")
-    assert sticky.fit("short") == "short"
-
-
-@pytest.mark.parametrize("key", ["", "a-->b", "x" * 101, "new\nline"])
-def test_marker_keys_that_could_break_the_html_comment_are_refused(key: str) -> None:
-    with pytest.raises(ValueError, match="comment key"):
-        sticky.marker(key)
+def test_a_hostile_key_cannot_close_the_hidden_marker(
+    fake_github: FakeGitHub, pull: sticky.PullLike
+) -> None:
+    sticky.upsert(pull, "evil --> <script>", "report")
+    (body,) = _bodies(fake_github)
+    first_line = body.splitlines()[0]
+    assert first_line.startswith("<!-- kl-bitexact:") and first_line.count("-->") == 1
+    assert sticky.upsert(pull, "evil --> <script>", "report").action == "unchanged"

@@ -213,7 +213,11 @@ def get_issue(world: World, call: Call, match: re.Match[str]) -> Answer:
         fields |= {"state": pull.state, "title": pull.title, "pull_request": _pull_link(base, pull)}
     else:
         issue = repo.issues[number]
-        fields |= {"state": issue.state, "state_reason": issue.state_reason, "title": issue.title}
+        fields |= {"state": issue.state, "title": issue.title}
+        # GitHub sends null for open issues, but its description's enum omits null (the
+        # OpenAPI 3.0 nullable-enum ambiguity), so the fake leaves the field out instead.
+        if issue.state_reason is not None:
+            fields["state_reason"] = issue.state_reason
     return Answer(200, merged(component(load_spec(), "issue"), fields))
 
 
