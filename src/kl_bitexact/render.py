@@ -31,8 +31,9 @@ SUMMARY_LIMIT = 1_000_000  # the job summary allows 1 MiB per step
 NOTICE_RESERVE = 800  # room kept for the "what was cut" notice
 DEFAULT_KEY = "kl-bitexact"
 
-# Tiers of the budget: lower is kept longer.
-GATING, ATTENTION, NOTES, OTHER_ROWS, DETAILS = KEEP, 1, 2, 3, 4
+# Tiers of the budget, filled in this order: only the headline and footer are KEEP;
+# gating rows come right after, so they are cut only if they alone overflow.
+GATING, ATTENTION, NOTES, OTHER_ROWS, DETAILS = 1, 2, 3, 4, 5
 
 _ICON = {
     Verdict.REGRESSION: "🔴",
