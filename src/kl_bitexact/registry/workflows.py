@@ -123,11 +123,13 @@ def matrix_combinations(matrix: Any) -> Iterator[tuple[dict[str, Any], int]]:
         for key, values in matrix.items()
         if key not in ("include", "exclude") and isinstance(values, list)
     ]
-    if axes:
-        first_values = axes[0][1]
-        for indexes in itertools.product(*(range(len(values)) for _, values in axes)):
-            combo = {key: values[i] for (key, values), i in zip(axes, indexes, strict=True)}
-            yield combo, yamlio.item_line(first_values, indexes[0]) or 1
+    # A combination is located at its `suite` value when there is one (what lint reports).
+    where = next((i for i, (key, _) in enumerate(axes) if key == "suite"), 0)
+    for indexes in itertools.product(*(range(len(values)) for _, values in axes)):
+        if not axes:
+            break
+        combo = {key: values[i] for (key, values), i in zip(axes, indexes, strict=True)}
+        yield combo, yamlio.item_line(axes[where][1], indexes[where]) or 1
     include = matrix.get("include")
     if isinstance(include, list):
         for index, entry in enumerate(include):
