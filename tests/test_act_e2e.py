@@ -24,10 +24,8 @@ from typing import Any
 
 import pytest
 
-try:
-    from kl_bitexact.testing.fake_github import FakeGitHub
-except ImportError:
-    FakeGitHub = object
+from conftest import run_cli
+from kl_bitexact.testing.fake_github import FakeGitHub
 
 pytestmark = pytest.mark.act
 
@@ -46,6 +44,12 @@ class ActRun:
     returncode: int
     log: str  # kept for failure messages only; nothing is asserted on it
     artifacts: Path
+
+    def excerpt(self) -> str:
+        """What the steps printed and which failed: enough to see why a job broke."""
+        keep = ("  | ", "Failure", "Job failed", "level=error", "Error:")
+        lines = [line for line in self.log.splitlines() if any(k in line for k in keep)]
+        return "\n".join(line for line in lines if "WARNING: Location" not in line)[-8000:]
 
     def artifact(self, name: str) -> Path:
         return self.artifacts / name
@@ -122,37 +126,27 @@ def run_act(repo: Path, event: dict[str, Any], github: FakeGitHub, scratch: Path
     event_file.write_text(json.dumps(event))
     artifacts.mkdir()
     release = release_copy(scratch / "kl-bitexact")
+    workflow_ref = f"{REPOSITORY}/.github/workflows/{CALLER}@refs/pull/{PR_NUMBER}/merge"
+    # fmt: off
     command = [
-        act_binary(),
-        "pull_request",
-        "--eventpath",
-        str(event_file),
-        "--action-cache-path",
-        str(scratch / "act-cache"),
-        "--platform",
-        "ubuntu-latest=-self-hosted",
-        "--platform",
-        "self-hosted=-self-hosted",
-        "--platform",
-        "b200=-self-hosted",
-        "--local-repository",
-        f"org/kl-bitexact@v1={release}",
-        "--local-repository",
-        f"actions/upload-artifact@v6={STUBS / 'upload-artifact'}",
-        "--local-repository",
-        f"actions/download-artifact@v7={STUBS / 'download-artifact'}",
-        "--env",
-        f"KL_BITEXACT_ACT_ARTIFACTS={artifacts}",
-        "--env",
-        f"GITHUB_API_URL={github.url}",
-        # GitHub sets this (the caller's workflow); act does not. publish finds the
-        # baseline run through it.
-        "--env",
-        f"GITHUB_WORKFLOW_REF={REPOSITORY}/.github/workflows/{CALLER}@refs/pull/{PR_NUMBER}/merge",
-        "--secret",
-        f"GITHUB_TOKEN={TOKEN}",
+        act_binary(), "pull_request", "--eventpath", str(event_file),
+        "--action-cache-path", str(scratch / "act-cache"),
+        "--platform", "ubuntu-latest=-self-hosted",
+        "--platform", "self-hosted=-self-hosted",
+        "--platform", "b200=-self-hosted",
+        "--local-repository", f"org/kl-bitexact@v1={release}",
+        "--local-repository", f"actions/upload-artifact@v6={STUBS / 'upload-artifact'}",
+        "--local-repository", f"actions/download-artifact@v7={STUBS / 'download-artifact'}",
+        "--env", f"KL_BITEXACT_ACT_ARTIFACTS={artifacts}",
+        # One action environment for all jobs (built once, under a lock), not one per job.
+        "--env", f"KL_BITEXACT_VENV_CACHE={scratch / 'venvs'}",
+        "--env", f"GITHUB_API_URL={github.url}",
+        # GitHub sets this to the caller's workflow; act does not. `baseline: fetch` uses it.
+        "--env", f"GITHUB_WORKFLOW_REF={workflow_ref}",
+        "--secret", f"GITHUB_TOKEN={TOKEN}",
         "--no-cache-server",
     ]
+    # fmt: on
     done = subprocess.run(
         command, cwd=repo, capture_output=True, text=True, timeout=ACT_TIMEOUT_S, check=False
     )
@@ -167,38 +161,87 @@ def fake_github() -> Iterator[FakeGitHub]:
     assert server.world.violations == [], server.world.violations
 
 
+def seed(github: FakeGitHub, head: str, baseline: dict[str, str]) -> None:
+    """The open PR, and a successful run of the caller on main holding the baseline."""
+    run = {
+        "workflow": CALLER,
+        "branch": "main",
+        "artifact": {"name": "kl-bitexact-results", "files": baseline},
+    }
+    pull = {"number": PR_NUMBER, "head_sha": head}
+    github.world.seed({"repos": {REPOSITORY: {"pulls": [pull], "runs": [run]}}})
+
+
+def main_branch_results(repo: Path, scratch: Path) -> dict[str, str]:
+    """What main's last run uploaded: the same suites, run here, one file per shard."""
+    files = {}
+    for index, suite_file in enumerate(sorted((repo / "test" / "bitexact").glob("*.yaml"))):
+        out = scratch / f"main-{index}"
+        done = run_cli(["run", str(suite_file), "--out", str(out)], cwd=repo)
+        assert done.returncode == 0, done.stdout + done.stderr
+        files[f"results-{index}/results.json"] = (out / "results.json").read_text()
+    return files
+
+
 def arrived(github: FakeGitHub) -> dict[str, Any]:
     snapshot: dict[str, Any] = github.world.snapshot()["repos"][REPOSITORY]
     return snapshot
 
 
-def test_reusable_workflow_and_action_from_a_trusted_pull_request(fake_github, tmp_path):
+def ids_in(results_file: Path) -> set[str]:
+    document = json.loads(results_file.read_text())
+    return {test["id"] for suite in document["suites"] for test in suite["tests"]}
+
+
+def comments_on_the_pr(github: FakeGitHub) -> list[str]:
+    return [c["body"] for c in arrived(github)["comments"] if c["issue"] == PR_NUMBER]
+
+
+def test_trusted_pull_request_runs_both_shards_and_publishes_once(fake_github, tmp_path):
     repo, head = engine_repository(tmp_path / "engine")
-    fake_github.world.seed(
-        {"repos": {REPOSITORY: {"pulls": [{"number": PR_NUMBER, "head_sha": head}]}}}
-    )
+    seed(fake_github, head, main_branch_results(repo, tmp_path))
 
     run = run_act(repo, pull_request_event(head, REPOSITORY, "CONTRIBUTOR"), fake_github, tmp_path)
 
-    assert run.returncode == 0, run.log[-6000:]
-    # Two shards, each ran its own file and uploaded its own results.
-    shard_tests = [
-        {
-            test["id"]
-            for suite in json.loads(
-                (run.artifact(f"results-{SUITE}-{n}") / "results.json").read_text()
-            )["suites"]
-            for test in suite["tests"]
-        }
-        for n in (0, 1)
-    ]
-    assert all(shard_tests) and not shard_tests[0] & shard_tests[1]
-    # One sticky comment on the PR, covering both shards; the gate passed.
-    state = arrived(fake_github)
-    comments = [c for c in state["comments"] if c["issue"] == PR_NUMBER]
-    assert len(comments) == 1
-    body = comments[0]["body"]
+    assert run.returncode == 0, run.excerpt()
+    # Two shards on the "b200" runners, each ran its own file and uploaded its results.
+    shards = [ids_in(run.artifact(f"results-{SUITE}-{n}") / "results.json") for n in (0, 1)]
+    assert shards[0] and shards[1] and not shards[0] & shards[1]
+    assert shards[0] | shards[1] == {f"{SUITE}::match", f"{SUITE}::decode_cache_hit"}
+    # Publish merged them into one sticky comment with the baseline fetched from main ...
+    [body] = comments_on_the_pr(fake_github)
     assert body.startswith("<!-- kl-bitexact:")
-    assert "match" in body and "decode_cache_hit" in body
-    [status] = [s for s in state["statuses"] if s["context"] == "kl-bitexact"]
+    assert "gate passed" in body and "baseline unavailable" not in body
+    assert "decode_cache_hit" in body and "match" in body
+    # ... set the commit status on the PR's head, and kept its results for the next baseline.
+    [status] = [s for s in arrived(fake_github)["statuses"] if s["context"] == "kl-bitexact"]
     assert (status["state"], status["sha"]) == ("success", head)
+    kept = sorted(run.artifact("kl-bitexact-results").rglob("results.json"))
+    assert [ids_in(path) for path in kept] == shards
+    # The composite action alone (examples/action-only.yml): both suites in one job.
+    single = run.artifact("kl-bitexact-single-job")
+    assert ids_in(single / "results.json") == shards[0] | shards[1]
+    summary = json.loads((single / "summary.json").read_text())
+    assert (summary["conclusion"], summary["exit_code"], summary["tests"]) == (
+        "success",
+        0,
+        {"passed": 2},
+    )
+
+
+def test_untrusted_fork_pull_request_never_runs_and_the_gate_says_why(fake_github, tmp_path):
+    repo, head = engine_repository(tmp_path / "engine")
+    seed(fake_github, head, {})
+
+    event = pull_request_event(head, "stranger/engine", "FIRST_TIME_CONTRIBUTOR")
+    run = run_act(repo, event, fake_github, tmp_path)
+
+    assert run.returncode != 0  # the gate fails: nothing ran
+    # No run job executed the PR's code: no shard uploaded anything, the single job skipped.
+    assert not list(run.artifacts.glob("results-*"))
+    assert not run.artifact("kl-bitexact-single-job").exists()
+    [body] = comments_on_the_pr(fake_github)
+    assert f"shard {SUITE}-0 uploaded no results" in body
+    assert f"shard {SUITE}-1 uploaded no results" in body
+    [status] = [s for s in arrived(fake_github)["statuses"] if s["context"] == "kl-bitexact"]
+    assert status["state"] in ("failure", "error") and status["sha"] == head

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from kl_bitexact.action.inputs import ActionInputs
+from kl_bitexact.action.inputs import FETCH_BASELINE, ActionInputs
 
 
 def run_argv(inputs: ActionInputs, suite_files: Sequence[str]) -> list[str]:
@@ -15,27 +15,44 @@ def run_argv(inputs: ActionInputs, suite_files: Sequence[str]) -> list[str]:
     return argv + list(inputs.args)
 
 
-def report_argv(inputs: ActionInputs, results: Sequence[Path], out: Path) -> list[str]:
-    return ["report", *map(str, results), *_baseline(inputs), "--out", str(out), *inputs.args]
+def report_argv(
+    inputs: ActionInputs, results: Sequence[Path], out: Path, summary: str | None
+) -> list[str]:
+    """`report`: the comment Markdown to `out`, the job summary, the gate; no GitHub calls,
+    so a baseline to fetch is left out."""
+    argv = ["report", *map(str, results), "--out", str(out)]
+    if inputs.baseline and inputs.baseline != FETCH_BASELINE:
+        argv += ["--baseline", inputs.baseline]
+    if summary:
+        argv += ["--job-summary", summary]
+    return argv + _findings(inputs) + _policy(inputs) + list(inputs.args)
 
 
 def publish_argv(inputs: ActionInputs, results: Sequence[Path]) -> list[str]:
-    argv = ["publish", *map(str, results), *_baseline(inputs), "--fail-on", inputs.fail_on]
-    if inputs.strict:
-        argv.append("--strict")
-    if not inputs.comment:
-        argv.append("--no-comment")
-    return argv + list(inputs.args)
+    argv = ["publish", *map(str, results), "--annotations"]
+    if inputs.baseline == FETCH_BASELINE:
+        argv.append("--fetch-baseline")
+    elif inputs.baseline:
+        argv += ["--baseline", inputs.baseline]
+    return argv + _findings(inputs) + _policy(inputs) + list(inputs.args)
 
 
-def lint_ci_argv(inputs: ActionInputs) -> list[str]:
-    # `github` format: findings become annotations on the offending file and line.
-    return ["lint-ci", "--format", "github", *inputs.args]
+def lint_ci_argv(inputs: ActionInputs, output_format: str) -> list[str]:
+    return ["lint-ci", "--format", output_format, *inputs.args]
 
 
 def shard_argv(inputs: ActionInputs, suite: str) -> list[str]:
-    return ["shard", "--suite", suite, "--partitions", str(inputs.partitions), *inputs.args]
+    argv = ["shard", "--suite", suite]
+    if inputs.partitions:
+        argv += ["--partitions", str(inputs.partitions)]
+    if inputs.shard_timeout:
+        argv += ["--timeout", f"{inputs.shard_timeout:g}"]
+    return argv + list(inputs.args)
 
 
-def _baseline(inputs: ActionInputs) -> list[str]:
-    return ["--baseline", inputs.baseline] if inputs.baseline else []
+def _findings(inputs: ActionInputs) -> list[str]:
+    return ["--findings", inputs.findings] if inputs.findings else []
+
+
+def _policy(inputs: ActionInputs) -> list[str]:
+    return ["--fail-on", inputs.fail_on] + (["--strict"] if inputs.strict else [])

@@ -12,6 +12,8 @@ from kl_bitexact.errors import ConfigError
 
 COMMANDS = ("run", "publish", "report", "lint-ci", "shard", "trust")
 FAIL_ON = ("regression", "failure", "never")
+# `baseline: fetch`: the newest successful base-branch run's results artifact (publish).
+FETCH_BASELINE = "fetch"
 _HINT = "fix the `with:` of the kl-bitexact step in your workflow"
 
 
@@ -26,7 +28,9 @@ class ActionInputs:
     fail_on: str = "regression"
     comment: bool = True
     strict: bool = False
-    partitions: int = 2
+    partitions: int | None = None
+    shard_timeout: float | None = None
+    findings: str = ""
     expected_shards: tuple[str, ...] = ()
     trusted_label: str = "run-ci"
     args: tuple[str, ...] = ()
@@ -51,7 +55,9 @@ def read_inputs(environ: Mapping[str, str]) -> ActionInputs:
         fail_on=_choice("fail-on", get("fail-on", "regression"), FAIL_ON),
         comment=_boolean("comment", get("comment", "true")),
         strict=_boolean("strict", get("strict", "false")),
-        partitions=_positive("partitions", get("partitions", "2")),
+        partitions=_positive_int("partitions", get("partitions")),
+        shard_timeout=_positive_float("shard-timeout", get("shard-timeout")),
+        findings=get("findings"),
         expected_shards=_shard_names(get("expected-shards")),
         trusted_label=get("trusted-label", "run-ci"),
         args=tuple(get("args").split()),
@@ -73,10 +79,26 @@ def _boolean(name: str, value: str) -> bool:
     return lowered == "true"
 
 
-def _positive(name: str, value: str) -> int:
+# For the numbers, empty or 0 means "not set" (a reusable workflow's number input
+# cannot be empty).
+def _positive_int(name: str, value: str) -> int | None:
+    if value in ("", "0"):
+        return None
     if not value.isdigit() or int(value) < 1:
         raise ConfigError(f"action input `{name}`: {value!r} is not a positive integer", hint=_HINT)
     return int(value)
+
+
+def _positive_float(name: str, value: str) -> float | None:
+    if value in ("", "0"):
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        number = 0.0
+    if not number > 0:
+        raise ConfigError(f"action input `{name}`: {value!r} is not a positive number", hint=_HINT)
+    return number
 
 
 def _shard_names(value: str) -> tuple[str, ...]:

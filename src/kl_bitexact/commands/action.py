@@ -7,13 +7,15 @@ input and, except for `publish`, no token: `run` executes suite commands from th
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ from kl_bitexact.action import outputs, shards, trust
 from kl_bitexact.action.inputs import ActionInputs, read_inputs
 from kl_bitexact.commands import Command
 from kl_bitexact.errors import ConfigError, FatalError
+from kl_bitexact.github import pr_from_event
 
 _HINT = "fix the `with:` of the kl-bitexact step in your workflow"
 
@@ -93,20 +96,35 @@ def run_step(inputs: ActionInputs) -> StepResult:
 
 def report_step(inputs: ActionInputs) -> StepResult:
     files = gather_results(inputs)
+    inputs = _existing_findings(inputs)
     out = inputs.results_dir / "comment.md"
-    code = _kl_bitexact(command_lines.report_argv(inputs, files, out)).returncode
-    return StepResult(code, files, {"results-path": _lines(files)}, _read_text(out))
-
-
-def publish_step(inputs: ActionInputs) -> StepResult:
-    files = gather_results(inputs)
-    argv = command_lines.publish_argv(inputs, files)
-    code = _kl_bitexact(argv, token=inputs.github_token).returncode
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    code = _kl_bitexact(command_lines.report_argv(inputs, files, out, summary)).returncode
     return StepResult(code, files, {"results-path": _lines(files)})
 
 
+def publish_step(inputs: ActionInputs) -> StepResult:
+    if not inputs.comment:
+        return report_step(inputs)  # the gate and the job summary, no GitHub writes
+    files = gather_results(inputs)
+    inputs = _existing_findings(inputs)
+    argv = command_lines.publish_argv(inputs, files)
+    finished = _kl_bitexact(argv, token=inputs.github_token, capture=True)
+    sys.stdout.write(finished.stdout)
+    sys.stderr.write(finished.stderr)
+    url = comment_url(finished.stdout, os.environ)
+    return StepResult(
+        finished.returncode, files, {"results-path": _lines(files), "comment-url": url}
+    )
+
+
 def lint_ci_step(inputs: ActionInputs) -> StepResult:
-    code = _kl_bitexact(command_lines.lint_ci_argv(inputs)).returncode
+    if inputs.findings:
+        # The findings as JSON for the comment (`publish --findings`); lint reads only.
+        as_json = _kl_bitexact(command_lines.lint_ci_argv(inputs, "json"), capture=True)
+        Path(inputs.findings).parent.mkdir(parents=True, exist_ok=True)
+        Path(inputs.findings).write_text(as_json.stdout, encoding="utf-8")
+    code = _kl_bitexact(command_lines.lint_ci_argv(inputs, "github")).returncode
     verdict = "no findings" if code == 0 else f"findings or errors (exit {code}); see annotations"
     return StepResult(code, summary=f"kl-bitexact lint-ci: {verdict}\n")
 
@@ -199,6 +217,28 @@ def _write_stand_ins(missing: Sequence[str]) -> list[Path]:
 def label_shards(suite: str, include: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Tag `shard`'s matrix entries with their suite and a name unique across suites."""
     return [{**entry, "suite": suite, "name": f"{suite}-{entry['partition']}"} for entry in include]
+
+
+def _existing_findings(inputs: ActionInputs) -> ActionInputs:
+    """A findings file that never arrived (lint did not run) is noted, not fatal."""
+    if inputs.findings and not Path(inputs.findings).is_file():
+        print(f"::warning title=kl-bitexact::no lint findings at {inputs.findings}", flush=True)
+        return dataclasses.replace(inputs, findings="")
+    return inputs
+
+
+_PUBLISHED = re.compile(r"^kl-bitexact: comment \w+ \(id (\d+)\)", re.MULTILINE)
+
+
+def comment_url(publish_output: str, environ: Mapping[str, str]) -> str:
+    """The sticky comment's web URL, from the line `publish` prints (its id) and the event."""
+    found = _PUBLISHED.search(publish_output)
+    number = pr_from_event(environ.get("GITHUB_EVENT_PATH"))
+    if not found or number is None:
+        return ""
+    server = environ.get("GITHUB_SERVER_URL", "https://github.com").rstrip("/")
+    repository = environ.get("GITHUB_REPOSITORY", "")
+    return f"{server}/{repository}/pull/{number}#issuecomment-{found.group(1)}"
 
 
 def _lines(paths: Sequence[Path]) -> str:
