@@ -124,7 +124,9 @@ def pull_request_event(head_sha: str, head_repo: str, association: str) -> dict[
     }
 
 
-def run_act(repo: Path, event: dict[str, Any], github: FakeGitHub, scratch: Path) -> ActRun:
+def run_act(
+    repo: Path, event: dict[str, Any], github: FakeGitHub, scratch: Path, venvs: Path
+) -> ActRun:
     event_file, artifacts = scratch / "event.json", scratch / "artifacts"
     event_file.write_text(json.dumps(event))
     artifacts.mkdir()
@@ -142,7 +144,7 @@ def run_act(repo: Path, event: dict[str, Any], github: FakeGitHub, scratch: Path
         "--local-repository", f"actions/download-artifact@v7={STUBS / 'download-artifact'}",
         "--env", f"KL_BITEXACT_ACT_ARTIFACTS={artifacts}",
         # One action environment for all jobs (built once, under a lock), not one per job.
-        "--env", f"KL_BITEXACT_VENV_CACHE={scratch / 'venvs'}",
+        "--env", f"KL_BITEXACT_VENV_CACHE={venvs}",
         "--env", f"GITHUB_API_URL={github.url}",
         # GitHub sets this to the caller's workflow; act does not. `baseline: fetch` uses it.
         "--env", f"GITHUB_WORKFLOW_REF={workflow_ref}",
@@ -154,6 +156,12 @@ def run_act(repo: Path, event: dict[str, Any], github: FakeGitHub, scratch: Path
         command, cwd=repo, capture_output=True, text=True, timeout=ACT_TIMEOUT_S, check=False
     )
     return ActRun(done.returncode, done.stdout + done.stderr, artifacts)
+
+
+@pytest.fixture(scope="module")
+def venvs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The action's environments, shared by the scenarios (keyed by content, so correct)."""
+    return tmp_path_factory.mktemp("venvs")
 
 
 @pytest.fixture
@@ -200,11 +208,12 @@ def comments_on_the_pr(github: FakeGitHub) -> list[str]:
     return [c["body"] for c in arrived(github)["comments"] if c["issue"] == PR_NUMBER]
 
 
-def test_trusted_pull_request_runs_both_shards_and_publishes_once(fake_github, tmp_path):
+def test_trusted_pull_request_runs_both_shards_and_publishes_once(fake_github, tmp_path, venvs):
     repo, head = engine_repository(tmp_path / "engine")
     seed(fake_github, head, main_branch_results(repo, tmp_path))
 
-    run = run_act(repo, pull_request_event(head, REPOSITORY, "CONTRIBUTOR"), fake_github, tmp_path)
+    event = pull_request_event(head, REPOSITORY, "CONTRIBUTOR")
+    run = run_act(repo, event, fake_github, tmp_path, venvs)
 
     assert run.returncode == 0, run.excerpt()
     # Two shards on the "b200" runners, each ran its own file and uploaded its results.
@@ -233,12 +242,12 @@ def test_trusted_pull_request_runs_both_shards_and_publishes_once(fake_github, t
     )
 
 
-def test_untrusted_fork_pull_request_never_runs_and_the_gate_says_why(fake_github, tmp_path):
+def test_untrusted_fork_pull_request_never_runs_and_the_gate_says_why(fake_github, tmp_path, venvs):
     repo, head = engine_repository(tmp_path / "engine")
     seed(fake_github, head, {})
 
     event = pull_request_event(head, "stranger/engine", "FIRST_TIME_CONTRIBUTOR")
-    run = run_act(repo, event, fake_github, tmp_path)
+    run = run_act(repo, event, fake_github, tmp_path, venvs)
 
     assert run.returncode != 0  # the gate fails: nothing ran
     # No run job executed the PR's code: no shard uploaded anything, the single job skipped.

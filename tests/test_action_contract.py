@@ -5,7 +5,9 @@ The executed proof is tests/test_act_e2e.py; these checks are the fast, exact on
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -143,3 +145,26 @@ def test_concurrency_is_per_pull_request_and_cancels_in_progress():
 
 def test_readme_never_pins_main():
     assert "@main" not in README
+
+
+def engine_repository(target: Path, suites: str) -> Path:
+    """tests/act/fixture with examples/sglang-caller.yml calling the workflow for `suites`."""
+    shutil.copytree(ROOT / "tests" / "act" / "fixture", target)
+    caller = (ROOT / "examples" / "sglang-caller.yml").read_text(encoding="utf-8")
+    workflows = target / ".github" / "workflows"
+    workflows.mkdir(parents=True)
+    (workflows / "bitexact.yml").write_text(
+        re.sub(r"(?m)^      suites: .*$", f"      suites: {suites}", caller), encoding="utf-8"
+    )
+    return target
+
+
+def test_lint_ci_counts_suites_named_in_the_reusable_workflow_as_dispatched(cli, tmp_path):
+    both = "extra-a-test-4-gpu-b200 extra-b-test-4-gpu-b200"
+    clean = cli(["lint-ci", "--root", str(engine_repository(tmp_path / "both", both))])
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    one = engine_repository(tmp_path / "one", "extra-a-test-4-gpu-b200")
+    missing = cli(["lint-ci", "--root", str(one), "--format", "json"])
+    assert missing.returncode == 1
+    [finding] = json.loads(missing.stdout)["findings"]
+    assert "extra-b-test-4-gpu-b200" in finding["message"]

@@ -12,7 +12,7 @@ import pytest
 from kl_bitexact import results
 from kl_bitexact.action import argv, outputs, shards, trust
 from kl_bitexact.action.inputs import ActionInputs, read_inputs
-from kl_bitexact.commands.action import expand_suites, label_shards
+from kl_bitexact.commands.action import comment_url, expand_suites, label_shards
 from kl_bitexact.errors import ConfigError
 
 
@@ -37,13 +37,14 @@ def test_inputs_are_parsed():
             comment="False",
             strict="TRUE",
             partitions="3",
+            findings="lint/findings.json",
             expected_shards='["s-0", "s-1"]',
             args="--select decode",
         )
     )
     assert inputs.suites == ("a.yaml", "b/*.yaml")
     assert (inputs.fail_on, inputs.comment, inputs.strict) == ("never", False, True)
-    assert inputs.partitions == 3
+    assert (inputs.partitions, inputs.findings) == (3, "lint/findings.json")
     assert inputs.expected_shards == ("s-0", "s-1")
     assert inputs.args == ("--select", "decode")
 
@@ -60,7 +61,11 @@ def test_expected_shards_accepts_the_shard_matrix():
         ({"command": "deploy"}, "action input `command`: 'deploy' is not one of run, publish"),
         ({"fail_on": "always"}, "action input `fail-on`: 'always' is not one of"),
         ({"comment": "yes"}, "action input `comment`: 'yes' is not true or false"),
-        ({"partitions": "0"}, "action input `partitions`: '0' is not a positive integer"),
+        ({"partitions": "two"}, "action input `partitions`: 'two' is not a positive integer"),
+        (
+            {"shard_timeout": "soon"},
+            "action input `shard-timeout`: 'soon' is not a positive number",
+        ),
         ({"expected_shards": "[1"}, "action input `expected-shards`: not JSON"),
         ({"expected_shards": '{"a": 1}'}, "expected a JSON list of shard names"),
     ],
@@ -88,29 +93,68 @@ def test_run_command_line():
 
 
 def test_publish_command_line():
-    inputs = ActionInputs(command="publish", baseline="base.json", strict=True, comment=False)
+    inputs = ActionInputs(command="publish", baseline="base.json", strict=True, findings="f.json")
     assert argv.publish_argv(inputs, [Path("r/results.json")]) == [
         "publish",
         "r/results.json",
+        "--annotations",
         "--baseline",
         "base.json",
+        "--findings",
+        "f.json",
         "--fail-on",
         "regression",
         "--strict",
-        "--no-comment",
     ]
 
 
-def test_report_lint_and_shard_command_lines():
-    inputs = ActionInputs(command="report", partitions=4)
-    assert argv.report_argv(inputs, [Path("x.json")], Path("o.md")) == [
+def test_publish_fetches_the_baseline_and_report_cannot():
+    inputs = ActionInputs(command="publish", baseline="fetch", fail_on="never")
+    assert argv.publish_argv(inputs, [Path("r.json")]) == [
+        "publish",
+        "r.json",
+        "--annotations",
+        "--fetch-baseline",
+        "--fail-on",
+        "never",
+    ]
+    assert argv.report_argv(inputs, [Path("r.json")], Path("c.md"), "summary.md") == [
         "report",
-        "x.json",
+        "r.json",
         "--out",
-        "o.md",
+        "c.md",
+        "--job-summary",
+        "summary.md",
+        "--fail-on",
+        "never",
     ]
-    assert argv.lint_ci_argv(inputs) == ["lint-ci", "--format", "github"]
+
+
+def test_lint_and_shard_command_lines():
+    inputs = ActionInputs(command="shard", partitions=4)
+    assert argv.lint_ci_argv(inputs, "json") == ["lint-ci", "--format", "json"]
     assert argv.shard_argv(inputs, "s") == ["shard", "--suite", "s", "--partitions", "4"]
+    derived = ActionInputs(command="shard", shard_timeout=45.0)
+    assert argv.shard_argv(derived, "s") == ["shard", "--suite", "s", "--timeout", "45"]
+
+
+def test_zero_means_unset_for_number_inputs():
+    inputs = read_inputs(env(partitions="0", shard_timeout="0"))
+    assert (inputs.partitions, inputs.shard_timeout) == (None, None)
+    assert read_inputs(env(shard_timeout="12.5")).shard_timeout == 12.5
+
+
+def test_comment_url_from_the_publish_line_and_the_event(tmp_path):
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"pull_request": {"number": 42}, "number": 42}))
+    environ = {
+        "GITHUB_EVENT_PATH": str(event),
+        "GITHUB_SERVER_URL": "https://github.example",
+        "GITHUB_REPOSITORY": "o/r",
+    }
+    line = "kl-bitexact: comment created (id 1003); status success: gate passed\n"
+    assert comment_url(line, environ) == "https://github.example/o/r/pull/42#issuecomment-1003"
+    assert comment_url("no such line", environ) == ""
 
 
 def test_suite_globs_are_expanded_and_a_dead_glob_is_an_error(tmp_path, monkeypatch):

@@ -3,9 +3,8 @@
 A suite counts as dispatched when a workflow names it literally, after `${{ matrix.* }}`
 expressions are resolved against the job's matrix: a matrix entry with `stage` and
 `runner_config` (sglang's pr-test*.yml), a matrix `suite` value, a reusable-workflow input
-`suite`/`self_name`, a `--suite NAME` argument in a `run:` script, a call of kl-bitexact's
-reusable workflow naming the suite in `suites:`, or a kl-bitexact action step whose
-`suites:` input globs the suite file.
+`suite`/`self_name`, a `--suite NAME` argument in a `run:` script, or a kl-bitexact call
+(action or reusable workflow) whose `suites:` input globs the suite file.
 """
 
 from __future__ import annotations
@@ -167,10 +166,7 @@ def _read_inputs(node: Any, contexts: list[dict[str, Any]], out: _Collector) -> 
     inputs = node.get("with")
     if not isinstance(inputs, dict):
         return
-    uses = str(node.get("uses", ""))
-    calls_us = "kl-bitexact" in uses
-    # kl-bitexact's reusable workflow takes suite names; its action takes suite files.
-    calls_our_workflow = calls_us and "/.github/workflows/" in uses
+    calls_us = "kl-bitexact" in str(node.get("uses", ""))
     for key, value in inputs.items():
         if not isinstance(value, str):
             continue
@@ -178,8 +174,6 @@ def _read_inputs(node: Any, contexts: list[dict[str, Any]], out: _Collector) -> 
         for resolved in _resolve_all(value, contexts):
             if key in SUITE_INPUTS:
                 out.dispatches.append(Dispatch(resolved, out.path, line))
-            elif key == "suites" and calls_our_workflow:
-                out.dispatches.extend(Dispatch(name, out.path, line) for name in resolved.split())
             elif key == "runner_config":
                 out.runner_configs.add(resolved)
             elif key == "suites" and calls_us:
