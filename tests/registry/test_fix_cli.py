@@ -56,6 +56,10 @@ EXPECTED = {
     },
     "unlisted-suite-file": {
         ".github/kl-bitexact-allowlist.yaml": ["+  - bitexact-gb300"],
+        ".github/workflows/bitexact.yml": [
+            "-      suites: bitexact-b200  # the B200 fleet",
+            "+      suites: bitexact-b200 bitexact-gb300  # the B200 fleet",
+        ],
     },
 }
 

@@ -22,7 +22,7 @@ from kl_bitexact.registry.lint import (
 )
 from kl_bitexact.registry.model import SUITE_FILE_BACKEND, Registration
 from kl_bitexact.registry.repo import RepoState, read_text
-from kl_bitexact.registry.workflows import MatrixTarget
+from kl_bitexact.registry.workflows import SUITES_INPUT, MatrixTarget
 
 YAML_HEADER = "# Suites CI runs, checked by `kl-bitexact lint-ci` (created by `lint-ci --fix`).\n"
 
@@ -47,6 +47,9 @@ class MatrixAddition:
     entry: tuple[tuple[str, str], ...]  # the new matrix include entry, or ("suite", name)
 
     def __str__(self) -> str:
+        if self.kind == SUITES_INPUT:
+            suite = dict(self.entry)["suite"]
+            return f"added {suite!r} to the `suites:` of job {self.job!r} in {self.file}"
         values = ", ".join(f"{key}: {value}" for key, value in self.entry)
         return f"added {{{values}}} to the matrix of job {self.job!r} in {self.file}"
 
@@ -87,7 +90,7 @@ def _allowlist_addition(file: str, r: Registration) -> AllowlistAddition:
 
 def _matrix_addition(state: RepoState, r: Registration) -> list[MatrixAddition]:
     if r.backend == SUITE_FILE_BACKEND:
-        return []  # dispatched by a kl-bitexact `suites:` glob, not by a matrix entry
+        return _suites_input_addition(state, r)
     if r.stage is not None and r.runner_config is not None and not r.nightly:
         target = _pair_target(state.workflows.targets, r.stage, r.runner_config)
         if target is None:
@@ -98,6 +101,14 @@ def _matrix_addition(state: RepoState, r: Registration) -> list[MatrixAddition]:
     if target is None:
         return []
     return [MatrixAddition(target.file, target.job, target.kind, (("suite", r.suite),))]
+
+
+def _suites_input_addition(state: RepoState, r: Registration) -> list[MatrixAddition]:
+    """A suite file's suite joins the `suites:` names of a reusable-workflow call."""
+    for target in state.workflows.targets:
+        if target.kind == SUITES_INPUT:
+            return [MatrixAddition(target.file, target.job, target.kind, (("suite", r.suite),))]
+    return []
 
 
 def _pair_target(targets: Iterable[MatrixTarget], stage: str, runner: str) -> MatrixTarget | None:
@@ -146,6 +157,9 @@ def _edited(root: Path, edit: Edit) -> str:
         return yamledit.append(text, edit.file, (edit.group,), edit.suite)
     keys = ("jobs", edit.job, "strategy", "matrix")
     text = read_text(root, edit.file)
+    if edit.kind == SUITES_INPUT:
+        suite = dict(edit.entry)["suite"]
+        return yamledit.add_word(text, edit.file, ("jobs", edit.job, "with", "suites"), suite)
     if edit.kind == "suite":
         return yamledit.append(text, edit.file, (*keys, "suite"), dict(edit.entry)["suite"])
     return yamledit.append(text, edit.file, (*keys, "include"), _entry_like_siblings(text, edit))
