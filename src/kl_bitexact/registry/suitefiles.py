@@ -9,7 +9,7 @@ from typing import Any
 from kl_bitexact.blockers import parse_ref
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.registry import yamlio
-from kl_bitexact.registry.findings import Code, Finding, error
+from kl_bitexact.registry.findings import Code, Finding, error, warning
 from kl_bitexact.registry.model import SUITE_FILE_BACKEND, Registration, suite_name
 from kl_bitexact.registry.scan import ScannedFile
 
@@ -46,8 +46,10 @@ def _read_suite(suite: Any, path: str) -> tuple[Registration | None, list[Findin
     est_time = suite.get("est_time")
     valid_est = isinstance(est_time, (int, float)) and not isinstance(est_time, bool)
     if not (valid_est and est_time > 0):
+        # A suite runs without est_time; only its sharding is blind. A wrong value is an error.
+        report = warning if est_time is None else error
         findings.append(
-            error(
+            report(
                 path,
                 yamlio.key_line(suite, "est_time") or line,
                 Code.BAD_EST_TIME,
