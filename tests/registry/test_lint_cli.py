@@ -107,12 +107,21 @@ def test_missing_root_is_exit_2(cli, tmp_path):
     assert "repository root not found" in result.stderr
 
 
-def test_broken_workflow_yaml_is_exit_2_with_line(cli, make_repo):
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("jobs:\n  a: [\n", "broken.yml:3: not valid YAML"),
+        ("jobs: {}\njobs: {}\n", "broken.yml:2: not valid YAML (found duplicate key"),
+        ("jobs: \x07\n", "broken.yml: not valid YAML (unacceptable character"),
+    ],
+)
+def test_broken_workflow_yaml_is_exit_2_with_line(cli, make_repo, text, needle):
     root = make_repo()
-    (root / ".github/workflows/broken.yml").write_text("jobs:\n  a: [\n")
+    (root / ".github/workflows/broken.yml").write_text(text)
     result = cli(["lint-ci", "--root", str(root)])
     assert result.returncode == 2
-    assert ".github/workflows/broken.yml:3: not valid YAML" in result.stderr
+    assert needle in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_config_file_moves_the_registered_tree(cli, make_repo):
