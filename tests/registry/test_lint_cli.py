@@ -101,6 +101,12 @@ def test_unreadable_input_is_exit_2_naming_the_place(cli, make_repo, overlay, ne
     assert "Traceback" not in result.stderr
 
 
+def test_an_empty_repository_says_nothing_was_checked(cli, tmp_path):
+    result, findings = lint_json(cli, tmp_path)
+    assert result.returncode == 0
+    assert [(f["code"], f["severity"]) for f in findings] == [("nothing-registered", "warning")]
+
+
 def test_missing_root_is_exit_2(cli, tmp_path):
     result = cli(["lint-ci", "--root", str(tmp_path / "nowhere")])
     assert result.returncode == 2

@@ -27,6 +27,7 @@ def lint(state: RepoState) -> list[Finding]:
     findings += _not_dispatched(state)
     findings += _empty_dispatches(state)
     findings += _unknown_runners(state)
+    findings += _nothing_registered(state)
     return ordered(findings)
 
 
@@ -78,7 +79,7 @@ def _not_allowlisted(state: RepoState) -> list[Finding]:
 def _not_allowlisted_finding(r: Registration, where: str, dispatched: set[str]) -> Finding:
     also = "" if r.suite in dispatched else " and no workflow dispatches it"
     breaks = (
-        "run_suite.py rejects it, which fails validation for every suite"
+        "run_suite.py's validation rejects it, failing every suite (or never runs it)"
         if where.endswith(".py")
         else "CI does not know the suite, so its tests never run"
     )
@@ -187,6 +188,23 @@ def _runner_fix(runner: str, known: set[str]) -> str:
     close = difflib.get_close_matches(runner, sorted(known), n=1)
     typo = f"did you mean {close[0]!r}? " if close else ""
     return f"{typo}use a known runner_config, or add it to the runner table"
+
+
+def _nothing_registered(state: RepoState) -> list[Finding]:
+    """A lint that read no registration checked nothing: say so instead of passing quietly."""
+    if state.files:
+        return []
+    globs = ", ".join(state.config.registered + state.config.suite_files)
+    return [
+        warning(
+            ".",
+            None,
+            Code.NOTHING_REGISTERED,
+            f"no test or suite file matches {globs}: there was nothing to check",
+            "point `registry.registered` / `registry.suite-files` in .kl-bitexact.yaml at "
+            "your tests, or pass --root",
+        )
+    ]
 
 
 def _enabled_count(registrations: Iterable[Registration]) -> dict[str, int]:
