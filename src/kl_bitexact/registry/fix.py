@@ -57,7 +57,13 @@ class MatrixAddition:
 Edit = AllowlistAddition | MatrixAddition
 
 
-def plan(state: RepoState) -> list[Edit]:
+@dataclass(frozen=True)
+class FixPlan:
+    edits: tuple[Edit, ...]
+    unreachable: tuple[str, ...]  # suites no workflow runs and no matrix could take
+
+
+def plan(state: RepoState) -> FixPlan:
     fixable = [r for r in state.registrations if _fixable(state, r)]
     edits: list[Edit] = []
     for registration in fixable:
@@ -65,10 +71,13 @@ def plan(state: RepoState) -> list[Edit]:
         if not allowlist.allows(registration.suite, registration.backend):
             edits.append(_allowlist_addition(file, registration))
     dispatched = dispatched_suites(state)
+    unreachable = []
     for registration in fixable:
         if registration.enabled and registration.suite not in dispatched:
-            edits.extend(_matrix_addition(state, registration))
-    return list(dict.fromkeys(edits))
+            additions = _matrix_addition(state, registration)
+            edits.extend(additions)
+            unreachable += [] if additions else [registration.suite]
+    return FixPlan(tuple(dict.fromkeys(edits)), tuple(dict.fromkeys(unreachable)))
 
 
 def _fixable(state: RepoState, registration: Registration) -> bool:
@@ -137,13 +146,18 @@ def _suite_target(state: RepoState, r: Registration) -> MatrixTarget | None:
 
 def apply(root: Path, state: RepoState) -> list[str]:
     """Make the planned edits; returns one line per change (or per edit skipped)."""
+    planned = plan(state)
     report = []
-    for edit in plan(state):
+    for edit in planned.edits:
         try:
             _write(root, edit.file, _edited(root, edit))
-            report.append(str(edit))
+            report.append(f"fixed: {edit}")
         except EditError as problem:
-            report.append(f"not fixed ({edit}): {problem}")
+            report.append(f"not fixed: {edit}: {problem}")
+    report += [
+        f"not fixed: no workflow matrix runs suites like {suite!r}; add a job that runs it"
+        for suite in planned.unreachable
+    ]
     return report
 
 
