@@ -129,6 +129,7 @@ def _not_dispatched_finding(entry: AllowlistEntry, enabled: int) -> Finding:
 
 
 def _empty_dispatches(state: RepoState) -> list[Finding]:
+    """Dispatched suites without an enabled test (one finding per suite and workflow)."""
     enabled = _enabled_count(state.registrations)
     first: dict[tuple[str, str], Dispatch] = {}
     for dispatch in sorted(state.workflows.dispatches, key=lambda d: d.line):
@@ -145,7 +146,11 @@ def _empty_dispatches(state: RepoState) -> list[Finding]:
         for dispatch in first.values()
         if enabled[dispatch.suite] == 0
     ]
-    findings += [
+    return findings + _empty_globs(state)
+
+
+def _empty_globs(state: RepoState) -> list[Finding]:
+    return [
         error(
             glob.file,
             glob.line,
@@ -157,7 +162,6 @@ def _empty_dispatches(state: RepoState) -> list[Finding]:
         for glob in state.workflows.globs
         if not any(paths.matches(path, glob.pattern) for path in state.suite_files)
     ]
-    return findings
 
 
 def known_runners(state: RepoState) -> set[str]:
