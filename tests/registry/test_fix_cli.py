@@ -135,3 +135,16 @@ def test_fix_creates_the_yaml_allowlist_when_missing(cli, make_repo):
     text = allowlist.read_text()
     assert text.startswith("# Suites CI runs")
     assert "  - bitexact-b200\n" in text and "  - bitexact-gb300\n" in text
+
+
+def test_fix_does_not_follow_a_symlink_out_of_the_repository(cli, make_repo, tmp_path):
+    root = make_repo("unlisted-suite-file")
+    outside = tmp_path / "outside.yaml"
+    outside.write_text("suites: [elsewhere]\n")
+    allowlist = root / ".github/kl-bitexact-allowlist.yaml"
+    allowlist.unlink()
+    allowlist.symlink_to(outside)
+    result = fix(cli, root)
+    assert outside.read_text() == "suites: [elsewhere]\n"
+    assert "resolves outside the repository" in result.stderr
+    assert result.returncode == 1

@@ -197,5 +197,8 @@ def _entry_like_siblings(text: str, edit: MatrixAddition) -> dict[str, object]:
 
 def _write(root: Path, relative: str, text: str) -> None:
     path = paths.inside(root, relative)
+    if not path.resolve().is_relative_to(root.resolve()):
+        # A symlink in the repository must not steer the edit to a file outside it.
+        raise EditError(f"{relative} resolves outside the repository; not writing it")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
