@@ -28,6 +28,11 @@ def sglang_like(rng: random.Random) -> list[float]:
     return long + short
 
 
+def large_suite(rng: random.Random) -> list[float]:
+    """A whole per-commit stage: 300 files, a dozen of them long."""
+    return sglang_like(rng)[:12] + [rng.lognormvariate(4.2, 1.0) for _ in range(288)]
+
+
 def small_gpu_suite(rng: random.Random) -> list[float]:
     """A B200 bit-exact suite: 6-11 files of 5-30 min (where LPT's 4/3 bites)."""
     return [rng.uniform(300, 1800) for _ in range(rng.randint(6, 11))]
@@ -44,6 +49,7 @@ def lpt_worst_case(rng: random.Random) -> list[float]:
 
 DISTRIBUTIONS: dict[str, tuple[Distribution, tuple[int, ...]]] = {
     "sglang-like": (sglang_like, (2, 4, 8, 12)),
+    "large stage": (large_suite, (8, 16)),
     "small GPU suite": (small_gpu_suite, (2, 3, 4)),
     "heavy tail": (heavy_tail, (3, 6)),
     "LPT worst case": (lpt_worst_case, (4,)),

@@ -56,28 +56,38 @@ EXPECTED = {
     },
     "unlisted-suite-file": {
         ".github/kl-bitexact-allowlist.yaml": ["+  - bitexact-gb300"],
+        ".github/workflows/bitexact.yml": [
+            "-      suites: bitexact-b200  # the B200 fleet",
+            "+      suites: bitexact-b200 bitexact-gb300  # the B200 fleet",
+        ],
     },
 }
 
 
 @pytest.mark.parametrize("overlay", sorted(EXPECTED))
-def test_fix_makes_the_minimal_edit_and_lint_passes(cli, make_repo, snapshot, overlay):
+def test_fix_makes_the_minimal_edit_lint_passes_and_a_rerun_changes_nothing(
+    cli, make_repo, snapshot, overlay
+):
     root = make_repo(overlay)
     before = snapshot(root)
     result = fix(cli, root)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "fixed: added" in result.stderr
-    assert changed_lines(before, snapshot(root)) == EXPECTED[overlay]
+    fixed = snapshot(root)
+    assert changed_lines(before, fixed) == EXPECTED[overlay]
+    again = fix(cli, root)
+    assert (again.returncode, snapshot(root)) == (0, fixed)
+    assert not any(line.startswith("fixed:") for line in again.stderr.splitlines())
 
 
-@pytest.mark.parametrize("overlay", [*sorted(EXPECTED), "new-backend", "unknown-runner"])
-def test_second_fix_changes_nothing(cli, make_repo, snapshot, overlay):
+@pytest.mark.parametrize("overlay", ["new-backend", "unknown-runner"])
+def test_a_partial_fix_is_also_stable(cli, make_repo, snapshot, overlay):
     root = make_repo(overlay)
     fix(cli, root)
     once = snapshot(root)
     second = fix(cli, root)
     assert snapshot(root) == once
-    assert "fixed:" not in second.stderr
+    assert not any(line.startswith("fixed:") for line in second.stderr.splitlines())
 
 
 def test_fix_keeps_comments_and_layout(cli, make_repo, snapshot):
@@ -103,6 +113,9 @@ def test_fix_adds_a_missing_backend_key_and_reports_what_it_cannot_fix(cli, make
     # No workflow runs AMD suites: that needs a person, so the finding stays and gates.
     assert result.returncode == 1
     assert "suite-not-dispatched" in result.stdout
+    assert (
+        "not fixed: no workflow matrix runs suites like 'stage-a-test-1-gpu-amd'" in result.stderr
+    )
 
 
 def test_fix_never_registers_a_typo(cli, make_repo, snapshot):
@@ -122,3 +135,16 @@ def test_fix_creates_the_yaml_allowlist_when_missing(cli, make_repo):
     text = allowlist.read_text()
     assert text.startswith("# Suites CI runs")
     assert "  - bitexact-b200\n" in text and "  - bitexact-gb300\n" in text
+
+
+def test_fix_does_not_follow_a_symlink_out_of_the_repository(cli, make_repo, tmp_path):
+    root = make_repo("unlisted-suite-file")
+    outside = tmp_path / "outside.yaml"
+    outside.write_text("suites: [elsewhere]\n")
+    allowlist = root / ".github/kl-bitexact-allowlist.yaml"
+    allowlist.unlink()
+    allowlist.symlink_to(outside)
+    result = fix(cli, root)
+    assert outside.read_text() == "suites: [elsewhere]\n"
+    assert "resolves outside the repository" in result.stderr
+    assert result.returncode == 1

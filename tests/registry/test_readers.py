@@ -114,6 +114,17 @@ jobs:
     with:
       self_name: base-test
       runner_config: 1-gpu
+  called:
+    uses: org/kl-bitexact/.github/workflows/kl-bitexact.yml@v1
+    with:
+      suites: bitexact-b200 bitexact-gb300
+  shard-only:
+    runs-on: x
+    steps:
+      - uses: org/kl-bitexact@v1
+        with:
+          command: shard
+          suites: sharded
   dynamic:
     strategy:
       matrix: ${{ fromJson(needs.plan.outputs.matrix) }}
@@ -133,6 +144,9 @@ def test_workflow_dispatch_sources():
         ("a", 14),
         ("b", 14),
         ("base-test", 23),
+        ("bitexact-b200", 28),
+        ("bitexact-gb300", 28),
+        ("sharded", 35),
     }
     assert [(g.pattern, g.line) for g in found.globs] == [
         ("suites/a.yaml", 18),
@@ -140,6 +154,11 @@ def test_workflow_dispatch_sources():
         ("suites/c.yaml", 19),
     ]
     assert found.runner_configs == {"8-gpu", "1-gpu"}
+    assert [(t.job, t.kind, sorted(t.suites)) for t in found.targets] == [
+        ("stage", "pair", []),
+        ("stage", "suite", ["a", "b"]),
+        ("called", "suites-input", ["bitexact-b200", "bitexact-gb300"]),
+    ]
 
 
 def test_github_annotations_escape_pr_controlled_text():

@@ -138,7 +138,7 @@ def test_duration_mapping_rules(tmp_path):
             tmp_path / "1.json",
             [
                 ("t/a.py::T::one", "passed", 5.0),
-                ("./t/a.py::T::two", "error", 7.0),
+                ("./a.py::T::two", "error", 7.0),
                 ("t/b.py::T", "skipped", 99.0),
             ],
             suite="s",

@@ -95,3 +95,12 @@ def test_shards_needed_is_the_fewest_that_fit(registrations, budget):
     assert shard.partition(units, needed).makespan <= budget + 1e-6
     total = sum(unit.seconds for unit in units)
     assert needed >= total / budget - 1e-9
+
+
+def test_a_suite_of_thousands_of_files_is_planned():
+    units = [
+        shard.Unit(f"f{i:04d}", (f"f{i:04d}",), float(10 + (i * 7919) % 900)) for i in range(1500)
+    ]
+    plan = shard.partition(units, 16)
+    weights = [unit.seconds for unit in units]
+    assert plan.makespan <= shard.lower_bound(weights, 16) * 1.01

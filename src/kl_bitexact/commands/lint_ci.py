@@ -49,7 +49,7 @@ def handle(args: argparse.Namespace) -> int:
     state = repo.read(args.root, settings)
     if args.fix:
         for change in fix.apply(args.root, state):
-            print(f"fixed: {change}", file=sys.stderr)
+            print(change, file=sys.stderr)
         state = repo.read(args.root, settings)
     found = lint.lint(state)
     sys.stdout.write(findings.RENDERERS[args.format](found))

@@ -1,7 +1,8 @@
 """Measured seconds per registered file, from earlier results.json files (pure).
 
 Mapping (documented in README, "shard"): a test whose id starts with `PATH::` (a pytest
-node id, as `kl-bitexact pytest` writes them) belongs to the registered file PATH; the
+node id, as `kl-bitexact pytest` writes them) belongs to the registered file PATH (or the
+one registered file ending in /PATH, as node ids are relative to pytest's directory); the
 other tests of a suite result belong to the kl-bitexact suite file registering that suite
 name, which is also charged the server launch. Within one results file a file's time is
 the sum of its tests' `duration_s` (tests that ran: passed, failed or error); across
@@ -54,8 +55,13 @@ def _suite_files(registrations: Sequence[Registration]) -> Mapping[str, str]:
 
 
 def _file_of(test_id: str, files: set[str]) -> str | None:
+    """The registered file a pytest node id names; node ids are relative to where pytest
+    ran (sglang runs from test/), so a unique suffix match counts."""
     prefix = test_id.split("::", 1)[0].removeprefix("./")
-    return prefix if prefix in files else None
+    if prefix in files:
+        return prefix
+    matches = [file for file in files if file.endswith("/" + prefix)]
+    return matches[0] if len(matches) == 1 else None
 
 
 def _launch(suite: SuiteResult) -> float:

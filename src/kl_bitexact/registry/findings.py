@@ -35,6 +35,7 @@ class Code(str, Enum):
     BAD_EST_TIME = "bad-est-time"
     UNKNOWN_RUNNER = "unknown-runner"
     BAD_SUITE_NAME = "bad-suite-name"
+    NOTHING_REGISTERED = "nothing-registered"
 
 
 @dataclass(frozen=True, order=True)

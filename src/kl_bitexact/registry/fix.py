@@ -22,7 +22,7 @@ from kl_bitexact.registry.lint import (
 )
 from kl_bitexact.registry.model import SUITE_FILE_BACKEND, Registration
 from kl_bitexact.registry.repo import RepoState, read_text
-from kl_bitexact.registry.workflows import MatrixTarget
+from kl_bitexact.registry.workflows import SUITES_INPUT, MatrixTarget
 
 YAML_HEADER = "# Suites CI runs, checked by `kl-bitexact lint-ci` (created by `lint-ci --fix`).\n"
 
@@ -47,6 +47,9 @@ class MatrixAddition:
     entry: tuple[tuple[str, str], ...]  # the new matrix include entry, or ("suite", name)
 
     def __str__(self) -> str:
+        if self.kind == SUITES_INPUT:
+            suite = dict(self.entry)["suite"]
+            return f"added {suite!r} to the `suites:` of job {self.job!r} in {self.file}"
         values = ", ".join(f"{key}: {value}" for key, value in self.entry)
         return f"added {{{values}}} to the matrix of job {self.job!r} in {self.file}"
 
@@ -54,7 +57,13 @@ class MatrixAddition:
 Edit = AllowlistAddition | MatrixAddition
 
 
-def plan(state: RepoState) -> list[Edit]:
+@dataclass(frozen=True)
+class FixPlan:
+    edits: tuple[Edit, ...]
+    unreachable: tuple[str, ...]  # suites no workflow runs and no matrix could take
+
+
+def plan(state: RepoState) -> FixPlan:
     fixable = [r for r in state.registrations if _fixable(state, r)]
     edits: list[Edit] = []
     for registration in fixable:
@@ -62,10 +71,13 @@ def plan(state: RepoState) -> list[Edit]:
         if not allowlist.allows(registration.suite, registration.backend):
             edits.append(_allowlist_addition(file, registration))
     dispatched = dispatched_suites(state)
+    unreachable = []
     for registration in fixable:
         if registration.enabled and registration.suite not in dispatched:
-            edits.extend(_matrix_addition(state, registration))
-    return list(dict.fromkeys(edits))
+            additions = _matrix_addition(state, registration)
+            edits.extend(additions)
+            unreachable += [] if additions else [registration.suite]
+    return FixPlan(tuple(dict.fromkeys(edits)), tuple(dict.fromkeys(unreachable)))
 
 
 def _fixable(state: RepoState, registration: Registration) -> bool:
@@ -87,7 +99,7 @@ def _allowlist_addition(file: str, r: Registration) -> AllowlistAddition:
 
 def _matrix_addition(state: RepoState, r: Registration) -> list[MatrixAddition]:
     if r.backend == SUITE_FILE_BACKEND:
-        return []  # dispatched by a kl-bitexact `suites:` glob, not by a matrix entry
+        return _suites_input_addition(state, r)
     if r.stage is not None and r.runner_config is not None and not r.nightly:
         target = _pair_target(state.workflows.targets, r.stage, r.runner_config)
         if target is None:
@@ -98,6 +110,14 @@ def _matrix_addition(state: RepoState, r: Registration) -> list[MatrixAddition]:
     if target is None:
         return []
     return [MatrixAddition(target.file, target.job, target.kind, (("suite", r.suite),))]
+
+
+def _suites_input_addition(state: RepoState, r: Registration) -> list[MatrixAddition]:
+    """A suite file's suite joins the `suites:` names of a reusable-workflow call."""
+    for target in state.workflows.targets:
+        if target.kind == SUITES_INPUT:
+            return [MatrixAddition(target.file, target.job, target.kind, (("suite", r.suite),))]
+    return []
 
 
 def _pair_target(targets: Iterable[MatrixTarget], stage: str, runner: str) -> MatrixTarget | None:
@@ -126,13 +146,18 @@ def _suite_target(state: RepoState, r: Registration) -> MatrixTarget | None:
 
 def apply(root: Path, state: RepoState) -> list[str]:
     """Make the planned edits; returns one line per change (or per edit skipped)."""
+    planned = plan(state)
     report = []
-    for edit in plan(state):
+    for edit in planned.edits:
         try:
             _write(root, edit.file, _edited(root, edit))
-            report.append(str(edit))
+            report.append(f"fixed: {edit}")
         except EditError as problem:
-            report.append(f"not fixed ({edit}): {problem}")
+            report.append(f"not fixed: {edit}: {problem}")
+    report += [
+        f"not fixed: no workflow matrix runs suites like {suite!r}; add a job that runs it"
+        for suite in planned.unreachable
+    ]
     return report
 
 
@@ -146,6 +171,9 @@ def _edited(root: Path, edit: Edit) -> str:
         return yamledit.append(text, edit.file, (edit.group,), edit.suite)
     keys = ("jobs", edit.job, "strategy", "matrix")
     text = read_text(root, edit.file)
+    if edit.kind == SUITES_INPUT:
+        suite = dict(edit.entry)["suite"]
+        return yamledit.add_word(text, edit.file, ("jobs", edit.job, "with", "suites"), suite)
     if edit.kind == "suite":
         return yamledit.append(text, edit.file, (*keys, "suite"), dict(edit.entry)["suite"])
     return yamledit.append(text, edit.file, (*keys, "include"), _entry_like_siblings(text, edit))
@@ -169,5 +197,8 @@ def _entry_like_siblings(text: str, edit: MatrixAddition) -> dict[str, object]:
 
 def _write(root: Path, relative: str, text: str) -> None:
     path = paths.inside(root, relative)
+    if not path.resolve().is_relative_to(root.resolve()):
+        # A symlink in the repository must not steer the edit to a file outside it.
+        raise EditError(f"{relative} resolves outside the repository; not writing it")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")

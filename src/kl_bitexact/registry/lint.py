@@ -27,6 +27,7 @@ def lint(state: RepoState) -> list[Finding]:
     findings += _not_dispatched(state)
     findings += _empty_dispatches(state)
     findings += _unknown_runners(state)
+    findings += _nothing_registered(state)
     return ordered(findings)
 
 
@@ -78,7 +79,7 @@ def _not_allowlisted(state: RepoState) -> list[Finding]:
 def _not_allowlisted_finding(r: Registration, where: str, dispatched: set[str]) -> Finding:
     also = "" if r.suite in dispatched else " and no workflow dispatches it"
     breaks = (
-        "run_suite.py rejects it, which fails validation for every suite"
+        "run_suite.py's validation rejects it, failing every suite (or never runs it)"
         if where.endswith(".py")
         else "CI does not know the suite, so its tests never run"
     )
@@ -128,6 +129,7 @@ def _not_dispatched_finding(entry: AllowlistEntry, enabled: int) -> Finding:
 
 
 def _empty_dispatches(state: RepoState) -> list[Finding]:
+    """Dispatched suites without an enabled test (one finding per suite and workflow)."""
     enabled = _enabled_count(state.registrations)
     first: dict[tuple[str, str], Dispatch] = {}
     for dispatch in sorted(state.workflows.dispatches, key=lambda d: d.line):
@@ -144,7 +146,11 @@ def _empty_dispatches(state: RepoState) -> list[Finding]:
         for dispatch in first.values()
         if enabled[dispatch.suite] == 0
     ]
-    findings += [
+    return findings + _empty_globs(state)
+
+
+def _empty_globs(state: RepoState) -> list[Finding]:
+    return [
         error(
             glob.file,
             glob.line,
@@ -156,7 +162,6 @@ def _empty_dispatches(state: RepoState) -> list[Finding]:
         for glob in state.workflows.globs
         if not any(paths.matches(path, glob.pattern) for path in state.suite_files)
     ]
-    return findings
 
 
 def known_runners(state: RepoState) -> set[str]:
@@ -187,6 +192,23 @@ def _runner_fix(runner: str, known: set[str]) -> str:
     close = difflib.get_close_matches(runner, sorted(known), n=1)
     typo = f"did you mean {close[0]!r}? " if close else ""
     return f"{typo}use a known runner_config, or add it to the runner table"
+
+
+def _nothing_registered(state: RepoState) -> list[Finding]:
+    """A lint that read no registration checked nothing: say so instead of passing quietly."""
+    if state.files:
+        return []
+    globs = ", ".join(state.config.registered + state.config.suite_files)
+    return [
+        warning(
+            ".",
+            None,
+            Code.NOTHING_REGISTERED,
+            f"no test or suite file matches {globs}: there was nothing to check",
+            "point `registry.registered` / `registry.suite-files` in .kl-bitexact.yaml at "
+            "your tests, or pass --root",
+        )
+    ]
 
 
 def _enabled_count(registrations: Iterable[Registration]) -> dict[str, int]:

@@ -9,7 +9,7 @@ from typing import Any
 from kl_bitexact.blockers import parse_ref
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.registry import yamlio
-from kl_bitexact.registry.findings import Code, Finding, error
+from kl_bitexact.registry.findings import Code, Finding, error, warning
 from kl_bitexact.registry.model import SUITE_FILE_BACKEND, Registration, suite_name
 from kl_bitexact.registry.scan import ScannedFile
 
@@ -43,20 +43,9 @@ def _read_suite(suite: Any, path: str) -> tuple[Registration | None, list[Findin
     name, problem = _name(suite, path, line)
     if problem is not None:
         findings.append(problem)
-    est_time = suite.get("est_time")
-    valid_est = isinstance(est_time, (int, float)) and not isinstance(est_time, bool)
-    if not (valid_est and est_time > 0):
-        findings.append(
-            error(
-                path,
-                yamlio.key_line(suite, "est_time") or line,
-                Code.BAD_EST_TIME,
-                f"suite {name or '?'}: est_time is "
-                f"{'missing' if est_time is None else repr(est_time)}; sharding needs "
-                "a positive number of seconds",
-                "add `est_time: <seconds>` (e.g. the suite's last measured duration)",
-            )
-        )
+    est_time, problem = _est_time(suite, path, name, line)
+    if problem is not None:
+        findings.append(problem)
     if name is None:
         return None, findings
     registration = Registration(
@@ -64,11 +53,29 @@ def _read_suite(suite: Any, path: str) -> tuple[Registration | None, list[Findin
         line=line or 1,
         backend=SUITE_FILE_BACKEND,
         suite=name,
-        est_time=float(est_time) if valid_est and est_time > 0 else 0.0,
+        est_time=est_time,
         stage=_text(suite.get("stage")),
         runner_config=_text(suite.get("runner_config")),
     )
     return registration, findings
+
+
+def _est_time(
+    suite: Any, path: str, name: str | None, line: int | None
+) -> tuple[float, Finding | None]:
+    est_time = suite.get("est_time")
+    if isinstance(est_time, (int, float)) and not isinstance(est_time, bool) and est_time > 0:
+        return float(est_time), None
+    # A suite runs without est_time; only its sharding is blind. A wrong value is an error.
+    report = warning if est_time is None else error
+    return 0.0, report(
+        path,
+        yamlio.key_line(suite, "est_time") or line,
+        Code.BAD_EST_TIME,
+        f"suite {name or '?'}: est_time is {'missing' if est_time is None else repr(est_time)}; "
+        "sharding needs a positive number of seconds",
+        "add `est_time: <seconds>` (e.g. the suite's last measured duration)",
+    )
 
 
 def _name(suite: Any, path: str, line: int | None) -> tuple[str | None, Finding | None]:

@@ -4,7 +4,8 @@ A suite counts as dispatched when a workflow names it literally, after `${{ matr
 expressions are resolved against the job's matrix: a matrix entry with `stage` and
 `runner_config` (sglang's pr-test*.yml), a matrix `suite` value, a reusable-workflow input
 `suite`/`self_name`, a `--suite NAME` argument in a `run:` script, or a kl-bitexact call
-(action or reusable workflow) whose `suites:` input globs the suite file.
+whose `suites:` names the suite (the reusable workflow, the action's `command: shard`) or
+globs its suite file (the action's `command: run`, or `kl-bitexact run FILE` in a script).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from kl_bitexact.registry import yamlio
 from kl_bitexact.registry.model import suite_name
 
 SUITE_INPUTS = ("suite", "self_name")
+SUITES_INPUT = "suites-input"
 _MATRIX_EXPRESSION = re.compile(r"\$\{\{\s*matrix\.([\w-]+)\s*\}\}")
 # The value may be an expression such as `${{ matrix.suite }}`, spaces included.
 _SUITE_ARGUMENT = re.compile(r"--suite(?:=|\s+)([\"']?)((?:\$\{\{[^}]*\}\}|[^\s\"';|&])+)\1")
@@ -51,7 +53,9 @@ class MatrixTarget:
 
     file: str
     job: str
-    kind: str  # "pair": include entries with stage + runner_config; "suite": a suite axis
+    # "pair": matrix include entries with stage + runner_config; "suite": a matrix suite
+    # axis; SUITES_INPUT: the `suites:` names of a call of the reusable workflow
+    kind: str
     stages: frozenset[str] = frozenset()
     runner_configs: frozenset[str] = frozenset()
     suites: frozenset[str] = frozenset()  # the values of a "suite" axis
@@ -107,7 +111,7 @@ def _read_job(job_id: str, job: Any, out: _Collector) -> None:
     combos = list(matrix_combinations(matrix))
     _read_matrix(job_id, matrix, combos, out)
     contexts = [values for values, _ in combos] or [{}]
-    _read_inputs(job, contexts, out)
+    _read_inputs(job, contexts, out, job_id)
     for step in job.get("steps") or []:
         if isinstance(step, dict):
             _read_inputs(step, contexts, out)
@@ -161,23 +165,43 @@ def _read_matrix(
         out.targets.append(MatrixTarget(out.path, job_id, "suite", suites=suites))
 
 
-def _read_inputs(node: Any, contexts: list[dict[str, Any]], out: _Collector) -> None:
-    """`with:` of a reusable-workflow job or an action step."""
+def _read_inputs(
+    node: Any, contexts: list[dict[str, Any]], out: _Collector, job_id: str | None = None
+) -> None:
+    """`with:` of a reusable-workflow job (`job_id` given) or of an action step."""
     inputs = node.get("with")
     if not isinstance(inputs, dict):
         return
-    calls_us = "kl-bitexact" in str(node.get("uses", ""))
+    call = _kl_bitexact_call(node, inputs)
     for key, value in inputs.items():
         if not isinstance(value, str):
             continue
         line = yamlio.key_line(inputs, key) or 1
-        for resolved in _resolve_all(value, contexts):
-            if key in SUITE_INPUTS:
-                out.dispatches.append(Dispatch(resolved, out.path, line))
-            elif key == "runner_config":
-                out.runner_configs.add(resolved)
-            elif key == "suites" and calls_us:
-                out.globs.extend(SuiteGlob(pattern, out.path, line) for pattern in resolved.split())
+        resolved = _resolve_all(value, contexts)
+        if key in SUITE_INPUTS or (key == "suites" and call == "names"):
+            names = {name for text in resolved for name in text.split()}
+            out.dispatches.extend(Dispatch(name, out.path, line) for name in sorted(names))
+        elif key == "runner_config":
+            out.runner_configs |= resolved
+        elif key == "suites" and call == "files":
+            patterns = sorted({pattern for text in resolved for pattern in text.split()})
+            out.globs.extend(SuiteGlob(pattern, out.path, line) for pattern in patterns)
+    suites = inputs.get("suites")
+    if job_id is not None and call == "names" and isinstance(suites, str) and _literal(suites):
+        listed = frozenset(suites.split())
+        out.targets.append(MatrixTarget(out.path, job_id, SUITES_INPUT, suites=listed))
+
+
+def _kl_bitexact_call(node: Any, inputs: Any) -> str | None:
+    """What a kl-bitexact call's `suites:` holds: "names" (the reusable workflow, or the
+    action's `command: shard`), "files" (the action's `command: run`), else None."""
+    uses = str(node.get("uses", ""))
+    if "kl-bitexact" not in uses:
+        return None
+    if "/.github/workflows/" in uses:
+        return "names"
+    command = inputs.get("command", "run")
+    return {"run": "files", "shard": "names"}.get(str(command))
 
 
 def _read_run(step: Any, contexts: list[dict[str, Any]], out: _Collector) -> None:

@@ -39,6 +39,26 @@ def append(text: str, path: str, keys: Sequence[str], item: Any) -> str:
     return edited
 
 
+def add_word(text: str, path: str, keys: Sequence[str], word: str) -> str:
+    """`text` with ` word` appended to the one-line string at `keys` (a space-separated
+    list, such as the reusable workflow's `suites:` input), inside its quotes if any."""
+    document = yamlio.load(text, path)
+    parent = _walk(document, keys[:-1], path)
+    value = parent.get(keys[-1]) if isinstance(parent, CommentedMap) else None
+    if not isinstance(value, str) or not value.strip() or "\n" in value:
+        raise EditError(f"{path}: {'.'.join(keys)} is not a one-line string to extend")
+    line, column = parent.lc.value(keys[-1])
+    current = text.splitlines(keepends=True)[line]
+    end = _scalar_end(current, column)
+    if current[column] in "'\"":
+        end -= 1  # inside the closing quote
+    # `word` is a checked suite name (lint.SAFE_SUITE_NAME): safe inside any scalar style.
+    edited = insert(text, Insertion(line, end, f" {word}"))
+    if yamlio.plain(_walk(yamlio.load(edited, path), keys, path)) != f"{value} {word}":
+        raise EditError(f"{path}: the edit would change more than {'.'.join(keys)}")
+    return edited
+
+
 def _walk(document: Any, keys: Sequence[str], path: str) -> Any:
     node = document
     for key in keys:

@@ -7,7 +7,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import MarkedYAMLError
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from kl_bitexact.errors import ConfigError
 
@@ -23,6 +23,9 @@ def load(text: str, path: str) -> Any:
             f"{path}{line}: not valid YAML ({problem.problem or problem.context})",
             hint="fix the YAML syntax at that line (indentation, quotes, a missing ':')",
         ) from None
+    except YAMLError as problem:  # e.g. a control character the reader refuses
+        first = str(problem).splitlines()[0]
+        raise ConfigError(f"{path}: not valid YAML ({first})") from None
 
 
 def plain(node: Any) -> Any:
