@@ -21,6 +21,8 @@ from typing import Any
 import requests
 from github import Auth, Github, GithubException, GithubRetry
 from github.GithubException import RateLimitExceededExceedsMaxWait
+from requests.adapters import HTTPAdapter
+from urllib3 import Retry
 from urllib3.exceptions import HTTPError as Urllib3Error
 
 from kl_bitexact.errors import ConfigError, GitHubError
@@ -165,6 +167,22 @@ def connect(target: Target, settings: ClientSettings | None = None) -> Github:
         seconds_between_requests=settings.seconds_between_requests or None,
         seconds_between_writes=settings.seconds_between_writes or None,
     )
+
+
+def blob_session(settings: ClientSettings | None = None) -> requests.Session:
+    """A plain session for pre-signed download URLs (artifact blobs): retries on 5xx and
+    connection errors, and no token - the URL carries its own short-lived signature."""
+    settings = settings or ClientSettings()
+    retry = Retry(
+        total=settings.retries,
+        backoff_factor=settings.backoff_factor,
+        status_forcelist=range(500, 600),
+        raise_on_status=False,
+    )
+    session = requests.Session()
+    session.mount("https://", HTTPAdapter(max_retries=retry))
+    session.mount("http://", HTTPAdapter(max_retries=retry))
+    return session
 
 
 _HINTS = {

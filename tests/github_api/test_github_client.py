@@ -10,10 +10,13 @@ from pathlib import Path
 import pytest
 from gh_constants import FAST, REPO, TOKEN
 
+from kl_bitexact import baseline_fetch
+from kl_bitexact import results as r
 from kl_bitexact.errors import ConfigError, GitHubError
 from kl_bitexact.github import ClientSettings, Target, connect, resolve_target, translated
 from kl_bitexact.testing.fake_github import FakeGitHub
-from kl_bitexact.testing.fake_state import Fault
+from kl_bitexact.testing.fake_state import Fault, Run
+from kl_bitexact.testing.openapi_check import SpecChecker
 
 SECONDARY = {
     "message": "You have exceeded a secondary rate limit. Please wait a few minutes before "
@@ -176,3 +179,22 @@ def test_settings_from_env_and_their_errors() -> None:
         ClientSettings.from_env({"KL_BITEXACT_GITHUB_RETRIES": "many"})
     with pytest.raises(ConfigError, match="must not be negative"):
         ClientSettings.from_env({"KL_BITEXACT_GITHUB_TIMEOUT": "-1"})
+
+
+def test_github_enterprise_server_api_prefix_works(spec_checker: SpecChecker) -> None:
+    server = FakeGitHub(TOKEN, checker=spec_checker, prefix="/api/v3").start()
+    try:
+        server.world.seed({"repos": {REPO: {"pulls": [{"number": 7, "head_sha": "e" * 40}]}}})
+        base = r.Results(run=r.RunInfo(commit="b" * 40))
+        files = {"results.json": r.dumps(base).encode()}
+        server.world.add_run(REPO, Run(id=3, workflow="ci.yml"), files, "kl-bitexact-results")
+        target = resolve_target(_env(GITHUB_API_URL=f"{server.root}/api/v3"), pr_number=7)
+        client = connect(target, FAST)
+        assert client.get_repo(REPO).get_pull(7).head.sha == "e" * 40
+        fetched = baseline_fetch.fetch(client, REPO, "ci.yml", "main", "kl-bitexact-results", TOKEN)
+        assert fetched.results is not None, fetched.unavailable
+        assert fetched.results.run.commit == "b" * 40
+        assert all(e["path"].startswith("/repos/") for e in server.world.requests)
+    finally:
+        server.stop()
+    assert server.world.violations == []

@@ -32,7 +32,8 @@ class Call:
     path: str
     query: Mapping[str, list[str]]
     body: Any
-    base_url: str
+    base_url: str  # the API base (with a GHES /api/v3 prefix, if any)
+    blob_url: str  # where artifact downloads redirect to
 
     def param(self, name: str, default: str | None = None) -> str | None:
         values = self.query.get(name)
@@ -348,9 +349,8 @@ def download_artifact(world: World, call: Call, match: re.Match[str]) -> Answer:
     artifact_id = int(match["artifact_id"])
     if repo is None or not any(a.id == artifact_id for a in repo.artifacts):
         return not_found()
-    if match["format"] != "zip":
-        return Answer(302, None, {"Location": f"{call.base_url}/_fake/blobs/missing"})
-    return Answer(302, None, {"Location": f"{call.base_url}/_fake/blobs/{artifact_id}"})
+    blob_id = artifact_id if match["format"] == "zip" else "missing"
+    return Answer(302, None, {"Location": f"{call.blob_url}/_fake/blobs/{blob_id}"})
 
 
 def blob(world: World, call: Call, match: re.Match[str]) -> Answer:
@@ -386,6 +386,8 @@ ROUTES: tuple[tuple[str, re.Pattern[str], Handler], ...] = tuple(
 BLOB_ROUTE = re.compile(r"/_fake/blobs/(?P<blob_id>[^/]+)$")
 
 
-def decode_call(method: str, path: str, query: str, raw: bytes, base_url: str) -> Call:
+def decode_call(
+    method: str, path: str, query: str, raw: bytes, base_url: str, blob_url: str
+) -> Call:
     body = json.loads(raw) if raw else None
-    return Call(method, path, parse_qs(query, keep_blank_values=True), body, base_url)
+    return Call(method, path, parse_qs(query, keep_blank_values=True), body, base_url, blob_url)
