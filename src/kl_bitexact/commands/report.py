@@ -18,6 +18,7 @@ from kl_bitexact.commands import Command
 from kl_bitexact.compare import Comparison, compare
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.gate import FailOn, Policy
+from kl_bitexact.jsonfile import read_json
 
 MAX_BLOCKERS_BYTES = 1024 * 1024
 
@@ -138,16 +139,7 @@ def _compare(args: argparse.Namespace) -> Comparison:
 
 
 def _load_blockers(path: Path) -> dict[str, BlockerState]:
-    try:
-        raw = path.read_bytes()
-    except OSError as error:
-        raise ConfigError(f"{path}: cannot read blocker states ({error.strerror})") from None
-    if len(raw) > MAX_BLOCKERS_BYTES:
-        raise ConfigError(f"{path}: {len(raw)} bytes is too large for a blocker states file")
-    try:
-        document = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ConfigError(f"{path}: not JSON ({error})") from None
+    document = read_json(path, what="blocker states", max_bytes=MAX_BLOCKERS_BYTES)
     return blockers.states_from_json(document, str(path))
 
 
