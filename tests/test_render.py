@@ -253,7 +253,7 @@ def test_json_verdict_for_downstream_steps():
         head, None, blockers={BLOCKER: BlockerState.OPEN}, policy=Policy(strict=True)
     )
     document = render.as_json(comparison)
-    assert document["verdict"] == "gate passed" and document["exit_code"] == 0
+    assert document["verdict"] == "passed" and document["exit_code"] == 0
     assert document["baseline"] == {"available": False, "reason": "no baseline given"}
     assert document["counts"] == {"expected_red": 1, "ok": 1}
     assert document["tests"][0]["blocked_by"] == {BLOCKER: "open"}

@@ -591,10 +591,15 @@ def _command(level: str, title: str, message: str) -> str:
 
 
 def as_json(comparison: Comparison) -> dict[str, Any]:
-    """The verdict for downstream steps (`kl-bitexact report --json`)."""
+    """The verdict for downstream steps (`kl-bitexact report --json`).
+
+    `verdict` is `passed`, `failed` or `could_not_run`; `exit_code` is what the command
+    returns; `tests` lists every test id with its verdict, transition and whether it gates.
+    """
     decision, baseline = comparison.decision, comparison.baseline
     return {
-        "verdict": decision.label,
+        "verdict": decision.label.replace("gate ", "").replace(" ", "_"),
+        "headline": decision.label,
         "passed": decision.passed,
         "exit_code": int(decision.exit_code),
         "reasons": list(decision.reasons),
