@@ -30,7 +30,7 @@ MULTITURN_WARNING = (
 )
 
 
-def test_result(
+def check_result(
     test_id: str, status: r.Status = r.Status.PASSED, **changes: object
 ) -> r.TestResult:
     """A 32-sample multi-turn check, bit-exact unless `changes` say otherwise."""
@@ -69,7 +69,7 @@ def red_hicache(test_id: str, **changes: object) -> r.TestResult:
         "first_divergence": divergences,
         "message": "avg KL 9.53e-05 >= threshold 1e-09",
     }
-    return test_result(test_id, r.Status.FAILED, **{**measured, **changes})
+    return check_result(test_id, r.Status.FAILED, **{**measured, **changes})
 
 
 def results(
@@ -113,8 +113,8 @@ class Scenario:
 
 
 GREEN = (
-    test_result("test_hicache_mamba.py::test_prefix_hit"),
-    test_result("test_hicache_mamba.py::test_branching", cache_hits=r.CacheHits(31, 32, 0.9, 31)),
+    check_result("test_hicache_mamba.py::test_prefix_hit"),
+    check_result("test_hicache_mamba.py::test_branching", cache_hits=r.CacheHits(31, 32, 0.9, 31)),
 )
 
 
@@ -128,14 +128,14 @@ def _expected_red() -> Scenario:
 
 def _blocker_merged() -> Scenario:
     still_red = red_hicache("test_hicache_mamba.py::test_multiturn", blocked_by=(BLOCKER,))
-    now_green = test_result("test_hicache_mamba.py::test_two_turns", blocked_by=("#29792",))
+    now_green = check_result("test_hicache_mamba.py::test_two_turns", blocked_by=("#29792",))
     head = results(still_red, now_green, *GREEN)
     base = results(still_red, dataclasses.replace(now_green, status=r.Status.FAILED), *GREEN)
     return Scenario("blocker_merged", head, base, {BLOCKER: BlockerState.MERGED})
 
 
 def _too_few_hits() -> Scenario:
-    flaky = test_result(
+    flaky = check_result(
         "test_mamba_decode.py::test_decode_cache_hit",
         r.Status.FAILED,
         check="decode_cache_hit",
@@ -150,7 +150,7 @@ def _too_few_hits() -> Scenario:
 
 
 def _revert_then_red() -> Scenario:
-    reverted = test_result(
+    reverted = check_result(
         "test_dspark.py::test_spec_prefill_graph",
         r.Status.FAILED,
         kl_div=0.110,
@@ -192,7 +192,7 @@ def _local_report() -> Scenario:
 
 def _nothing_ran() -> Scenario:
     head = results(
-        test_result(
+        check_result(
             "test_a.py::test_cache_disabled",
             r.Status.NOT_RUN,
             kl_div=None,
@@ -201,7 +201,7 @@ def _nothing_ran() -> Scenario:
             cache_hits=None,
             message="radix cache disabled: nothing to compare",
         ),
-        test_result(
+        check_result(
             "test_a.py::test_gb300_only",
             r.Status.SKIPPED,
             kl_div=None,
@@ -258,7 +258,7 @@ def _findings() -> Scenario:
 
 def _trimmed() -> Scenario:
     failing = [red_hicache(f"test_many.py::test_failing_{i}") for i in range(3)]
-    passing = [test_result(f"test_many.py::test_passing_{i:03d}") for i in range(300)]
+    passing = [check_result(f"test_many.py::test_passing_{i:03d}") for i in range(300)]
     head = results(*failing, *passing, suite="many")
     return Scenario("trimmed_to_budget", head, results(*passing, suite="many"), budget=9000)
 

@@ -47,20 +47,28 @@ def fit(sections: Sequence[Section], budget: int | None) -> tuple[list[str], Cou
     kept is always a prefix of the section's blocks of that tier.
     """
     state = _Fitted(budget)
-    for priority in sorted({b.priority for s in sections for b in s.blocks}):
+    tiers = [_tiers(section) for section in sections]
+    for priority in sorted({priority for tier in tiers for priority in tier}):
         for index, section in enumerate(sections):
-            _fill(state, index, section, priority)
+            _fill(state, index, section, tiers[index].get(priority, []))
     return [_join(state, i, s) for i, s in enumerate(sections)], state.cut
 
 
-def _fill(state: _Fitted, index: int, section: Section, priority: int) -> None:
-    tier = [(i, b) for i, b in enumerate(section.blocks) if b.priority == priority]
+def _tiers(section: Section) -> dict[int, list[tuple[int, Block]]]:
+    """The section's blocks (with their positions) grouped by priority."""
+    tiers: dict[int, list[tuple[int, Block]]] = {}
+    for position, block in enumerate(section.blocks):
+        tiers.setdefault(block.priority, []).append((position, block))
+    return tiers
+
+
+def _fill(state: _Fitted, index: int, section: Section, tier: list[tuple[int, Block]]) -> None:
     for position, (block_index, block) in enumerate(tier):
         rendered = block.render()
         frame = 0 if index in state.opened else len(section.head) + len(section.tail)
         cost = len(rendered) + frame
         fits = state.budget is None or state.used + cost <= state.budget
-        if not (fits or priority == KEEP):
+        if not (fits or block.priority == KEEP):
             state.cut.update(b.label for _, b in tier[position:])
             return
         state.kept[(index, block_index)] = rendered

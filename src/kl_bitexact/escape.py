@@ -21,7 +21,7 @@ _INVISIBLE = re.compile(
     r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]"
 )
 _LINE_BREAKS = re.compile(r"\r\n|[\r\n\t\u2028\u2029\x85]")
-_AUTOLINKS = re.compile(r"(://|(?<![\w.])www\.|\bGH-)", re.IGNORECASE)
+_AUTOLINKS = re.compile(r"://|www\.|GH-", re.IGNORECASE)
 
 # Quotes are left alone: no untrusted string is ever placed inside an HTML attribute.
 _MARKDOWN = str.maketrans(

@@ -24,15 +24,18 @@ from kl_bitexact.compare import Blocker, Comparison, TestDelta, Transition
 from kl_bitexact.errors import ExitCode
 from kl_bitexact.findings import Finding
 from kl_bitexact.gate import SEVERITY, Verdict
-from kl_bitexact.results import CacheHits, ExactMatch, TestResult
+from kl_bitexact.results import CacheHits, ExactMatch, Status, TestResult
 
 COMMENT_LIMIT = 65_536  # GitHub rejects longer issue comments
 SUMMARY_LIMIT = 1_000_000  # the job summary allows 1 MiB per step
 NOTICE_RESERVE = 800  # room kept for the "what was cut" notice
 DEFAULT_KEY = "kl-bitexact"
 
-# Tiers of the budget: lower is kept longer.
-GATING, ATTENTION, NOTES, OTHER_ROWS, DETAILS = KEEP, 1, 2, 3, 4
+# Tiers of the budget, filled in this order: only the headline and footer are KEEP;
+# gating rows come right after, so they are cut only if they alone overflow. Details are
+# trimmed first, except the drill-down of gating tests (their first divergences), which
+# a reviewer needs more than the rows of passing tests.
+GATING, ATTENTION, NOTES, GATING_DETAILS, OTHER_ROWS, DETAILS = 1, 2, 3, 4, 5, 6
 
 _ICON = {
     Verdict.REGRESSION: "🔴",
@@ -171,7 +174,7 @@ def _counts_line(comparison: Comparison) -> str:
     counts = comparison.verdicts
     total = sum(counts.values())
     parts = [
-        f"{_ICON[verdict]} {counts[verdict]} {_LABEL[verdict]}"
+        f"{_ICON[verdict]} {_count(verdict, counts[verdict])}"
         for verdict in Verdict
         if counts[verdict]
     ]
@@ -180,13 +183,19 @@ def _counts_line(comparison: Comparison) -> str:
     return " · ".join([head, *parts]) + "  "
 
 
+def _count(verdict: Verdict, count: int) -> str:
+    if verdict in (Verdict.REGRESSION, Verdict.STALE_MARKER):
+        return plural(count, _LABEL[verdict])
+    return f"{count:,} {_LABEL[verdict]}"
+
+
 def _base_line(comparison: Comparison) -> str:
     baseline = comparison.baseline
     if baseline.results is None:
         return f"⚠️ baseline unavailable: {escape.text(baseline.unavailable, 300)}  "
     transitions = comparison.transitions
     parts = [
-        f"{transitions[t]} {_TRANSITION[t]}"
+        f"{transitions[t]:,} {_TRANSITION[t]}"
         for t in Transition
         if transitions[t] and t != Transition.NO_BASE
     ]
@@ -217,7 +226,9 @@ def _link_parts(links: Links) -> list[str]:
 
 def _cut_notice(cut: Counter[str], links: Links) -> str:
     what = ", ".join(f"{label}: {count:,}" for label, count in sorted(cut.items()))
-    where = " and ".join(_link_parts(links)) or "`kl-bitexact report RESULTS.json --out FILE`"
+    where = (
+        " and ".join(_link_parts(links)) or "`kl-bitexact report RESULTS.json --full --out FILE`"
+    )
     return (
         f"\n> ✂️ Trimmed to fit GitHub's size limit. Left out: {what}. The full report: {where}.\n"
     )
@@ -454,14 +465,21 @@ def _details_sections(comparison: Comparison) -> list[Section]:
             f"\n<details><summary>{summary}</summary>\n\n"
             f"Server: {escape.code(server.engine, 40)} {escape.code(args, 600) if args else ''}\n"
         )
-        blocks = [Block(DETAILS, partial(_test_details, d), "test details") for d in deltas]
+        blocks = [
+            Block(
+                GATING_DETAILS if d.gating else DETAILS, partial(_test_details, d), "test details"
+            )
+            for d in deltas
+        ]
         sections.append(Section(blocks, head=head, tail="\n</details>\n"))
     return sections
 
 
 def _worth_details(test: TestResult) -> bool:
-    nonzero = any(value != 0 for value in test.kl_per_sample)
-    return bool(nonzero or test.first_divergence or test.message or test.status.value != "passed")
+    nonzero = any(test.kl_per_sample)  # a float is true unless it is zero
+    return bool(
+        nonzero or test.first_divergence or test.message or test.status is not Status.PASSED
+    )
 
 
 MAX_SAMPLES_LISTED = 64
@@ -573,10 +591,15 @@ def _command(level: str, title: str, message: str) -> str:
 
 
 def as_json(comparison: Comparison) -> dict[str, Any]:
-    """The verdict for downstream steps (`kl-bitexact report --json`)."""
+    """The verdict for downstream steps (`kl-bitexact report --json`).
+
+    `verdict` is `passed`, `failed` or `could_not_run`; `exit_code` is what the command
+    returns; `tests` lists every test id with its verdict, transition and whether it gates.
+    """
     decision, baseline = comparison.decision, comparison.baseline
     return {
-        "verdict": decision.label,
+        "verdict": decision.label.replace("gate ", "").replace(" ", "_"),
+        "headline": decision.label,
         "passed": decision.passed,
         "exit_code": int(decision.exit_code),
         "reasons": list(decision.reasons),
