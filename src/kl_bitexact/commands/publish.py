@@ -30,7 +30,7 @@ from kl_bitexact import (
 from kl_bitexact.baseline import Baseline
 from kl_bitexact.blockers import BlockerState
 from kl_bitexact.commands import Command
-from kl_bitexact.commands.report import add_policy_arguments, write_output
+from kl_bitexact.commands.report import add_input_arguments, add_policy_arguments, write_output
 from kl_bitexact.compare import Comparison, compare
 from kl_bitexact.errors import ConfigError, ExitCode
 from kl_bitexact.gate import Decision, FailOn, Policy
@@ -46,38 +46,16 @@ _STATUS_STATE = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "results",
-        nargs="+",
-        type=Path,
-        metavar="RESULTS.json",
-        help="results of this run (several shards are merged)",
-    )
+    add_input_arguments(parser)
     parser.add_argument(
         "--pr", type=int, metavar="N", help="pull request number (default: from the GitHub event)"
     )
     _add_baseline_arguments(parser)
     _add_blocker_arguments(parser)
     parser.add_argument(
-        "--findings",
-        type=Path,
-        metavar="FILE",
-        help="registration findings from `kl-bitexact lint-ci --format json`",
-    )
-    parser.add_argument(
-        "--key",
-        default=os.environ.get("GITHUB_WORKFLOW") or render.DEFAULT_KEY,
-        help="key of the hidden comment marker (default: the workflow name, else %(default)s)",
-    )
-    parser.add_argument(
         "--history",
         action="store_true",
         help='keep a history line ("updated for <sha>") at the end of the comment',
-    )
-    parser.add_argument(
-        "--annotations",
-        action="store_true",
-        help="print workflow-command annotations (::error ...) on standard output",
     )
     add_policy_arguments(parser)
 
