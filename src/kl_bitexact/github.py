@@ -152,6 +152,8 @@ def connect(target: Target, settings: ClientSettings | None = None) -> Github:
         backoff_factor=settings.backoff_factor,
         max_rate_limit_wait=settings.max_rate_limit_wait_s,
         secondary_rate_wait=settings.secondary_rate_wait_s,
+        # GithubRetry adds 403 and reads its body; secondary limits may also come as 429.
+        status_forcelist=[*range(500, 600), 429],
         # PATCH and DELETE are idempotent; POST is retried too (GithubRetry's default):
         # a duplicated comment is cleaned up by the sticky comment's race check.
         allowed_methods=frozenset({"GET", "HEAD", "POST", "PATCH", "PUT", "DELETE"}),

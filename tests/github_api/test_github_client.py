@@ -198,3 +198,9 @@ def test_github_enterprise_server_api_prefix_works(spec_checker: SpecChecker) ->
     finally:
         server.stop()
     assert server.world.violations == []
+
+
+def test_a_429_secondary_limit_is_retried_too(fake_github: FakeGitHub, target: Target) -> None:
+    fake_github.add_fault(Fault("GET", r"/pulls/7$", 429, SECONDARY))
+    assert _head_sha(fake_github, target) == "c" * 40
+    assert _statuses(fake_github) == [429, 200]

@@ -114,6 +114,19 @@ def handle(args: argparse.Namespace) -> int:
     found = findings.load(args.findings) if args.findings else ()
     target = _target(args, os.environ)
     client = connect(target, ClientSettings.from_env(os.environ))
+    try:
+        return _run(args, target, client, head, found)
+    finally:
+        client.close()
+
+
+def _run(
+    args: argparse.Namespace,
+    target: Target,
+    client: Github,
+    head: results.Results,
+    found: tuple[findings.Finding, ...],
+) -> int:
     pull = _pull(client, target)
     comparison = compare(
         head,

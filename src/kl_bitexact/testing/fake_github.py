@@ -129,6 +129,18 @@ class _Handler(BaseHTTPRequestHandler):
         """Quiet: what arrived is in /_fake/state, not on stderr."""
 
     def _handle(self) -> None:
+        try:
+            self._dispatch()
+        except Exception as error:  # a bug in the fake or a malformed control request
+            self._send(
+                self._violation(
+                    f"fake GitHub failed on {self.command} {self.path}: "
+                    f"{type(error).__name__}: {error}",
+                    500,
+                )
+            )
+
+    def _dispatch(self) -> None:
         parts = urlsplit(self.path)
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
