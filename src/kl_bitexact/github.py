@@ -29,6 +29,7 @@ from kl_bitexact.errors import ConfigError, GitHubError
 
 DEFAULT_API_URL = "https://api.github.com"
 _REPOSITORY = re.compile(r"^[\w.-]+/[\w.-]+$")
+_SHA = re.compile(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
 # GitHub caps list pages at 100; fewer round trips on a PR with hundreds of comments.
 PER_PAGE = 100
 
@@ -86,6 +87,9 @@ class Target:
     repository: str
     token: str = field(repr=False)
     pr_number: int | None = None
+    # The PR head the triggering event saw: the commit that was tested, which is where the
+    # status belongs even if the PR has moved on since.
+    head_sha: str | None = None
 
     @property
     def owner_repo(self) -> tuple[str, str]:
@@ -100,6 +104,7 @@ def resolve_target(
     repository: str | None = None,
     pr_number: int | None = None,
     api_url: str | None = None,
+    head_sha: str | None = None,
 ) -> Target:
     """Options win over the environment; the event file fills in the pull request."""
     token = token or env.get("GITHUB_TOKEN")
@@ -115,19 +120,34 @@ def resolve_target(
             hint="set GITHUB_REPOSITORY=owner/name (GitHub Actions sets it for you)",
         )
     url = (api_url or env.get("GITHUB_API_URL") or DEFAULT_API_URL).rstrip("/")
-    number = pr_number if pr_number is not None else pr_from_event(env.get("GITHUB_EVENT_PATH"))
-    return Target(url, repository, token, number)
+    if head_sha is not None and not _SHA.match(head_sha):
+        raise ConfigError(f"commit {head_sha!r} is not a full hexadecimal SHA")
+    event = read_event(env.get("GITHUB_EVENT_PATH"))
+    number = pr_number if pr_number is not None else _event_pr(event)
+    if pr_number is None or number == _event_pr(event):
+        head_sha = head_sha or _event_head_sha(event)
+    return Target(url, repository, token, number, head_sha)
 
 
-def pr_from_event(event_path: str | None) -> int | None:
-    """The pull request number of the triggering event, if the event has one."""
+def read_event(event_path: str | None) -> Mapping[str, Any]:
+    """The triggering event's payload (GITHUB_EVENT_PATH), or {} outside Actions."""
     if not event_path:
-        return None
+        return {}
     try:
         event = json.loads(Path(event_path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
         raise ConfigError(f"{event_path}: cannot read the GitHub event file ({error})") from None
-    return _event_pr(event) if isinstance(event, dict) else None
+    return event if isinstance(event, dict) else {}
+
+
+def _event_head_sha(event: Mapping[str, Any]) -> str | None:
+    pull, run = event.get("pull_request"), event.get("workflow_run")
+    head = pull.get("head") if isinstance(pull, dict) else None
+    candidates = (
+        head.get("sha") if isinstance(head, dict) else None,
+        run.get("head_sha") if isinstance(run, dict) else None,
+    )
+    return next((sha for sha in candidates if isinstance(sha, str) and _SHA.match(sha)), None)
 
 
 def _event_pr(event: Mapping[str, Any]) -> int | None:

@@ -204,3 +204,24 @@ def test_a_429_secondary_limit_is_retried_too(fake_github: FakeGitHub, target: T
     fake_github.add_fault(Fault("GET", r"/pulls/7$", 429, SECONDARY))
     assert _head_sha(fake_github, target) == "c" * 40
     assert _statuses(fake_github) == [429, 200]
+
+
+@pytest.mark.parametrize(
+    ("event", "sha"),
+    [
+        ({"pull_request": {"number": 7, "head": {"sha": "a" * 40}}}, "a" * 40),
+        ({"workflow_run": {"head_sha": "b" * 40, "pull_requests": [{"number": 7}]}}, "b" * 40),
+        ({"pull_request": {"number": 7, "head": {"sha": "not-a-sha"}}}, None),
+        ({"issue": {"number": 7, "pull_request": {}}}, None),  # the PR's current head, later
+    ],
+)
+def test_the_tested_head_sha_comes_from_the_event(
+    tmp_path: Path, event: dict[str, object], sha: str | None
+) -> None:
+    path = tmp_path / "event.json"
+    path.write_text(json.dumps(event))
+    assert resolve_target(_env(GITHUB_EVENT_PATH=str(path))).head_sha == sha
+    other_pr = resolve_target(_env(GITHUB_EVENT_PATH=str(path)), pr_number=8)
+    assert other_pr.head_sha is None  # the event's head belongs to another PR
+    with pytest.raises(ConfigError, match="not a full hexadecimal SHA"):
+        resolve_target(_env(), head_sha="abc")

@@ -115,6 +115,17 @@ def test_publish_creates_then_edits_then_leaves_the_comment_alone(
     )
 
 
+def test_the_status_goes_to_the_commit_that_was_tested(
+    fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
+) -> None:
+    tested = "a" * 40  # the PR has moved on to HEAD_SHA since this run started
+    Path(env["GITHUB_EVENT_PATH"]).write_text(
+        json.dumps({"pull_request": {"number": 7, "head": {"sha": tested}}})
+    )
+    assert cli.main(["publish", str(_write(tmp_path / "r.json", _test("t::a")))]) == 0
+    assert [s["sha"] for s in _statuses(fake_github)] == [tested]
+
+
 def test_a_502_then_success_still_publishes_once(
     fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
 ) -> None:

@@ -50,6 +50,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--pr", type=int, metavar="N", help="pull request number (default: from the GitHub event)"
     )
+    parser.add_argument(
+        "--sha",
+        help="commit that was tested, for the status (default: the PR head the triggering "
+        "event saw, else the PR's current head)",
+    )
     _add_baseline_arguments(parser)
     _add_blocker_arguments(parser)
     parser.add_argument(
@@ -61,13 +66,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_baseline_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument(
         "--baseline",
         type=Path,
         metavar="BASE.json",
         help="results of the base branch, for KL deltas",
     )
-    parser.add_argument(
+    source.add_argument(
         "--fetch-baseline",
         action="store_true",
         help="fetch the baseline from the newest successful run of the workflow on the "
@@ -147,7 +153,7 @@ def _run(
 
 
 def _target(args: argparse.Namespace, env: Mapping[str, str]) -> Target:
-    target = resolve_target(env, repository=args.repo, pr_number=args.pr)
+    target = resolve_target(env, repository=args.repo, pr_number=args.pr, head_sha=args.sha)
     if target.pr_number is None:
         raise ConfigError(
             "no pull request number: this event is not about a pull request",
@@ -165,7 +171,7 @@ def _pull(client: Github, target: Target) -> PullRequest:
 
 
 def _baseline(args: argparse.Namespace, client: Github, target: Target, branch: str) -> Baseline:
-    if args.baseline is not None or not args.fetch_baseline:
+    if not args.fetch_baseline:
         return baseline.load(args.baseline)
     if not args.baseline_workflow:
         raise ConfigError(
@@ -205,7 +211,7 @@ def _publish(
     links = render.Links.from_env()
     budget = render.COMMENT_LIMIT - sticky.HISTORY_RESERVE
     body = render.comment(comparison, key=args.key, findings=found, links=links, budget=budget)
-    sha = pull.head.sha
+    sha = target.head_sha or pull.head.sha
     history = f"updated for {sha[:12]}" if args.history else None
     with translated(f"writing the sticky comment on #{target.pr_number}", target.token):
         outcome = sticky.upsert(pull, args.key, body, history_line=history)
