@@ -140,6 +140,11 @@ def read_event(event_path: str | None) -> Mapping[str, Any]:
     return event if isinstance(event, dict) else {}
 
 
+def pr_from_event(event_path: str | None) -> int | None:
+    """The pull request number of the triggering event, if the event has one."""
+    return _event_pr(read_event(event_path))
+
+
 def _event_head_sha(event: Mapping[str, Any]) -> str | None:
     pull, run = event.get("pull_request"), event.get("workflow_run")
     head = pull.get("head") if isinstance(pull, dict) else None

@@ -13,7 +13,14 @@ from gh_constants import FAST, REPO, TOKEN
 from kl_bitexact import baseline_fetch
 from kl_bitexact import results as r
 from kl_bitexact.errors import ConfigError, GitHubError
-from kl_bitexact.github import ClientSettings, Target, connect, resolve_target, translated
+from kl_bitexact.github import (
+    ClientSettings,
+    Target,
+    connect,
+    pr_from_event,
+    resolve_target,
+    translated,
+)
 from kl_bitexact.testing.fake_github import FakeGitHub
 from kl_bitexact.testing.fake_state import Fault, Run
 from kl_bitexact.testing.openapi_check import SpecChecker
@@ -225,3 +232,10 @@ def test_the_tested_head_sha_comes_from_the_event(
     assert other_pr.head_sha is None  # the event's head belongs to another PR
     with pytest.raises(ConfigError, match="not a full hexadecimal SHA"):
         resolve_target(_env(), head_sha="abc")
+
+
+def test_pr_from_event_reads_the_event_file(tmp_path: Path) -> None:
+    path = tmp_path / "event.json"
+    path.write_text(json.dumps({"pull_request": {"number": 3}}))
+    assert pr_from_event(str(path)) == 3
+    assert pr_from_event(None) is None
