@@ -145,6 +145,7 @@ def _run(
     if args.annotations:
         print("\n".join(render.workflow_commands(comparison)))
     _write_summary(os.environ, render.job_summary(comparison, findings=found))
+    # Contract: the action's step (issue 9) reads the comment id from this line.
     print(
         f"kl-bitexact: comment {published.comment.action} (id {published.comment.comment_id}); "
         f"status {published.status_state}: {published.status_description}"
