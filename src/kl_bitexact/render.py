@@ -71,7 +71,7 @@ _TRANSITION = {
 }
 _REMOVED_RANK = SEVERITY[Verdict.SKIPPED]
 MISSING = "-"  # a value the test did not produce
-_SAFE_URL = re.compile(r"^https?://[^\s<>()\[\]\"'`|]+$")
+_SAFE_URL = re.compile(r"^https?://[A-Za-z0-9\-._~:/?#@!$&*+,;=%]+$")
 _SAFE_KEY = re.compile(r"[^\w.\-/ ()]")
 
 
