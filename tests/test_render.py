@@ -6,9 +6,11 @@ import dataclasses
 import html
 import re
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from gfm_check import assert_renders_safely
 from golden_scenarios import BLOCKER, LINKS, check_result, red_hicache, results
 from kl_bitexact import render
 from kl_bitexact import results as r
@@ -135,6 +137,8 @@ def test_any_results_render_safely_under_the_budget(data: st.DataObject):
     assert len(body) <= budget
     assert body.startswith("<!-- kl-bitexact:k -->\n## ")
     assert_structurally_safe(body, comparison)
+    refs = {b.ref for d in comparison.deltas for b in d.blockers if b.ref}
+    assert_renders_safely(body, [LINKS.run or "", LINKS.artifact or ""], refs)
 
 
 @settings(
@@ -272,3 +276,20 @@ def test_not_finite_values_do_not_break_the_chart():
     test = dataclasses.replace(red_hicache("a"), kl_per_sample=(float("nan"), 1.0))
     body = render.comment(compare(results(test), None))
     assert "xychart" not in body and "nan" in body
+
+
+@pytest.mark.parametrize(
+    "unsafe",
+    [
+        "hi @octocat",
+        "<img src=x>",
+        "see https://evil.example",
+        "mail me: a@b.example",
+        "<details><summary>x</summary>\n\ny\n\n</details>\n\n</details>",
+        "fixes #12",
+        "<!-- a --> <!-- b -->",
+    ],
+)
+def test_the_markdown_check_catches_what_escaping_prevents(unsafe: str):
+    with pytest.raises(AssertionError):
+        assert_renders_safely(unsafe, links=[])

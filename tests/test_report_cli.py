@@ -192,3 +192,13 @@ def test_findings_parse_keeps_every_field():
         ]
     }
     assert parse(document) == (Finding("a.py", None, "c", "warning", "m", ""),)
+
+
+def test_lone_surrogates_from_json_do_not_crash_the_writers(cli, tmp_path: Path):
+    head = write_results(tmp_path / "head.json", red_hicache("a"))
+    document = head.read_text().replace('"id": "a"', '"id": "a\\ud800"')
+    head.write_text(document)
+    summary = tmp_path / "summary.md"
+    done = cli(["report", str(head), "--annotations", "--job-summary", str(summary)], env=NO_GITHUB)
+    assert done.returncode == 1, done.stderr
+    assert "hicache-mamba a\ufffd::" in done.stdout and "<code>a</code>" in summary.read_text()

@@ -71,7 +71,7 @@ _TRANSITION = {
 }
 _REMOVED_RANK = SEVERITY[Verdict.SKIPPED]
 MISSING = "-"  # a value the test did not produce
-_SAFE_URL = re.compile(r"^https?://[^\s<>()\[\]\"'`|]+$")
+_SAFE_URL = re.compile(r"^https?://[A-Za-z0-9\-._~:/?#@!$&*+,;=%]+$")
 _SAFE_KEY = re.compile(r"[^\w.\-/ ()]")
 
 
@@ -158,7 +158,7 @@ def _sections(comparison: Comparison, findings: Sequence[Finding], links: Links)
 def _headline(comparison: Comparison, links: Links) -> str:
     decision = comparison.decision
     could_not_run = decision.exit_code is ExitCode.COULD_NOT_RUN
-    icon = "✅" if decision.passed else ("⚠️" if could_not_run else "❌")
+    icon = "⚠️" if could_not_run or decision.report_only else "✅" if decision.passed else "❌"
     why = f": {', '.join(decision.reasons)}" if decision.reasons else ""
     lines = [
         f"## {icon} kl-bitexact: {decision.label}{why}",
@@ -598,7 +598,7 @@ def as_json(comparison: Comparison) -> dict[str, Any]:
     """
     decision, baseline = comparison.decision, comparison.baseline
     return {
-        "verdict": decision.label.replace("gate ", "").replace(" ", "_"),
+        "verdict": decision.verdict,
         "headline": decision.label,
         "passed": decision.passed,
         "exit_code": int(decision.exit_code),
