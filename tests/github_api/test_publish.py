@@ -361,3 +361,19 @@ def test_the_token_never_appears_in_any_output(
     seen += json.dumps(fake_github.world.snapshot())
     assert TOKEN not in seen
     assert "Bad credentials" in outputs[2][1]
+
+
+def test_a_refused_comment_still_leaves_the_job_summary(
+    fake_github: FakeGitHub,
+    env: dict[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    forbidden = {"message": "Resource not accessible by integration", "documentation_url": ""}
+    fake_github.add_fault(Fault("POST", r"/issues/7/comments$", 403, forbidden))
+    results = _write(tmp_path / "r.json", _test("t::a"))
+    assert cli.main(["publish", str(results)]) == 2
+    err = capsys.readouterr().err
+    assert "GitHub answered 403 while writing the sticky comment on #7: Resource not" in err
+    assert "pull-requests: write" in err
+    assert "kl-bitexact: gate passed" in Path(env["GITHUB_STEP_SUMMARY"]).read_text()

@@ -141,10 +141,12 @@ def _run(
         policy=Policy(FailOn(args.fail_on), args.strict, args.allow_unknown_blockers),
         default_repo=target.repository,
     )
-    published = _publish(args, target, client, pull, comparison, found)
+    # The summary and annotations come first: if GitHub then refuses the comment (a
+    # read-only token on a fork PR), the report is still on the run's page.
     if args.annotations:
         print("\n".join(render.workflow_commands(comparison)))
     _write_summary(os.environ, render.job_summary(comparison, findings=found))
+    published = _publish(args, target, client, pull, comparison, found)
     # Contract: the action's step (issue 9) reads the comment id from this line.
     print(
         f"kl-bitexact: comment {published.comment.action} (id {published.comment.comment_id}); "
