@@ -214,8 +214,9 @@ def blob_session(settings: ClientSettings | None = None) -> requests.Session:
 
 _HINTS = {
     401: "the token is invalid or expired: check the GITHUB_TOKEN given to this step",
-    403: "the token lacks a permission: the publish job needs `pull-requests: write` and "
-    "`statuses: write`",
+    403: "the token lacks a permission: the publish job needs `pull-requests: write`, "
+    "`statuses: write`, `actions: read` and `issues: read`; on a pull request from a fork the "
+    "token is read-only, so publish from a `workflow_run` workflow",
     404: "check the repository and number, and that the token can see the repository",
 }
 
@@ -234,6 +235,9 @@ def translated(doing: str, token: str) -> Iterator[None]:
     except GithubException as error:
         message = redact(f"GitHub answered {error.status} while {doing}: {_reason(error)}", token)
         raise GitHubError(message, hint=_HINTS.get(error.status)) from None
+    except requests.HTTPError as error:  # a plain download (artifact blob) refused
+        status = error.response.status_code if error.response is not None else "an error"
+        raise GitHubError(redact(f"the download answered {status} while {doing}", token)) from None
     except (requests.RequestException, Urllib3Error) as error:
         raise GitHubError(
             redact(f"GitHub unreachable while {doing}: {type(error).__name__}", token),

@@ -12,7 +12,7 @@ from kl_bitexact import results as r
 from kl_bitexact.baseline import Baseline
 from kl_bitexact.github import Target, connect
 from kl_bitexact.testing.fake_github import FakeGitHub
-from kl_bitexact.testing.fake_state import Run
+from kl_bitexact.testing.fake_state import Fault, Run
 
 NAME = "kl-bitexact-results"
 
@@ -107,3 +107,21 @@ def test_member_names_cannot_escape_the_scratch_directory(
 )
 def test_workflow_file_from_github_workflow_ref(ref: str | None, name: str | None) -> None:
     assert baseline_fetch.workflow_file(ref) == name
+
+
+def test_a_blob_download_that_fails_is_a_reason(fake_github: FakeGitHub, target: Target) -> None:
+    fake_github.world.add_run(REPO, Run(id=1, workflow="ci.yml"), {"r.json": _results("a")}, NAME)
+    # Expired between listing and download; 5xx would be retried, a 404 is final.
+    fake_github.add_fault(Fault("GET", "^/_fake/blobs/", 404, {"message": "BlobNotFound"}))
+    reason = _fetch(fake_github, target).unavailable
+    assert reason == (
+        f"fetching the baseline failed: the download answered 404 while downloading artifact {NAME}"
+    )
+
+
+def test_a_blob_502_is_retried(fake_github: FakeGitHub, target: Target) -> None:
+    fake_github.world.add_run(REPO, Run(id=1, workflow="ci.yml"), {"r.json": _results("a")}, NAME)
+    fake_github.add_fault(Fault("GET", "^/_fake/blobs/", 502, {"message": "Bad Gateway"}))
+    fetched = _fetch(fake_github, target)
+    assert fetched.results is not None, fetched.unavailable
+    assert fake_github.world.faults == []  # the 502 was served, then the retry succeeded

@@ -232,6 +232,9 @@ class _Handler(BaseHTTPRequestHandler):
         if match and self.command == "GET":
             if self.headers.get("Authorization"):
                 self._violation("a token was sent to artifact blob storage", 400)
+            fault = self._take_fault(path)
+            if fault is not None:
+                return fault
             with world.lock:
                 return blob(
                     world,
