@@ -58,6 +58,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _add_baseline_arguments(parser)
     _add_blocker_arguments(parser)
     parser.add_argument(
+        "--comment-author",
+        metavar="LOGIN",
+        help="login the comment is posted as (needed with a personal access token; by "
+        "default the comment of any bot, as GITHUB_TOKEN and GitHub Apps are, counts)",
+    )
+    parser.add_argument(
         "--history",
         action="store_true",
         help='keep a history line ("updated for <sha>") at the end of the comment',
@@ -217,7 +223,9 @@ def _publish(
     sha = target.head_sha or pull.head.sha
     history = f"updated for {sha[:12]}" if args.history else None
     with translated(f"writing the sticky comment on #{target.pr_number}", target.token):
-        outcome = sticky.upsert(pull, args.key, body, history_line=history)
+        outcome = sticky.upsert(
+            pull, args.key, body, history_line=history, author=args.comment_author
+        )
     state = _STATUS_STATE[comparison.decision.exit_code]
     description = verdict_line(comparison.decision)
     with translated(f"setting the {STATUS_CONTEXT} status on {sha[:12]}", target.token):

@@ -129,7 +129,7 @@ def create_comment(world: World, call: Call, match: re.Match[str]) -> Answer:
     repo, number = _repo(world, match), int(match["number"])
     if repo is None or not _has_issue(repo, number):
         return not_found()
-    comment = world.add_comment(repo.full_name, number, call.body["body"], "github-actions[bot]")
+    comment = world.add_comment(repo.full_name, number, call.body["body"], world.actor)
     return Answer(201, _comment_json(call, repo, comment))
 
 
@@ -139,11 +139,20 @@ def _find_comment(repo: Repo | None, comment_id: int) -> Comment | None:
     return next((comment for comment in repo.comments if comment.id == comment_id), None)
 
 
+def _not_yours() -> Answer:
+    return Answer(
+        403,
+        {"message": "Resource not accessible by integration", "documentation_url": "https://docs"},
+    )
+
+
 def edit_comment(world: World, call: Call, match: re.Match[str]) -> Answer:
     repo = _repo(world, match)
     comment = _find_comment(repo, int(match["id"]))
     if repo is None or comment is None:
         return not_found()
+    if comment.user != world.actor:
+        return _not_yours()
     comment.body, comment.updated_at = call.body["body"], now_iso()
     return Answer(200, _comment_json(call, repo, comment))
 
@@ -153,6 +162,8 @@ def delete_comment(world: World, call: Call, match: re.Match[str]) -> Answer:
     comment = _find_comment(repo, int(match["id"]))
     if repo is None or comment is None:
         return not_found()
+    if comment.user != world.actor:
+        return _not_yours()
     repo.comments.remove(comment)
     return Answer(204)
 
