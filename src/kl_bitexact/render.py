@@ -489,11 +489,10 @@ MAX_DIVERGENCES = 32
 def _test_details(delta: TestDelta) -> str:
     test = delta.head
     assert test is not None
-    threshold = f" (threshold {fmt_kl(test.kl_threshold)})" if test.kl_threshold is not None else ""
     parts = [
         f"\n#### {escape.text(test.id, 200)}\n\n"
         f"check {escape.code(test.check, 60)} · {test.status.value} · "
-        f"avg KL {fmt_kl(test.kl_div)}{threshold} · {test.duration_s:.1f} s\n"
+        f"avg KL {_kl_with_context(delta)} · {test.duration_s:.1f} s\n"
     ]
     if test.message:
         parts.append("\n" + escape.block(test.message, 2000) + "\n")
@@ -502,6 +501,18 @@ def _test_details(delta: TestDelta) -> str:
     if test.first_divergence:
         parts.append(_divergences(test))
     return "".join(parts)
+
+
+def _kl_with_context(delta: TestDelta) -> str:
+    """Head KL, with the threshold and the base's KL when they are known."""
+    assert delta.head is not None
+    context = []
+    if delta.head.kl_threshold is not None:
+        context.append(f"threshold {fmt_kl(delta.head.kl_threshold)}")
+    if delta.base is not None and delta.base.kl_div is not None:
+        context.append(f"base {fmt_kl(delta.base.kl_div)}")
+    suffix = f" ({', '.join(context)})" if context else ""
+    return fmt_kl(delta.head.kl_div) + suffix
 
 
 def _per_sample(values: Sequence[float]) -> str:
