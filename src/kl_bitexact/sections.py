@@ -15,7 +15,7 @@ from kl_bitexact.budget import Block, Section
 from kl_bitexact.compare import Blocker, Comparison, TestDelta, Transition
 from kl_bitexact.findings import Finding
 from kl_bitexact.gate import SEVERITY, Verdict
-from kl_bitexact.results import CacheHits, ExactMatch, Status, TestResult
+from kl_bitexact.results import CacheHits, ExactMatch, ServerInfo, Status, TestResult
 from kl_bitexact.wording import ICON, LABEL, MISSING, TRANSITION, fmt_kl, measured, plural
 
 # Tiers of the budget, filled in this order: only the headline and footer are KEEP;
@@ -235,23 +235,21 @@ def _details_sections(comparison: Comparison) -> list[Section]:
         if delta.head is not None and _worth_details(delta.head):
             by_suite.setdefault(delta.suite, []).append(delta)
     servers = {suite.name: suite.server for suite in comparison.head.suites}
-    sections = []
-    for name, deltas in by_suite.items():
-        server = servers[name]
-        args = " ".join(server.args)
-        summary = f"Details: {escape.text(name, 80)} ({plural(len(deltas), 'test')})"
-        head = (
-            f"\n<details><summary>{summary}</summary>\n\n"
-            f"Server: {escape.code(server.engine, 40)} {escape.code(args, 600) if args else ''}\n"
-        )
-        blocks = [
-            Block(
-                GATING_DETAILS if d.gating else DETAILS, partial(_test_details, d), "test details"
-            )
-            for d in deltas
-        ]
-        sections.append(Section(blocks, head=head, tail="\n</details>\n"))
-    return sections
+    return [_suite_details(name, servers[name], deltas) for name, deltas in by_suite.items()]
+
+
+def _suite_details(name: str, server: ServerInfo, deltas: Sequence[TestDelta]) -> Section:
+    args = " ".join(server.args)
+    summary = f"Details: {escape.text(name, 80)} ({plural(len(deltas), 'test')})"
+    head = (
+        f"\n<details><summary>{summary}</summary>\n\n"
+        f"Server: {escape.code(server.engine, 40)} {escape.code(args, 600) if args else ''}\n"
+    )
+    blocks = [
+        Block(GATING_DETAILS if d.gating else DETAILS, partial(_test_details, d), "test details")
+        for d in deltas
+    ]
+    return Section(blocks, head=head, tail="\n</details>\n")
 
 
 def _worth_details(test: TestResult) -> bool:
