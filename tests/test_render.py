@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from gfm_check import assert_renders_safely
 from golden_scenarios import BLOCKER, LINKS, check_result, red_hicache, results
-from kl_bitexact import render
+from kl_bitexact import render, wording
 from kl_bitexact import results as r
 from kl_bitexact.blockers import BlockerState
 from kl_bitexact.compare import Comparison, compare
@@ -188,11 +188,11 @@ def test_rows_are_ordered_by_severity():
 
 
 def test_numbers():
-    assert render.fmt_kl(0.0) == "0"
-    assert render.fmt_kl(-0.0) == "0"
-    assert render.fmt_kl(9.53e-05) == "9.53e-05"
-    assert render.fmt_kl(0.110) == "1.10e-01"
-    assert render.fmt_kl(None) == "-"
+    assert wording.fmt_kl(0.0) == "0"
+    assert wording.fmt_kl(-0.0) == "0"
+    assert wording.fmt_kl(9.53e-05) == "9.53e-05"
+    assert wording.fmt_kl(0.110) == "1.10e-01"
+    assert wording.fmt_kl(None) == "-"
 
 
 def test_cache_hits_cell_shows_minimum_and_prediction():
