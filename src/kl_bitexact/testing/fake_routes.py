@@ -133,37 +133,33 @@ def create_comment(world: World, call: Call, match: re.Match[str]) -> Answer:
     return Answer(201, _comment_json(call, repo, comment))
 
 
-def _find_comment(repo: Repo | None, comment_id: int) -> Comment | None:
-    if repo is None:
-        return None
-    return next((comment for comment in repo.comments if comment.id == comment_id), None)
-
-
-def _not_yours() -> Answer:
-    return Answer(
-        403,
-        {"message": "Resource not accessible by integration", "documentation_url": "https://docs"},
-    )
+def _own_comment(world: World, match: re.Match[str]) -> tuple[Repo, Comment] | Answer:
+    """The comment the URL names, if it exists and the token's user wrote it."""
+    repo = _repo(world, match)
+    comment_id = int(match["id"])
+    found = [c for c in repo.comments if c.id == comment_id] if repo is not None else []
+    if repo is None or not found:
+        return not_found()
+    if found[0].user != world.actor:
+        message = "Resource not accessible by integration"
+        return Answer(403, {"message": message, "documentation_url": "https://docs"})
+    return repo, found[0]
 
 
 def edit_comment(world: World, call: Call, match: re.Match[str]) -> Answer:
-    repo = _repo(world, match)
-    comment = _find_comment(repo, int(match["id"]))
-    if repo is None or comment is None:
-        return not_found()
-    if comment.user != world.actor:
-        return _not_yours()
+    owned = _own_comment(world, match)
+    if isinstance(owned, Answer):
+        return owned
+    repo, comment = owned
     comment.body, comment.updated_at = call.body["body"], now_iso()
     return Answer(200, _comment_json(call, repo, comment))
 
 
 def delete_comment(world: World, call: Call, match: re.Match[str]) -> Answer:
-    repo = _repo(world, match)
-    comment = _find_comment(repo, int(match["id"]))
-    if repo is None or comment is None:
-        return not_found()
-    if comment.user != world.actor:
-        return _not_yours()
+    owned = _own_comment(world, match)
+    if isinstance(owned, Answer):
+        return owned
+    repo, comment = owned
     repo.comments.remove(comment)
     return Answer(204)
 
