@@ -131,6 +131,12 @@ def _env(**extra: str) -> dict[str, str]:
     return {"GITHUB_TOKEN": TOKEN, "GITHUB_REPOSITORY": REPO, **extra}
 
 
+def _event_env(tmp_path: Path, event: dict[str, object]) -> dict[str, str]:
+    path = tmp_path / "event.json"
+    path.write_text(json.dumps(event))
+    return _env(GITHUB_EVENT_PATH=str(path))
+
+
 def test_target_comes_from_the_actions_environment(tmp_path: Path) -> None:
     event = tmp_path / "event.json"
     event.write_text(json.dumps({"pull_request": {"number": 42}}))
@@ -162,9 +168,7 @@ def test_options_win_over_the_environment() -> None:
 def test_pr_number_from_each_event_kind(
     tmp_path: Path, event: dict[str, object], number: int | None
 ) -> None:
-    path = tmp_path / "event.json"
-    path.write_text(json.dumps(event))
-    assert resolve_target(_env(GITHUB_EVENT_PATH=str(path))).pr_number == number
+    assert resolve_target(_event_env(tmp_path, event)).pr_number == number
 
 
 def test_missing_token_and_bad_repository_are_config_errors(tmp_path: Path) -> None:
@@ -225,10 +229,8 @@ def test_a_429_secondary_limit_is_retried_too(fake_github: FakeGitHub, target: T
 def test_the_tested_head_sha_comes_from_the_event(
     tmp_path: Path, event: dict[str, object], sha: str | None
 ) -> None:
-    path = tmp_path / "event.json"
-    path.write_text(json.dumps(event))
-    assert resolve_target(_env(GITHUB_EVENT_PATH=str(path))).head_sha == sha
-    other_pr = resolve_target(_env(GITHUB_EVENT_PATH=str(path)), pr_number=8)
+    assert resolve_target(_event_env(tmp_path, event)).head_sha == sha
+    other_pr = resolve_target(_event_env(tmp_path, event), pr_number=8)
     assert other_pr.head_sha is None  # the event's head belongs to another PR
     with pytest.raises(ConfigError, match="not a full hexadecimal SHA"):
         resolve_target(_env(), head_sha="abc")
