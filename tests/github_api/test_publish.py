@@ -90,7 +90,8 @@ def test_publish_creates_then_edits_then_leaves_the_comment_alone(
     green = _write(tmp_path / "green.json", _test("t::a"), _test("t::b"))
     red = _write(tmp_path / "red.json", _test("t::a"), _test("t::b", red=True))
     assert cli.main(["publish", str(green)]) == 0
-    assert cli.main(["publish", str(red)]) == 1
+    assert cli.main(["publish", str(red), "--annotations"]) == 1
+    assert any(line.startswith("::error ") for line in capsys.readouterr().out.splitlines())
     assert cli.main(["publish", str(red)]) == 1
     assert _comment_writes(fake_github) == ["POST", "PATCH"]
     (body,) = _comments(fake_github)

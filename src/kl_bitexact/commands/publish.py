@@ -149,8 +149,8 @@ def _run(
     )
     # The summary and annotations come first: if GitHub then refuses the comment (a
     # read-only token on a fork PR), the report is still on the run's page.
-    if args.annotations:
-        print("\n".join(render.workflow_commands(comparison)))
+    for command in render.workflow_commands(comparison) if args.annotations else ():
+        print(command)
     _write_summary(os.environ, render.job_summary(comparison, findings=found))
     published = _publish(args, target, client, pull, comparison, found)
     # Contract: the action's step (issue 9) reads the comment id from this line.
