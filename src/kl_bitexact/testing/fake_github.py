@@ -168,10 +168,13 @@ class _Handler(BaseHTTPRequestHandler):
         problems = self.server.checker.request_problems(exchange)
         if problems:
             return self._violation(f"request {self.command} {path}: {problems}", 422)
-        if not self._authorised():
-            return Answer(401, {"message": "Bad credentials", "documentation_url": "https://docs"})
-        with world.lock:
-            answer = self._route(path, query, raw)
+        if self._authorised():
+            with world.lock:
+                answer = self._route(path, query, raw)
+        else:
+            answer = Answer(
+                401, {"message": "Bad credentials", "documentation_url": "https://docs"}
+            )
         reply = Reply(answer.status, _json_headers(answer), _encode(answer))
         problems = self.server.checker.response_problems(exchange, reply)
         if problems:
