@@ -20,7 +20,7 @@ from typing import Any
 
 import requests
 from github import Auth, Github, GithubException, GithubRetry
-from github.GithubException import RateLimitExceededExceedsMaxWait
+from github.GithubException import RateLimitExceededExceedsMaxWait, RateLimitExceededException
 from requests.adapters import HTTPAdapter
 from urllib3 import Retry
 from urllib3.exceptions import HTTPError as Urllib3Error
@@ -232,6 +232,9 @@ def translated(doing: str, token: str) -> Iterator[None]:
             redact(f"GitHub rate limit reached while {doing}; it resets in {wait}", token),
             hint="re-run the job after the reset, or raise KL_BITEXACT_GITHUB_MAX_RATE_WAIT",
         ) from None
+    except RateLimitExceededException as error:  # still limited after every retry
+        message = redact(f"GitHub rate limit while {doing}: {_reason(error)}", token)
+        raise GitHubError(message, hint="re-run the job in a few minutes") from None
     except GithubException as error:
         message = redact(f"GitHub answered {error.status} while {doing}: {_reason(error)}", token)
         raise GitHubError(message, hint=_HINTS.get(error.status)) from None

@@ -241,3 +241,14 @@ def test_pr_from_event_reads_the_event_file(tmp_path: Path) -> None:
     path.write_text(json.dumps({"pull_request": {"number": 3}}))
     assert pr_from_event(str(path)) == 3
     assert pr_from_event(None) is None
+
+
+def test_a_secondary_limit_that_outlasts_the_retries_says_so(
+    fake_github: FakeGitHub, target: Target
+) -> None:
+    limit = Fault("GET", r"/pulls/7$", 403, SECONDARY, {"Retry-After": "0"}, times=99)
+    fake_github.add_fault(limit)
+    with pytest.raises(GitHubError, match="GitHub rate limit while reading") as caught:
+        _head_sha(fake_github, target)
+    assert caught.value.hint == "re-run the job in a few minutes"
+    assert _statuses(fake_github) == [403] * (FAST.retries + 1)
