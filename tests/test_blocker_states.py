@@ -70,7 +70,7 @@ def test_states_file_round_trip_and_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="state 'maybe' is not one of"):
         blocker_states.load(path)
     path.write_text("x" * (blocker_states.MAX_STATES_BYTES + 1))
-    with pytest.raises(ConfigError, match="too large"):
+    with pytest.raises(ConfigError, match="byte limit for blocker states"):
         blocker_states.load(path)
     with pytest.raises(ConfigError, match="cannot read"):
         blocker_states.load(tmp_path / "missing.json")

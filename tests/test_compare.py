@@ -12,7 +12,7 @@ from golden_scenarios import check_result, red_hicache, results
 from kl_bitexact import baseline
 from kl_bitexact import results as r
 from kl_bitexact.baseline import Baseline
-from kl_bitexact.blockers import BlockerState
+from kl_bitexact.blockers import BlockerRef, BlockerState
 from kl_bitexact.compare import Transition, compare, transition_of
 from kl_bitexact.errors import ExitCode
 from kl_bitexact.gate import FailOn, Policy, Verdict
@@ -141,3 +141,9 @@ def test_readable_baseline_loads(tmp_path: Path):
 def test_kl_change_needs_both_sides():
     head = results(dataclasses.replace(check_result("a"), kl_div=None))
     assert compare(head, results(check_result("a"))).deltas[0].kl_change is None
+
+
+def test_blocker_states_may_be_keyed_by_parsed_references():
+    head = results(red_hicache("a", blocked_by=("o/r#1",)))
+    comparison = compare(head, None, blockers={BlockerRef("o", "r", 1): BlockerState.OPEN})
+    assert comparison.deltas[0].verdict is Verdict.EXPECTED_RED

@@ -122,3 +122,12 @@ def test_nothing_executed_could_not_run_whatever_the_policy(fail_on):
     decision = decide({}, executed=0, policy=Policy(fail_on))
     assert decision.exit_code is ExitCode.COULD_NOT_RUN
     assert not decision.passed
+
+
+def test_report_only_passes_and_says_so():
+    decision = decide({}, executed=3, policy=Policy(FailOn.NEVER))
+    assert (decision.passed, decision.verdict, decision.label) == (
+        True,
+        "passed",
+        "report only (gate off)",
+    )

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from golden_scenarios import Scenario, all_scenarios, golden_path
+from gfm_check import assert_renders_safely
+from golden_scenarios import BLOCKER, LINKS, Scenario, all_scenarios, golden_path
 
 
 @pytest.mark.parametrize("scenario", all_scenarios(), ids=lambda s: s.name)
@@ -14,3 +15,9 @@ def test_comment_matches_golden_file(scenario: Scenario):
     assert scenario.render() == path.read_text(encoding="utf-8"), (
         f"{path.name} changed: run `python tests/golden/refresh.py`, review the diff, commit"
     )
+
+
+@pytest.mark.parametrize("scenario", all_scenarios(), ids=lambda s: s.name)
+def test_github_markdown_engine_sees_only_our_structure(scenario: Scenario):
+    links = [link for link in (LINKS.run, LINKS.artifact) if link]
+    assert_renders_safely(scenario.render(), links, refs=[BLOCKER])

@@ -6,11 +6,13 @@ import dataclasses
 import html
 import re
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from gfm_check import assert_renders_safely
 from golden_scenarios import BLOCKER, LINKS, check_result, red_hicache, results
-from kl_bitexact import render
+from kl_bitexact import render, wording
 from kl_bitexact import results as r
 from kl_bitexact.blockers import BlockerState
 from kl_bitexact.compare import Comparison, compare
@@ -135,6 +137,8 @@ def test_any_results_render_safely_under_the_budget(data: st.DataObject):
     assert len(body) <= budget
     assert body.startswith("<!-- kl-bitexact:k -->\n## ")
     assert_structurally_safe(body, comparison)
+    refs = {b.ref for d in comparison.deltas for b in d.blockers if b.ref}
+    assert_renders_safely(body, [LINKS.run or "", LINKS.artifact or ""], refs)
 
 
 @settings(
@@ -184,11 +188,11 @@ def test_rows_are_ordered_by_severity():
 
 
 def test_numbers():
-    assert render.fmt_kl(0.0) == "0"
-    assert render.fmt_kl(-0.0) == "0"
-    assert render.fmt_kl(9.53e-05) == "9.53e-05"
-    assert render.fmt_kl(0.110) == "1.10e-01"
-    assert render.fmt_kl(None) == "-"
+    assert wording.fmt_kl(0.0) == "0"
+    assert wording.fmt_kl(-0.0) == "0"
+    assert wording.fmt_kl(9.53e-05) == "9.53e-05"
+    assert wording.fmt_kl(0.110) == "1.10e-01"
+    assert wording.fmt_kl(None) == "-"
 
 
 def test_cache_hits_cell_shows_minimum_and_prediction():
@@ -253,7 +257,7 @@ def test_json_verdict_for_downstream_steps():
         head, None, blockers={BLOCKER: BlockerState.OPEN}, policy=Policy(strict=True)
     )
     document = render.as_json(comparison)
-    assert document["verdict"] == "gate passed" and document["exit_code"] == 0
+    assert document["verdict"] == "passed" and document["exit_code"] == 0
     assert document["baseline"] == {"available": False, "reason": "no baseline given"}
     assert document["counts"] == {"expected_red": 1, "ok": 1}
     assert document["tests"][0]["blocked_by"] == {BLOCKER: "open"}
@@ -272,3 +276,20 @@ def test_not_finite_values_do_not_break_the_chart():
     test = dataclasses.replace(red_hicache("a"), kl_per_sample=(float("nan"), 1.0))
     body = render.comment(compare(results(test), None))
     assert "xychart" not in body and "nan" in body
+
+
+@pytest.mark.parametrize(
+    "unsafe",
+    [
+        "hi @octocat",
+        "<img src=x>",
+        "see https://evil.example",
+        "mail me: a@b.example",
+        "<details><summary>x</summary>\n\ny\n\n</details>\n\n</details>",
+        "fixes #12",
+        "<!-- a --> <!-- b -->",
+    ],
+)
+def test_the_markdown_check_catches_what_escaping_prevents(unsafe: str):
+    with pytest.raises(AssertionError):
+        assert_renders_safely(unsafe, links=[])

@@ -56,7 +56,7 @@ def test_json_verdict_and_markdown_to_file(cli, tmp_path: Path, red_blocked: Pat
     )
     assert done.returncode == 0, done.stderr
     verdict = json.loads(done.stdout)
-    assert verdict["verdict"] == "gate passed"
+    assert verdict["verdict"] == "passed"
     assert verdict["counts"] == {"expected_red": 1, "ok": 1}
     assert "expected red until sgl-project/sglang#29792 merges - open" in out.read_text()
 
@@ -109,6 +109,8 @@ def test_nothing_executed_could_not_run(cli, tmp_path: Path):
     done = cli(["report", str(head)], env=NO_GITHUB)
     assert done.returncode == 2
     assert "could not run: no test executed" in done.stdout
+    verdict = json.loads(cli(["report", str(head), "--json"], env=NO_GITHUB).stdout)
+    assert (verdict["verdict"], verdict["exit_code"]) == ("could_not_run", 2)
 
 
 def test_job_summary_is_appended_and_annotations_printed(cli, tmp_path: Path):
@@ -190,3 +192,13 @@ def test_findings_parse_keeps_every_field():
         ]
     }
     assert parse(document) == (Finding("a.py", None, "c", "warning", "m", ""),)
+
+
+def test_lone_surrogates_from_json_do_not_crash_the_writers(cli, tmp_path: Path):
+    head = write_results(tmp_path / "head.json", red_hicache("a"))
+    document = head.read_text().replace('"id": "a"', '"id": "a\\ud800"')
+    head.write_text(document)
+    summary = tmp_path / "summary.md"
+    done = cli(["report", str(head), "--annotations", "--job-summary", str(summary)], env=NO_GITHUB)
+    assert done.returncode == 1, done.stderr
+    assert "hicache-mamba a\ufffd::" in done.stdout and "<code>a</code>" in summary.read_text()

@@ -19,7 +19,7 @@ from github.Artifact import Artifact
 from kl_bitexact import results
 from kl_bitexact.baseline import Baseline
 from kl_bitexact.errors import ConfigError, GitHubError
-from kl_bitexact.github import translated
+from kl_bitexact.github import blob_session, translated
 
 DEFAULT_ARTIFACT = "kl-bitexact-results"
 # Runs to look through for one that still has the artifact (they expire).
@@ -44,24 +44,15 @@ def fetch(
     the gate simply cannot excuse red tests that were already red on the base.
     """
     try:
-        return _fetch(client, repository, workflow, branch, artifact_name, token)
+        with translated(f"looking for the baseline run of {workflow} on {branch}", token):
+            artifact = _newest_artifact(client, repository, workflow, branch, artifact_name)
+            if artifact is None:
+                why = f"no successful {workflow} run on {branch} has a {artifact_name} artifact"
+                return Baseline(None, why)
+            location = _download_location(client, artifact)
+        return Baseline.of(_fetch_archive(location, artifact, token))
     except (GitHubError, ConfigError) as error:
         return Baseline(None, f"fetching the baseline failed: {error.message}")
-
-
-def _fetch(
-    client: Github, repository: str, workflow: str, branch: str, artifact_name: str, token: str
-) -> Baseline:
-    with translated(f"looking for the baseline run of {workflow} on {branch}", token):
-        artifact = _newest_artifact(client, repository, workflow, branch, artifact_name)
-    if artifact is None:
-        why = f"no successful {workflow} run on {branch} has a {artifact_name} artifact"
-        return Baseline(None, why)
-    with tempfile.TemporaryDirectory(prefix="kl-bitexact-baseline-") as scratch:
-        archive = Path(scratch) / "artifact.zip"
-        with translated(f"downloading artifact {artifact_name}", token):
-            _download(client, artifact, archive)
-        return Baseline.of(_load_archive(archive, Path(scratch) / "files", artifact_name))
 
 
 def _newest_artifact(
@@ -77,16 +68,35 @@ def _newest_artifact(
     return None
 
 
-def _download(client: Github, artifact: Artifact, target: Path) -> None:
+def _download_location(client: Github, artifact: Artifact) -> str:
+    """GitHub answers the archive URL with a redirect to short-lived blob storage."""
     if artifact.size_in_bytes > MAX_ARCHIVE_BYTES:
         raise GitHubError(
             f"artifact {artifact.name} is {artifact.size_in_bytes} bytes, over the "
             f"{MAX_ARCHIVE_BYTES}-byte limit for a results artifact"
         )
-    _, _, chunks = client.requester.getStream(artifact.archive_download_url, chunk_size=CHUNK)
-    with target.open("wb") as out:
-        for written in _bounded(chunks, artifact.name):
-            out.write(written)
+    headers, _ = client.requester.requestJsonAndCheck("GET", artifact.archive_download_url)
+    location = headers.get("location")
+    if not location:
+        raise GitHubError(f"artifact {artifact.name}: GitHub gave no download location")
+    return str(location)
+
+
+def _fetch_archive(location: str, artifact: Artifact, token: str) -> results.Results:
+    with tempfile.TemporaryDirectory(prefix="kl-bitexact-baseline-") as scratch:
+        archive = Path(scratch) / "artifact.zip"
+        with translated(f"downloading artifact {artifact.name}", token):
+            _download(location, archive, artifact.name)
+        return _load_archive(archive, Path(scratch) / "files", artifact.name)
+
+
+def _download(location: str, target: Path, name: str) -> None:
+    """Stream the archive to disk, stopping at the size bound; no token is sent."""
+    with blob_session().get(location, stream=True, timeout=60) as answer:
+        answer.raise_for_status()
+        with target.open("wb") as out:
+            for chunk in _bounded(answer.iter_content(CHUNK), name):
+                out.write(chunk)
 
 
 def _bounded(chunks: Iterator[bytes], name: str) -> Iterator[bytes]:

@@ -22,6 +22,7 @@ from github import Github
 from kl_bitexact.blockers import BlockerRef, BlockerState, parse_ref, states_from_json
 from kl_bitexact.errors import ConfigError, GitHubError
 from kl_bitexact.github import translated
+from kl_bitexact.jsonfile import read_json
 from kl_bitexact.results import Results
 
 # A states file lists a few dozen references; anything near this is not one of ours.
@@ -81,16 +82,7 @@ def dumps(states: Mapping[str, BlockerState]) -> str:
 
 def load(path: Path) -> dict[str, BlockerState]:
     """Read a states file (bounded: it may come from another job), naming the file on errors."""
-    try:
-        raw = path.read_bytes()
-    except OSError as error:
-        raise ConfigError(f"{path}: cannot read blocker states ({error.strerror})") from None
-    if len(raw) > MAX_STATES_BYTES:
-        raise ConfigError(f"{path}: {len(raw)} bytes is too large for a blocker states file")
-    try:
-        document = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ConfigError(f"{path}: not JSON ({error})") from None
+    document = read_json(path, what="blocker states", max_bytes=MAX_STATES_BYTES)
     return states_from_json(document, str(path))
 
 

@@ -14,7 +14,7 @@ from enum import Enum
 
 from kl_bitexact import gate
 from kl_bitexact.baseline import Baseline
-from kl_bitexact.blockers import BlockerState, parse_ref
+from kl_bitexact.blockers import BlockerRef, BlockerState, parse_ref
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.gate import RED, Decision, Policy, Verdict
 from kl_bitexact.results import Results, Status, TestResult
@@ -90,13 +90,13 @@ def compare(
     head: Results,
     base: Results | Baseline | None,
     *,
-    blockers: Mapping[str, BlockerState] | None = None,
+    blockers: Mapping[str, BlockerState] | Mapping[BlockerRef, BlockerState] | None = None,
     policy: Policy | None = None,
     default_repo: str | None = None,
 ) -> Comparison:
     """Compare `head` with `base` and decide the gate.
 
-    `blockers` maps canonical references (`owner/repo#N`) to their state; None means
+    `blockers` maps references (`BlockerRef` or canonical `owner/repo#N`) to their state; None means
     nobody resolved them, so every blocker is unknown. `default_repo` (owner/repo)
     completes short `#N` references.
     """
@@ -167,8 +167,12 @@ def _executed(results: Results) -> int:
 class _Resolver:
     """Canonicalises blocked_by texts once each and looks their states up."""
 
-    def __init__(self, states: Mapping[str, BlockerState], default_repo: str | None) -> None:
-        self._states = {key.lower(): state for key, state in states.items()}
+    def __init__(
+        self,
+        states: Mapping[str, BlockerState] | Mapping[BlockerRef, BlockerState],
+        default_repo: str | None,
+    ) -> None:
+        self._states = {str(key).lower(): state for key, state in states.items()}
         self._default_repo = default_repo
         self._seen: dict[str, Blocker] = {}
 

@@ -16,10 +16,12 @@ import re
 # URL, while the reader still does.
 WORD_JOINER = "\u2060"
 
-# Characters that reorder or hide text (Trojan Source) and C0/C1 controls.
+# Characters that reorder or hide text (Trojan Source), C0/C1 controls, and lone
+# surrogates (JSON can carry them; no UTF-8 writer accepts them).
 _INVISIBLE = re.compile(
-    r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]"
+    r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
 )
+_SURROGATES = re.compile(r"[\ud800-\udfff]")
 _LINE_BREAKS = re.compile(r"\r\n|[\r\n\t\u2028\u2029\x85]")
 _AUTOLINKS = re.compile(r"://|www\.|GH-", re.IGNORECASE)
 
@@ -89,8 +91,8 @@ _PROPERTY = str.maketrans({"%": "%25", "\r": "%0D", "\n": "%0A", ":": "%3A", ","
 
 
 def command_data(value: str) -> str:
-    return value.translate(_DATA)
+    return _SURROGATES.sub("\ufffd", value).translate(_DATA)
 
 
 def command_property(value: str) -> str:
-    return value.translate(_PROPERTY)
+    return _SURROGATES.sub("\ufffd", value).translate(_PROPERTY)

@@ -7,13 +7,13 @@ so it is checked field by field and errors name the file and the bad entry.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kl_bitexact.errors import ConfigError
+from kl_bitexact.jsonfile import read_json
 
 MAX_FINDINGS_BYTES = 8 * 1024 * 1024
 SEVERITIES = ("error", "warning")
@@ -30,19 +30,8 @@ class Finding:
 
 
 def load(path: Path) -> tuple[Finding, ...]:
-    try:
-        raw = path.read_bytes()
-    except OSError as error:
-        raise ConfigError(
-            f"{path}: cannot read findings file ({error.strerror})",
-            hint="pass the output of `kl-bitexact lint-ci --format json`",
-        ) from None
-    if len(raw) > MAX_FINDINGS_BYTES:
-        raise ConfigError(f"{path}: {len(raw)} bytes is over the limit for a findings file")
-    try:
-        document = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ConfigError(f"{path}: not a JSON findings document ({error})") from None
+    hint = "pass the output of `kl-bitexact lint-ci --format json`"
+    document = read_json(path, what="findings", max_bytes=MAX_FINDINGS_BYTES, hint=hint)
     return parse(document, source=str(path))
 
 

@@ -115,11 +115,21 @@ class Decision:
     passed: bool
     exit_code: ExitCode
     reasons: tuple[str, ...]
+    report_only: bool = False  # `--fail-on never`: passed because nothing may gate
+
+    @property
+    def verdict(self) -> str:
+        """`passed`, `failed` or `could_not_run`, for machines."""
+        if self.exit_code is ExitCode.COULD_NOT_RUN:
+            return "could_not_run"
+        return "passed" if self.passed else "failed"
 
     @property
     def label(self) -> str:
         if self.exit_code is ExitCode.COULD_NOT_RUN:
             return "could not run"
+        if self.report_only:
+            return "report only (gate off)"
         return "gate passed" if self.passed else "gate failed"
 
 
@@ -128,6 +138,8 @@ def decide(gating: Mapping[Verdict, int], executed: int, policy: Policy) -> Deci
     if executed == 0:
         reason = "no test executed (all skipped, not run, or no tests at all)"
         return Decision(False, ExitCode.COULD_NOT_RUN, (reason,))
+    if policy.fail_on is FailOn.NEVER:
+        return Decision(True, ExitCode.GATE_PASSED, (), report_only=True)
     reasons = tuple(_describe(verdict, count) for verdict, count in _ordered(gating.items()))
     if reasons:
         return Decision(False, ExitCode.GATE_FAILED, reasons)

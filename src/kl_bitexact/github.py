@@ -20,13 +20,16 @@ from typing import Any
 
 import requests
 from github import Auth, Github, GithubException, GithubRetry
-from github.GithubException import RateLimitExceededExceedsMaxWait
+from github.GithubException import RateLimitExceededExceedsMaxWait, RateLimitExceededException
+from requests.adapters import HTTPAdapter
+from urllib3 import Retry
 from urllib3.exceptions import HTTPError as Urllib3Error
 
 from kl_bitexact.errors import ConfigError, GitHubError
 
 DEFAULT_API_URL = "https://api.github.com"
 _REPOSITORY = re.compile(r"^[\w.-]+/[\w.-]+$")
+_SHA = re.compile(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
 # GitHub caps list pages at 100; fewer round trips on a PR with hundreds of comments.
 PER_PAGE = 100
 
@@ -84,6 +87,9 @@ class Target:
     repository: str
     token: str = field(repr=False)
     pr_number: int | None = None
+    # The PR head the triggering event saw: the commit that was tested, which is where the
+    # status belongs even if the PR has moved on since.
+    head_sha: str | None = None
 
     @property
     def owner_repo(self) -> tuple[str, str]:
@@ -98,6 +104,7 @@ def resolve_target(
     repository: str | None = None,
     pr_number: int | None = None,
     api_url: str | None = None,
+    head_sha: str | None = None,
 ) -> Target:
     """Options win over the environment; the event file fills in the pull request."""
     token = token or env.get("GITHUB_TOKEN")
@@ -113,19 +120,39 @@ def resolve_target(
             hint="set GITHUB_REPOSITORY=owner/name (GitHub Actions sets it for you)",
         )
     url = (api_url or env.get("GITHUB_API_URL") or DEFAULT_API_URL).rstrip("/")
-    number = pr_number if pr_number is not None else pr_from_event(env.get("GITHUB_EVENT_PATH"))
-    return Target(url, repository, token, number)
+    if head_sha is not None and not _SHA.match(head_sha):
+        raise ConfigError(f"commit {head_sha!r} is not a full hexadecimal SHA")
+    event = read_event(env.get("GITHUB_EVENT_PATH"))
+    number = pr_number if pr_number is not None else _event_pr(event)
+    if pr_number is None or number == _event_pr(event):
+        head_sha = head_sha or _event_head_sha(event)
+    return Target(url, repository, token, number, head_sha)
 
 
-def pr_from_event(event_path: str | None) -> int | None:
-    """The pull request number of the triggering event, if the event has one."""
+def read_event(event_path: str | None) -> Mapping[str, Any]:
+    """The triggering event's payload (GITHUB_EVENT_PATH), or {} outside Actions."""
     if not event_path:
-        return None
+        return {}
     try:
         event = json.loads(Path(event_path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
         raise ConfigError(f"{event_path}: cannot read the GitHub event file ({error})") from None
-    return _event_pr(event) if isinstance(event, dict) else None
+    return event if isinstance(event, dict) else {}
+
+
+def pr_from_event(event_path: str | None) -> int | None:
+    """The pull request number of the triggering event, if the event has one."""
+    return _event_pr(read_event(event_path))
+
+
+def _event_head_sha(event: Mapping[str, Any]) -> str | None:
+    pull, run = event.get("pull_request"), event.get("workflow_run")
+    head = pull.get("head") if isinstance(pull, dict) else None
+    candidates = (
+        head.get("sha") if isinstance(head, dict) else None,
+        run.get("head_sha") if isinstance(run, dict) else None,
+    )
+    return next((sha for sha in candidates if isinstance(sha, str) and _SHA.match(sha)), None)
 
 
 def _event_pr(event: Mapping[str, Any]) -> int | None:
@@ -150,6 +177,8 @@ def connect(target: Target, settings: ClientSettings | None = None) -> Github:
         backoff_factor=settings.backoff_factor,
         max_rate_limit_wait=settings.max_rate_limit_wait_s,
         secondary_rate_wait=settings.secondary_rate_wait_s,
+        # GithubRetry adds 403 and reads its body; secondary limits may also come as 429.
+        status_forcelist=[*range(500, 600), 429],
         # PATCH and DELETE are idempotent; POST is retried too (GithubRetry's default):
         # a duplicated comment is cleaned up by the sticky comment's race check.
         allowed_methods=frozenset({"GET", "HEAD", "POST", "PATCH", "PUT", "DELETE"}),
@@ -167,10 +196,27 @@ def connect(target: Target, settings: ClientSettings | None = None) -> Github:
     )
 
 
+def blob_session(settings: ClientSettings | None = None) -> requests.Session:
+    """A plain session for pre-signed download URLs (artifact blobs): retries on 5xx and
+    connection errors, and no token - the URL carries its own short-lived signature."""
+    settings = settings or ClientSettings()
+    retry = Retry(
+        total=settings.retries,
+        backoff_factor=settings.backoff_factor,
+        status_forcelist=range(500, 600),
+        raise_on_status=False,
+    )
+    session = requests.Session()
+    session.mount("https://", HTTPAdapter(max_retries=retry))
+    session.mount("http://", HTTPAdapter(max_retries=retry))
+    return session
+
+
 _HINTS = {
     401: "the token is invalid or expired: check the GITHUB_TOKEN given to this step",
-    403: "the token lacks a permission: the publish job needs `pull-requests: write` and "
-    "`statuses: write`",
+    403: "the token lacks a permission: the publish job needs `pull-requests: write`, "
+    "`statuses: write`, `actions: read` and `issues: read`; on a pull request from a fork the "
+    "token is read-only, so publish from a `workflow_run` workflow",
     404: "check the repository and number, and that the token can see the repository",
 }
 
@@ -186,9 +232,15 @@ def translated(doing: str, token: str) -> Iterator[None]:
             redact(f"GitHub rate limit reached while {doing}; it resets in {wait}", token),
             hint="re-run the job after the reset, or raise KL_BITEXACT_GITHUB_MAX_RATE_WAIT",
         ) from None
+    except RateLimitExceededException as error:  # still limited after every retry
+        message = redact(f"GitHub rate limit while {doing}: {_reason(error)}", token)
+        raise GitHubError(message, hint="re-run the job in a few minutes") from None
     except GithubException as error:
         message = redact(f"GitHub answered {error.status} while {doing}: {_reason(error)}", token)
         raise GitHubError(message, hint=_HINTS.get(error.status)) from None
+    except requests.HTTPError as error:  # a plain download (artifact blob) refused
+        status = error.response.status_code if error.response is not None else "an error"
+        raise GitHubError(redact(f"the download answered {status} while {doing}", token)) from None
     except (requests.RequestException, Urllib3Error) as error:
         raise GitHubError(
             redact(f"GitHub unreachable while {doing}: {type(error).__name__}", token),

@@ -25,9 +25,20 @@ MAX_HISTORY_LINE_CHARS = 80
 HISTORY_RESERVE = len(HISTORY_MARKER) + 80 + MAX_HISTORY_LINES * (MAX_HISTORY_LINE_CHARS + 3)
 
 
+class UserLike(Protocol):
+    @property
+    def login(self) -> str: ...
+
+    @property
+    def type(self) -> str: ...
+
+
 class CommentLike(Protocol):
     @property
     def id(self) -> int: ...
+
+    @property
+    def user(self) -> UserLike | None: ...
 
     @property
     def body(self) -> str: ...
@@ -74,17 +85,28 @@ def _history(previous: str | None) -> list[str]:
     return [line[2:] for line in section.splitlines() if line.startswith("- ")]
 
 
-def upsert(pull: PullLike, key: str, body: str, *, history_line: str | None = None) -> Outcome:
+def upsert(
+    pull: PullLike,
+    key: str,
+    body: str,
+    *,
+    history_line: str | None = None,
+    author: str | None = None,
+) -> Outcome:
     """Create, edit or leave alone the comment marked with `key`; never leave two.
 
-    `body` is rendered with room for the history section (HISTORY_RESERVE).
+    `body` is rendered with room for the history section (HISTORY_RESERVE). Only comments
+    by `author` count (by default: by any bot, as GITHUB_TOKEN and GitHub Apps post as
+    bots): anyone can post a comment starting with the marker, and trying to edit or
+    delete it would fail the publish.
     """
     mark = marker(key)
     body = body if body.startswith(mark) else f"{mark}\n{body}"
-    found = _marked(pull, mark)
+    ours = _Ours(mark, author)
+    found = _marked(pull, ours)
     if not found:
         created = pull.create_issue_comment(compose(body, None, history_line))
-        return _settle(pull, mark, created, body, history_line)
+        return _settle(pull, ours, created, body, history_line)
     keep, duplicates = found[0], found[1:]
     deleted = _delete(duplicates)
     if content(keep.body) == body:
@@ -93,17 +115,31 @@ def upsert(pull: PullLike, key: str, body: str, *, history_line: str | None = No
     return Outcome("updated", keep.id, deleted)
 
 
-def _marked(pull: PullLike, mark: str) -> list[CommentLike]:
+@dataclass(frozen=True)
+class _Ours:
+    """Which comments are ours: the marker first, by the publishing identity."""
+
+    mark: str
+    author: str | None
+
+    def __call__(self, comment: CommentLike) -> bool:
+        user = comment.user
+        if user is None or not (comment.body or "").startswith(self.mark):
+            return False
+        return user.login == self.author if self.author else user.type == "Bot"
+
+
+def _marked(pull: PullLike, ours: _Ours) -> list[CommentLike]:
     """Every comment of ours across all pages, oldest first."""
-    found = [c for c in pull.get_issue_comments() if (c.body or "").startswith(mark)]
+    found = [comment for comment in pull.get_issue_comments() if ours(comment)]
     return sorted(found, key=lambda comment: comment.id)
 
 
 def _settle(
-    pull: PullLike, mark: str, created: CommentLike, body: str, history_line: str | None
+    pull: PullLike, ours: _Ours, created: CommentLike, body: str, history_line: str | None
 ) -> Outcome:
     """After creating: if a racing publisher created one too, keep only the oldest."""
-    found = _marked(pull, mark) or [created]
+    found = _marked(pull, ours) or [created]
     keep = found[0]
     deleted = _delete(found[1:])
     if keep.id == created.id:

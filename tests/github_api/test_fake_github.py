@@ -95,3 +95,13 @@ def test_an_undocumented_404_is_checked_as_githubs_basic_error(fake_github: Fake
     answer = requests.delete(url, headers=AUTH, timeout=10)
     assert answer.status_code == 404  # GitHub's description lists only 204 here
     assert answer.json()["message"] == "Not Found"
+
+
+def test_a_malformed_control_request_is_an_answer_not_a_dropped_connection(
+    fake_github: FakeGitHub,
+) -> None:
+    answer = requests.post(f"{fake_github.url}/_fake/faults", data=b"{not json", timeout=10)
+    assert answer.status_code == 500
+    assert "JSONDecodeError" in answer.json()["message"]
+    assert len(fake_github.world.violations) == 1
+    fake_github.world.violations.clear()

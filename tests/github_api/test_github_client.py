@@ -10,10 +10,20 @@ from pathlib import Path
 import pytest
 from gh_constants import FAST, REPO, TOKEN
 
+from kl_bitexact import baseline_fetch
+from kl_bitexact import results as r
 from kl_bitexact.errors import ConfigError, GitHubError
-from kl_bitexact.github import ClientSettings, Target, connect, resolve_target, translated
+from kl_bitexact.github import (
+    ClientSettings,
+    Target,
+    connect,
+    pr_from_event,
+    resolve_target,
+    translated,
+)
 from kl_bitexact.testing.fake_github import FakeGitHub
-from kl_bitexact.testing.fake_state import Fault
+from kl_bitexact.testing.fake_state import Fault, Run
+from kl_bitexact.testing.openapi_check import SpecChecker
 
 SECONDARY = {
     "message": "You have exceeded a secondary rate limit. Please wait a few minutes before "
@@ -121,6 +131,12 @@ def _env(**extra: str) -> dict[str, str]:
     return {"GITHUB_TOKEN": TOKEN, "GITHUB_REPOSITORY": REPO, **extra}
 
 
+def _event_env(tmp_path: Path, event: dict[str, object]) -> dict[str, str]:
+    path = tmp_path / "event.json"
+    path.write_text(json.dumps(event))
+    return _env(GITHUB_EVENT_PATH=str(path))
+
+
 def test_target_comes_from_the_actions_environment(tmp_path: Path) -> None:
     event = tmp_path / "event.json"
     event.write_text(json.dumps({"pull_request": {"number": 42}}))
@@ -152,9 +168,7 @@ def test_options_win_over_the_environment() -> None:
 def test_pr_number_from_each_event_kind(
     tmp_path: Path, event: dict[str, object], number: int | None
 ) -> None:
-    path = tmp_path / "event.json"
-    path.write_text(json.dumps(event))
-    assert resolve_target(_env(GITHUB_EVENT_PATH=str(path))).pr_number == number
+    assert resolve_target(_event_env(tmp_path, event)).pr_number == number
 
 
 def test_missing_token_and_bad_repository_are_config_errors(tmp_path: Path) -> None:
@@ -176,3 +190,65 @@ def test_settings_from_env_and_their_errors() -> None:
         ClientSettings.from_env({"KL_BITEXACT_GITHUB_RETRIES": "many"})
     with pytest.raises(ConfigError, match="must not be negative"):
         ClientSettings.from_env({"KL_BITEXACT_GITHUB_TIMEOUT": "-1"})
+
+
+def test_github_enterprise_server_api_prefix_works(spec_checker: SpecChecker) -> None:
+    server = FakeGitHub(TOKEN, checker=spec_checker, prefix="/api/v3").start()
+    try:
+        server.world.seed({"repos": {REPO: {"pulls": [{"number": 7, "head_sha": "e" * 40}]}}})
+        base = r.Results(run=r.RunInfo(commit="b" * 40))
+        files = {"results.json": r.dumps(base).encode()}
+        server.world.add_run(REPO, Run(id=3, workflow="ci.yml"), files, "kl-bitexact-results")
+        target = resolve_target(_env(GITHUB_API_URL=f"{server.root}/api/v3"), pr_number=7)
+        client = connect(target, FAST)
+        assert client.get_repo(REPO).get_pull(7).head.sha == "e" * 40
+        fetched = baseline_fetch.fetch(client, REPO, "ci.yml", "main", "kl-bitexact-results", TOKEN)
+        assert fetched.results is not None, fetched.unavailable
+        assert fetched.results.run.commit == "b" * 40
+        assert all(e["path"].startswith("/repos/") for e in server.world.requests)
+    finally:
+        server.stop()
+    assert server.world.violations == []
+
+
+def test_a_429_secondary_limit_is_retried_too(fake_github: FakeGitHub, target: Target) -> None:
+    fake_github.add_fault(Fault("GET", r"/pulls/7$", 429, SECONDARY))
+    assert _head_sha(fake_github, target) == "c" * 40
+    assert _statuses(fake_github) == [429, 200]
+
+
+@pytest.mark.parametrize(
+    ("event", "sha"),
+    [
+        ({"pull_request": {"number": 7, "head": {"sha": "a" * 40}}}, "a" * 40),
+        ({"workflow_run": {"head_sha": "b" * 40, "pull_requests": [{"number": 7}]}}, "b" * 40),
+        ({"pull_request": {"number": 7, "head": {"sha": "not-a-sha"}}}, None),
+        ({"issue": {"number": 7, "pull_request": {}}}, None),  # the PR's current head, later
+    ],
+)
+def test_the_tested_head_sha_comes_from_the_event(
+    tmp_path: Path, event: dict[str, object], sha: str | None
+) -> None:
+    assert resolve_target(_event_env(tmp_path, event)).head_sha == sha
+    other_pr = resolve_target(_event_env(tmp_path, event), pr_number=8)
+    assert other_pr.head_sha is None  # the event's head belongs to another PR
+    with pytest.raises(ConfigError, match="not a full hexadecimal SHA"):
+        resolve_target(_env(), head_sha="abc")
+
+
+def test_pr_from_event_reads_the_event_file(tmp_path: Path) -> None:
+    path = tmp_path / "event.json"
+    path.write_text(json.dumps({"pull_request": {"number": 3}}))
+    assert pr_from_event(str(path)) == 3
+    assert pr_from_event(None) is None
+
+
+def test_a_secondary_limit_that_outlasts_the_retries_says_so(
+    fake_github: FakeGitHub, target: Target
+) -> None:
+    limit = Fault("GET", r"/pulls/7$", 403, SECONDARY, {"Retry-After": "0"}, times=99)
+    fake_github.add_fault(limit)
+    with pytest.raises(GitHubError, match="GitHub rate limit while reading") as caught:
+        _head_sha(fake_github, target)
+    assert caught.value.hint == "re-run the job in a few minutes"
+    assert _statuses(fake_github) == [403] * (FAST.retries + 1)

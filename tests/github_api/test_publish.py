@@ -90,7 +90,8 @@ def test_publish_creates_then_edits_then_leaves_the_comment_alone(
     green = _write(tmp_path / "green.json", _test("t::a"), _test("t::b"))
     red = _write(tmp_path / "red.json", _test("t::a"), _test("t::b", red=True))
     assert cli.main(["publish", str(green)]) == 0
-    assert cli.main(["publish", str(red)]) == 1
+    assert cli.main(["publish", str(red), "--annotations"]) == 1
+    assert any(line.startswith("::error ") for line in capsys.readouterr().out.splitlines())
     assert cli.main(["publish", str(red)]) == 1
     assert _comment_writes(fake_github) == ["POST", "PATCH"]
     (body,) = _comments(fake_github)
@@ -113,6 +114,17 @@ def test_publish_creates_then_edits_then_leaves_the_comment_alone(
         out[-1]
         == "kl-bitexact: comment unchanged (id 1001); status failure: gate failed: 1 regression"
     )
+
+
+def test_the_status_goes_to_the_commit_that_was_tested(
+    fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
+) -> None:
+    tested = "a" * 40  # the PR has moved on to HEAD_SHA since this run started
+    Path(env["GITHUB_EVENT_PATH"]).write_text(
+        json.dumps({"pull_request": {"number": 7, "head": {"sha": tested}}})
+    )
+    assert cli.main(["publish", str(_write(tmp_path / "r.json", _test("t::a")))]) == 0
+    assert [s["sha"] for s in _statuses(fake_github)] == [tested]
 
 
 def test_a_502_then_success_still_publishes_once(
@@ -350,3 +362,19 @@ def test_the_token_never_appears_in_any_output(
     seen += json.dumps(fake_github.world.snapshot())
     assert TOKEN not in seen
     assert "Bad credentials" in outputs[2][1]
+
+
+def test_a_refused_comment_still_leaves_the_job_summary(
+    fake_github: FakeGitHub,
+    env: dict[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    forbidden = {"message": "Resource not accessible by integration", "documentation_url": ""}
+    fake_github.add_fault(Fault("POST", r"/issues/7/comments$", 403, forbidden))
+    results = _write(tmp_path / "r.json", _test("t::a"))
+    assert cli.main(["publish", str(results)]) == 2
+    err = capsys.readouterr().err
+    assert "GitHub answered 403 while writing the sticky comment on #7: Resource not" in err
+    assert "pull-requests: write" in err
+    assert "kl-bitexact: gate passed" in Path(env["GITHUB_STEP_SUMMARY"]).read_text()

@@ -7,12 +7,14 @@ from urllib.parse import parse_qs
 
 import pytest
 from gh_constants import FAST, REPO
+from github import GithubException
 
 from kl_bitexact import sticky
 from kl_bitexact.github import Target, connect
 from kl_bitexact.testing.fake_github import FakeGitHub
 
 MARK = "<!-- kl-bitexact:bitexact -->"
+BOT = "github-actions[bot]"
 
 
 @pytest.fixture
@@ -46,8 +48,10 @@ def test_the_marker_is_found_on_page_three_of_250_comments(
     fake_github: FakeGitHub, pull: sticky.PullLike
 ) -> None:
     for index in range(250):
-        body = f"{MARK}\nold report" if index == 220 else f"review comment {index}"
-        fake_github.world.add_comment(REPO, 7, body)
+        if index == 220:
+            fake_github.world.add_comment(REPO, 7, f"{MARK}\nold report", BOT)
+        else:
+            fake_github.world.add_comment(REPO, 7, f"review comment {index}")
     outcome = sticky.upsert(pull, "bitexact", f"{MARK}\nnew report")
     assert outcome.action == "updated"
     lists = [parse_qs(r["query"]) for r in fake_github.world.requests if r["method"] == "GET"]
@@ -69,8 +73,8 @@ def test_other_keys_and_quoted_markers_are_left_alone(
 def test_duplicates_left_by_an_old_race_are_removed(
     fake_github: FakeGitHub, pull: sticky.PullLike
 ) -> None:
-    oldest = fake_github.world.add_comment(REPO, 7, f"{MARK}\na")
-    fake_github.world.add_comment(REPO, 7, f"{MARK}\nb")
+    oldest = fake_github.world.add_comment(REPO, 7, f"{MARK}\na", BOT)
+    fake_github.world.add_comment(REPO, 7, f"{MARK}\nb", BOT)
     outcome = sticky.upsert(pull, "bitexact", f"{MARK}\nc")
     assert (outcome.action, outcome.comment_id, len(outcome.deleted)) == ("updated", oldest.id, 1)
     assert _bodies(fake_github) == [f"{MARK}\nc"]
@@ -130,3 +134,31 @@ def test_a_hostile_key_cannot_close_the_hidden_marker(
     first_line = body.splitlines()[0]
     assert first_line.startswith("<!-- kl-bitexact:") and first_line.count("-->") == 1
     assert sticky.upsert(pull, "evil --> <script>", "report").action == "unchanged"
+
+
+def test_a_human_comment_starting_with_the_marker_is_not_ours(
+    fake_github: FakeGitHub, pull: sticky.PullLike
+) -> None:
+    fake_github.world.add_comment(REPO, 7, f"{MARK}\nI can type your marker too", "mallory")
+    assert sticky.upsert(pull, "bitexact", f"{MARK}\nreport").action == "created"
+    assert sticky.upsert(pull, "bitexact", f"{MARK}\nreport 2").action == "updated"
+    assert _bodies(fake_github) == [f"{MARK}\nI can type your marker too", f"{MARK}\nreport 2"]
+
+
+def test_with_a_personal_token_the_author_is_named(
+    fake_github: FakeGitHub, pull: sticky.PullLike
+) -> None:
+    fake_github.world.actor = "release-robot"  # the token's user
+    fake_github.world.add_comment(REPO, 7, f"{MARK}\nposted by a PAT", "release-robot")
+    outcome = sticky.upsert(pull, "bitexact", f"{MARK}\nnew", author="release-robot")
+    assert outcome.action == "updated"
+    assert _bodies(fake_github) == [f"{MARK}\nnew"]
+
+
+def test_editing_someone_elses_comment_is_refused_like_github_does(
+    fake_github: FakeGitHub, pull: sticky.PullLike
+) -> None:
+    fake_github.world.add_comment(REPO, 7, f"{MARK}\nhuman", "mallory")
+    with pytest.raises(GithubException) as refused:  # why the author filter exists
+        sticky.upsert(pull, "bitexact", "report", author="mallory")
+    assert refused.value.status == 403

@@ -30,7 +30,7 @@ from kl_bitexact import (
 from kl_bitexact.baseline import Baseline
 from kl_bitexact.blockers import BlockerState
 from kl_bitexact.commands import Command
-from kl_bitexact.commands.report import add_policy_arguments, write_output
+from kl_bitexact.commands.report import add_input_arguments, add_policy_arguments, write_output
 from kl_bitexact.compare import Comparison, compare
 from kl_bitexact.errors import ConfigError, ExitCode
 from kl_bitexact.gate import Decision, FailOn, Policy
@@ -46,50 +46,40 @@ _STATUS_STATE = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "results",
-        nargs="+",
-        type=Path,
-        metavar="RESULTS.json",
-        help="results of this run (several shards are merged)",
-    )
+    add_input_arguments(parser)
     parser.add_argument(
         "--pr", type=int, metavar="N", help="pull request number (default: from the GitHub event)"
+    )
+    parser.add_argument(
+        "--sha",
+        help="commit that was tested, for the status (default: the PR head the triggering "
+        "event saw, else the PR's current head)",
     )
     _add_baseline_arguments(parser)
     _add_blocker_arguments(parser)
     parser.add_argument(
-        "--findings",
-        type=Path,
-        metavar="FILE",
-        help="registration findings from `kl-bitexact lint-ci --format json`",
-    )
-    parser.add_argument(
-        "--key",
-        default=os.environ.get("GITHUB_WORKFLOW") or render.DEFAULT_KEY,
-        help="key of the hidden comment marker (default: the workflow name, else %(default)s)",
+        "--comment-author",
+        metavar="LOGIN",
+        help="login the comment is posted as (needed with a personal access token; by "
+        "default the comment of any bot, as GITHUB_TOKEN and GitHub Apps are, counts)",
     )
     parser.add_argument(
         "--history",
         action="store_true",
         help='keep a history line ("updated for <sha>") at the end of the comment',
     )
-    parser.add_argument(
-        "--annotations",
-        action="store_true",
-        help="print workflow-command annotations (::error ...) on standard output",
-    )
     add_policy_arguments(parser)
 
 
 def _add_baseline_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument(
         "--baseline",
         type=Path,
         metavar="BASE.json",
         help="results of the base branch, for KL deltas",
     )
-    parser.add_argument(
+    source.add_argument(
         "--fetch-baseline",
         action="store_true",
         help="fetch the baseline from the newest successful run of the workflow on the "
@@ -136,6 +126,19 @@ def handle(args: argparse.Namespace) -> int:
     found = findings.load(args.findings) if args.findings else ()
     target = _target(args, os.environ)
     client = connect(target, ClientSettings.from_env(os.environ))
+    try:
+        return _run(args, target, client, head, found)
+    finally:
+        client.close()
+
+
+def _run(
+    args: argparse.Namespace,
+    target: Target,
+    client: Github,
+    head: results.Results,
+    found: tuple[findings.Finding, ...],
+) -> int:
     pull = _pull(client, target)
     comparison = compare(
         head,
@@ -144,10 +147,13 @@ def handle(args: argparse.Namespace) -> int:
         policy=Policy(FailOn(args.fail_on), args.strict, args.allow_unknown_blockers),
         default_repo=target.repository,
     )
-    published = _publish(args, target, client, pull, comparison, found)
-    if args.annotations:
-        print("\n".join(render.workflow_commands(comparison)))
+    # The summary and annotations come first: if GitHub then refuses the comment (a
+    # read-only token on a fork PR), the report is still on the run's page.
+    for command in render.workflow_commands(comparison) if args.annotations else ():
+        print(command)
     _write_summary(os.environ, render.job_summary(comparison, findings=found))
+    published = _publish(args, target, client, pull, comparison, found)
+    # Contract: the action's step (issue 9) reads the comment id from this line.
     print(
         f"kl-bitexact: comment {published.comment.action} (id {published.comment.comment_id}); "
         f"status {published.status_state}: {published.status_description}"
@@ -156,7 +162,7 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _target(args: argparse.Namespace, env: Mapping[str, str]) -> Target:
-    target = resolve_target(env, repository=args.repo, pr_number=args.pr)
+    target = resolve_target(env, repository=args.repo, pr_number=args.pr, head_sha=args.sha)
     if target.pr_number is None:
         raise ConfigError(
             "no pull request number: this event is not about a pull request",
@@ -174,7 +180,7 @@ def _pull(client: Github, target: Target) -> PullRequest:
 
 
 def _baseline(args: argparse.Namespace, client: Github, target: Target, branch: str) -> Baseline:
-    if args.baseline is not None or not args.fetch_baseline:
+    if not args.fetch_baseline:
         return baseline.load(args.baseline)
     if not args.baseline_workflow:
         raise ConfigError(
@@ -214,10 +220,12 @@ def _publish(
     links = render.Links.from_env()
     budget = render.COMMENT_LIMIT - sticky.HISTORY_RESERVE
     body = render.comment(comparison, key=args.key, findings=found, links=links, budget=budget)
-    sha = pull.head.sha
+    sha = target.head_sha or pull.head.sha
     history = f"updated for {sha[:12]}" if args.history else None
     with translated(f"writing the sticky comment on #{target.pr_number}", target.token):
-        outcome = sticky.upsert(pull, args.key, body, history_line=history)
+        outcome = sticky.upsert(
+            pull, args.key, body, history_line=history, author=args.comment_author
+        )
     state = _STATUS_STATE[comparison.decision.exit_code]
     description = verdict_line(comparison.decision)
     with translated(f"setting the {STATUS_CONTEXT} status on {sha[:12]}", target.token):

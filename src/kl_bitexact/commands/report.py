@@ -20,13 +20,7 @@ from kl_bitexact.gate import FailOn, Policy
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "results",
-        nargs="+",
-        type=Path,
-        metavar="RESULTS.json",
-        help="results of this run (several shards are merged)",
-    )
+    add_input_arguments(parser)
     parser.add_argument(
         "--baseline",
         type=Path,
@@ -40,12 +34,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help='resolved blocker states, {"owner/repo#N": "open|merged|closed|unknown"}; '
         "without it every blocker is unknown",
-    )
-    parser.add_argument(
-        "--findings",
-        type=Path,
-        metavar="FILE",
-        help="registration findings from `kl-bitexact lint-ci --format json`",
     )
     parser.add_argument(
         "--out",
@@ -70,6 +58,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help='append the job summary to FILE (in Actions: --job-summary "$GITHUB_STEP_SUMMARY")',
     )
+    add_policy_arguments(parser)
+
+
+def add_input_arguments(parser: argparse.ArgumentParser) -> None:
+    """What `report` and `publish` both read and render (results, findings, marker key)."""
+    parser.add_argument(
+        "results",
+        nargs="+",
+        type=Path,
+        metavar="RESULTS.json",
+        help="results of this run (several shards are merged)",
+    )
+    parser.add_argument(
+        "--findings",
+        type=Path,
+        metavar="FILE",
+        help="registration findings from `kl-bitexact lint-ci --format json`",
+    )
     parser.add_argument(
         "--annotations",
         action="store_true",
@@ -80,7 +86,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("GITHUB_WORKFLOW") or render.DEFAULT_KEY,
         help="key of the hidden comment marker (default: the workflow name, else %(default)s)",
     )
-    add_policy_arguments(parser)
 
 
 def add_policy_arguments(parser: argparse.ArgumentParser) -> None:

@@ -8,9 +8,10 @@ not checked: GitHub documents none of them per endpoint.
 
 Run it standalone (issue 9 drives it from `act`):
 
-    python -m kl_bitexact.testing.fake_github --port 0 --token T [--seed seed.json]
+    python -m kl_bitexact.testing.fake_github --port 0 --token T [--seed seed.json] [--prefix P]
 
-It prints `fake GitHub listening on http://127.0.0.1:PORT` and serves, besides the API:
+It prints `fake GitHub listening on http://127.0.0.1:PORT[P]` (the API base URL, what
+GITHUB_API_URL should be) and serves, besides the API, at the server's root:
   GET  /_fake/state    what arrived: comments, statuses, requests, violations (JSON)
   POST /_fake/seed     add repositories, pulls, issues, comments, runs (World.seed format)
   POST /_fake/faults   [{"method", "path" (regex), "status", "body", "headers", "times",
@@ -51,19 +52,41 @@ class FakeGitHub(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, token: str, port: int = 0, checker: SpecChecker | None = None) -> None:
+    def __init__(
+        self,
+        token: str,
+        port: int = 0,
+        checker: SpecChecker | None = None,
+        prefix: str = "",
+    ) -> None:
         super().__init__(("127.0.0.1", port), _Handler)
         self.world = World(token)
         self.checker = checker or SpecChecker()
+        # GitHub Enterprise Server serves the API under /api/v3.
+        self.prefix = prefix.rstrip("/")
         self._thread: threading.Thread | None = None
 
     @property
-    def url(self) -> str:
+    def root(self) -> str:
+        """Where the control endpoints (/_fake/...) live."""
         host, port = self.server_address[:2]
         return f"http://{host!s}:{port}"
 
+    @property
+    def url(self) -> str:
+        """The API base URL: what GITHUB_API_URL should be."""
+        return self.root + self.prefix
+
+    @property
+    def blob_root(self) -> str:
+        """Artifact downloads redirect here: another host name, as GitHub's blob storage is,
+        so clients drop the Authorization header as they must."""
+        return f"http://localhost:{self.server_address[1]}"
+
     def start(self) -> FakeGitHub:
-        self._thread = threading.Thread(target=self.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self._thread.start()
         return self
 
@@ -106,14 +129,31 @@ class _Handler(BaseHTTPRequestHandler):
         """Quiet: what arrived is in /_fake/state, not on stderr."""
 
     def _handle(self) -> None:
+        try:
+            self._dispatch()
+        except Exception as error:  # a bug in the fake or a malformed control request
+            self._send(
+                self._violation(
+                    f"fake GitHub failed on {self.command} {self.path}: "
+                    f"{type(error).__name__}: {error}",
+                    500,
+                )
+            )
+
+    def _dispatch(self) -> None:
         parts = urlsplit(self.path)
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         if parts.path.startswith("/_fake/"):
             self._send(self._control(parts.path, raw))
             return
-        answer = self._api(parts.path, parts.query, raw)
-        self._record(parts.path, parts.query, answer.status)
+        prefix = self.server.prefix
+        if not parts.path.startswith(prefix + "/"):
+            self._send(not_found())
+            return
+        path = parts.path[len(prefix) :]
+        answer = self._api(path, parts.query, raw)
+        self._record(path, parts.query, answer.status)
         self._send(answer)
 
     # --- the API ------------------------------------------------------------------------
@@ -128,10 +168,13 @@ class _Handler(BaseHTTPRequestHandler):
         problems = self.server.checker.request_problems(exchange)
         if problems:
             return self._violation(f"request {self.command} {path}: {problems}", 422)
-        if not self._authorised():
-            return Answer(401, {"message": "Bad credentials", "documentation_url": "https://docs"})
-        with world.lock:
-            answer = self._route(path, query, raw)
+        if self._authorised():
+            with world.lock:
+                answer = self._route(path, query, raw)
+        else:
+            answer = Answer(
+                401, {"message": "Bad credentials", "documentation_url": "https://docs"}
+            )
         reply = Reply(answer.status, _json_headers(answer), _encode(answer))
         problems = self.server.checker.response_problems(exchange, reply)
         if problems:
@@ -139,7 +182,7 @@ class _Handler(BaseHTTPRequestHandler):
         return answer
 
     def _route(self, path: str, query: str, raw: bytes) -> Answer:
-        call = decode_call(self.command, path, query, raw, self.server.url)
+        call = decode_call(self.command, path, query, raw, self.server.url, self.server.blob_root)
         for method, pattern, handler in ROUTES:
             match = pattern.match(path)
             if method == self.command and match:
@@ -190,8 +233,17 @@ class _Handler(BaseHTTPRequestHandler):
         world = self.server.world
         match = BLOB_ROUTE.match(path)
         if match and self.command == "GET":
+            if self.headers.get("Authorization"):
+                self._violation("a token was sent to artifact blob storage", 400)
+            fault = self._take_fault(path)
+            if fault is not None:
+                return fault
             with world.lock:
-                return blob(world, decode_call("GET", path, "", b"", self.server.url), match)
+                return blob(
+                    world,
+                    decode_call("GET", path, "", b"", self.server.url, self.server.blob_root),
+                    match,
+                )
         if path == "/_fake/state" and self.command == "GET":
             return Answer(200, world.snapshot())
         document = json.loads(raw or b"null")
@@ -248,8 +300,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--token", default="fake-token", help="the only token accepted")
     parser.add_argument("--seed", type=Path, help="JSON file of repositories to start with")
+    parser.add_argument("--prefix", default="", help="API path prefix, e.g. /api/v3 (GHES)")
     args = parser.parse_args(argv)
-    server = FakeGitHub(args.token, args.port)
+    server = FakeGitHub(args.token, args.port, prefix=args.prefix)
     if args.seed:
         server.world.seed(json.loads(args.seed.read_text(encoding="utf-8")))
     print(f"fake GitHub listening on {server.url}", flush=True)

@@ -32,7 +32,8 @@ class Call:
     path: str
     query: Mapping[str, list[str]]
     body: Any
-    base_url: str
+    base_url: str  # the API base (with a GHES /api/v3 prefix, if any)
+    blob_url: str  # where artifact downloads redirect to
 
     def param(self, name: str, default: str | None = None) -> str | None:
         values = self.query.get(name)
@@ -128,30 +129,37 @@ def create_comment(world: World, call: Call, match: re.Match[str]) -> Answer:
     repo, number = _repo(world, match), int(match["number"])
     if repo is None or not _has_issue(repo, number):
         return not_found()
-    comment = world.add_comment(repo.full_name, number, call.body["body"], "github-actions[bot]")
+    comment = world.add_comment(repo.full_name, number, call.body["body"], world.actor)
     return Answer(201, _comment_json(call, repo, comment))
 
 
-def _find_comment(repo: Repo | None, comment_id: int) -> Comment | None:
-    if repo is None:
-        return None
-    return next((comment for comment in repo.comments if comment.id == comment_id), None)
+def _own_comment(world: World, match: re.Match[str]) -> tuple[Repo, Comment] | Answer:
+    """The comment the URL names, if it exists and the token's user wrote it."""
+    repo = _repo(world, match)
+    comment_id = int(match["id"])
+    found = [c for c in repo.comments if c.id == comment_id] if repo is not None else []
+    if repo is None or not found:
+        return not_found()
+    if found[0].user != world.actor:
+        message = "Resource not accessible by integration"
+        return Answer(403, {"message": message, "documentation_url": "https://docs"})
+    return repo, found[0]
 
 
 def edit_comment(world: World, call: Call, match: re.Match[str]) -> Answer:
-    repo = _repo(world, match)
-    comment = _find_comment(repo, int(match["id"]))
-    if repo is None or comment is None:
-        return not_found()
+    owned = _own_comment(world, match)
+    if isinstance(owned, Answer):
+        return owned
+    repo, comment = owned
     comment.body, comment.updated_at = call.body["body"], now_iso()
     return Answer(200, _comment_json(call, repo, comment))
 
 
 def delete_comment(world: World, call: Call, match: re.Match[str]) -> Answer:
-    repo = _repo(world, match)
-    comment = _find_comment(repo, int(match["id"]))
-    if repo is None or comment is None:
-        return not_found()
+    owned = _own_comment(world, match)
+    if isinstance(owned, Answer):
+        return owned
+    repo, comment = owned
     repo.comments.remove(comment)
     return Answer(204)
 
@@ -348,9 +356,8 @@ def download_artifact(world: World, call: Call, match: re.Match[str]) -> Answer:
     artifact_id = int(match["artifact_id"])
     if repo is None or not any(a.id == artifact_id for a in repo.artifacts):
         return not_found()
-    if match["format"] != "zip":
-        return Answer(302, None, {"Location": f"{call.base_url}/_fake/blobs/missing"})
-    return Answer(302, None, {"Location": f"{call.base_url}/_fake/blobs/{artifact_id}"})
+    blob_id = artifact_id if match["format"] == "zip" else "missing"
+    return Answer(302, None, {"Location": f"{call.blob_url}/_fake/blobs/{blob_id}"})
 
 
 def blob(world: World, call: Call, match: re.Match[str]) -> Answer:
@@ -386,6 +393,8 @@ ROUTES: tuple[tuple[str, re.Pattern[str], Handler], ...] = tuple(
 BLOB_ROUTE = re.compile(r"/_fake/blobs/(?P<blob_id>[^/]+)$")
 
 
-def decode_call(method: str, path: str, query: str, raw: bytes, base_url: str) -> Call:
+def decode_call(
+    method: str, path: str, query: str, raw: bytes, base_url: str, blob_url: str
+) -> Call:
     body = json.loads(raw) if raw else None
-    return Call(method, path, parse_qs(query, keep_blank_values=True), body, base_url)
+    return Call(method, path, parse_qs(query, keep_blank_values=True), body, base_url, blob_url)

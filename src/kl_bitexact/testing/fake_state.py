@@ -107,9 +107,12 @@ class Hold:
 class World:
     """Everything the fake serves, plus what it saw (requests, spec violations)."""
 
-    def __init__(self, token: str) -> None:
+    def __init__(self, token: str, actor: str = "github-actions[bot]") -> None:
         self.lock = threading.RLock()
         self.token = token
+        # Who the token is: comments are created as this login, and only its own
+        # comments may be edited or deleted.
+        self.actor = actor
         self.repos: dict[str, Repo] = {}
         self.faults: list[Fault] = []
         self.holds: list[Hold] = []
@@ -153,7 +156,8 @@ class World:
         for issue in spec.get("issues", ()):
             repo.issues[issue["number"]] = Issue(**issue)
         for comment in spec.get("comments", ()):
-            self.add_comment(full_name, comment["issue"], comment["body"])
+            user = comment.get("user", "octocat")  # a login ending in [bot] is a bot
+            self.add_comment(full_name, comment["issue"], comment["body"], user)
         for run_spec in spec.get("runs", ()):
             self._seed_run(full_name, dict(run_spec))
 

@@ -80,3 +80,8 @@ def _extract_member(tarball: Path, target: Path) -> None:
         with source, partial.open("wb") as out:
             shutil.copyfileobj(source, out)
     partial.replace(target)
+
+
+if __name__ == "__main__":
+    # `.ci/run` calls this first so a clean machine fetches the description once, visibly.
+    print(spec_path())
