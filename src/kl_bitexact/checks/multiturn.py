@@ -2,10 +2,11 @@
 
 Phases (after sglang's kl_multiturn_utils): flush; seed the cache with each group's
 prefix; turn 1 generates prefix + suffix for every branch, one wave per branch index
-(cached_tokens must equal the prefix, page-aligned); each later turn extends history + output + a fresh suffix, sent in
-interleaved order (g0b0, g1b0, ..., g0b1, ...) to stress the radix tree, and its
-cached_tokens must cover the previous turn; the last turn is replayed and scored.
-`cache_assert: mamba` uses the checkpoint rules of hybrid models instead of exact ones.
+(cached_tokens must equal the prefix, page-aligned); each later turn extends
+history + output + a fresh suffix, sent in interleaved order (g0b0, g1b0, ..., g0b1, ...)
+to stress the radix tree, and its cached_tokens must cover the previous turn; the last
+turn is replayed and scored. `cache_assert: mamba` uses the checkpoint rules of hybrid
+models instead of exact ones.
 """
 
 from __future__ import annotations
