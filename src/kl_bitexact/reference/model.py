@@ -24,7 +24,7 @@ class ModelSpec:
     head_dim: int = 32
     state_dim: int = 32
     mlp_dim: int = 128
-    layers: tuple[str, ...] = (FULL, RECURRENT, WINDOW)
+    layers: tuple[str, ...] = (FULL, WINDOW, RECURRENT)
     sliding_window: int = 32
     eos_token_id: int = 0
 
