@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
-from kl_bitexact import results, suite
+from kl_bitexact import engines, results, suite
 from kl_bitexact.commands import Command
 from kl_bitexact.errors import ConfigError, ExitCode
 from kl_bitexact.results import Results, RunInfo, Status, SuiteResult, TestResult
@@ -83,6 +83,7 @@ def load_suites(paths: Sequence[Path]) -> list[Suite]:
                 hint="suite names must be unique across the files of one run",
             )
         seen[item.name] = item.source
+        engines.require(item.server.engine, f"{item.source}: {item.name}: server.engine")
     return loaded
 
 
