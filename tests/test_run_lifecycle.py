@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kl_bitexact import results
+from kl_bitexact import engines, results
 from kl_bitexact.server import Teardown, stop_group
 
 FAKE = Path(__file__).parent / "fake_sglang_server.py"
@@ -65,10 +65,8 @@ def test_a_healthy_run_writes_results_report_and_log(cli, tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert statuses(out) == {"good::match": "passed", "good::decode_cache_hit": "passed"}
     assert re.search(r"PASSED +good::match +KL 0 +logprobs 0/\d+ differ", result.stdout)
-    assert (
-        "| good::decode_cache_hit | decode_cache_hit | passed | 0 |"
-        in (out / "report.md").read_text()
-    )
+    report = (out / "report.md").read_text()
+    assert "gate passed" in report and "<code>good::decode&#95;cache&#95;hit</code> | 0 |" in report
     assert "listening" in (out / "logs" / "good.log").read_text()
 
 
@@ -232,3 +230,37 @@ def test_teardown_ladder_kills_a_group_that_ignores_signals():
     assert time.monotonic() - started < 5
     with pytest.raises(ProcessLookupError):
         os.killpg(process.pid, 0)
+
+
+def test_ctrl_c_stops_the_server_and_exits_130(tmp_path):
+    out = tmp_path / "out"
+    path = write(tmp_path, suite_yaml("stuck", "--hang-after", "0", tests=("match",)))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kl_bitexact", "run", str(path), "--out", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    log = out / "logs" / "stuck.log"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and "POST /flush_cache" not in _text(log):
+        time.sleep(0.1)
+    pid = int(re.search(r"fake sglang pid (\d+)", _text(log)).group(1))
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130 and b"interrupted" in stderr
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def _text(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
+def test_an_engine_without_adapter_is_refused_before_any_launch(cli, tmp_path):
+    if "openai" in engines.ADAPTERS:
+        pytest.skip("every engine a suite can name has an adapter now")
+    path = write(tmp_path, suite_yaml("other").replace("engine: sglang", "engine: openai"))
+    result = cli(["run", str(path), "--out", str(tmp_path / "o")])
+    assert result.returncode == 2
+    assert "other: server.engine: engine 'openai' has no adapter" in result.stderr
+    assert not (tmp_path / "o" / "logs").exists()
