@@ -1,4 +1,4 @@
-"""action/requirements.txt pins every runtime dependency, at versions pyproject.toml allows."""
+"""action-setup/requirements.txt pins every runtime dependency within pyproject.toml's bounds."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def pinned() -> list[Requirement]:
-    lines = (ROOT / "action" / "requirements.txt").read_text(encoding="utf-8").splitlines()
+    lines = (ROOT / "action-setup" / "requirements.txt").read_text(encoding="utf-8").splitlines()
     return [Requirement(line) for line in lines if line.strip() and not line.startswith("#")]
 
 
@@ -39,5 +39,5 @@ def test_every_dependency_is_pinned_within_its_bounds_on_each_python():
         }
         for requirement in declared():
             name = canonicalize_name(requirement.name)
-            assert name in versions, f"{name} missing from action/requirements.txt"
+            assert name in versions, f"{name} missing from action-setup/requirements.txt"
             assert requirement.specifier.contains(versions[name]), (name, versions[name])

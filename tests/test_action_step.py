@@ -68,6 +68,8 @@ def test_expected_shards_accepts_the_shard_matrix():
         ),
         ({"expected_shards": "[1"}, "action input `expected-shards`: not JSON"),
         ({"expected_shards": '{"a": 1}'}, "expected a JSON list of shard names"),
+        ({"expected_shards": '["../../home/x"]'}, "'../../home/x' is not a shard name"),
+        ({"expected_shards": '[".."]'}, "'..' is not a shard name"),
     ],
 )
 def test_bad_inputs_name_the_input(values, message):

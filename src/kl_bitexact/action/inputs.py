@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ FAIL_ON = ("regression", "failure", "never")
 # `baseline: fetch`: the newest successful base-branch run's results artifact (publish).
 FETCH_BASELINE = "fetch"
 _HINT = "fix the `with:` of the kl-bitexact step in your workflow"
+_SHARD_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")
 
 
 @dataclass(frozen=True)
@@ -121,4 +123,14 @@ def _shard_names(value: str) -> tuple[str, ...]:
             'or a matrix {"include": [{"name": ...}, ...]}',
             hint=_HINT,
         )
-    return tuple(str(name) for name in document)
+    names = tuple(str(name) for name in document)
+    for name in names:
+        # Names become directory names (results-<name>/); in a two-stage setup they come
+        # from an untrusted run's artifact, so nothing that could leave the directory.
+        if not _SHARD_NAME.fullmatch(name):
+            raise ConfigError(
+                f"action input `expected-shards`: {name[:60]!r} is not a shard name "
+                "(letters, digits, '.', '_' and '-', not starting with '.')",
+                hint=_HINT,
+            )
+    return names

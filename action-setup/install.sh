@@ -10,7 +10,7 @@ set -euo pipefail
 
 python="${INPUT_PYTHON:-python3}"
 action_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-requirements="$action_dir/action/requirements.txt"
+requirements="$action_dir/action-setup/requirements.txt"
 
 fail() {
     echo "::error title=kl-bitexact::$1"
@@ -48,9 +48,9 @@ if [[ ! -f "$venv/.complete" ]]; then
     # --no-compile: modules compile on first import instead; halves the install time.
     "${pip[@]}" install --quiet --no-deps --no-compile --require-virtualenv -r "$requirements"
     "${pip[@]}" install --quiet --no-deps --no-compile --no-build-isolation "$action_dir"
-    # Every dependency pinned? (action/requirements.txt lags pyproject.toml otherwise.)
+    # Every dependency pinned? (action-setup/requirements.txt lags pyproject.toml otherwise.)
     "${pip[@]}" check >&2 ||
-        fail "action/requirements.txt misses a dependency of kl-bitexact (above); run action/update_requirements.py"
+        fail "action-setup/requirements.txt misses a dependency of kl-bitexact (above); run action-setup/update_requirements.py"
     touch "$venv/.complete"
 fi
 echo "venv=$venv" >>"$GITHUB_OUTPUT"
