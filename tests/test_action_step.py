@@ -304,3 +304,49 @@ def test_publish_with_nothing_to_publish_is_exit_2(cli, tmp_path):
     finished = cli(["action"], env={**env(command="publish", results_dir=str(tmp_path))})
     assert finished.returncode == 2
     assert "no results.json under" in finished.stderr
+
+
+def passed_results(directory: Path, suite: str) -> None:
+    test = results.TestResult(id=f"{suite}::match", check="match", status=results.Status.PASSED)
+    server = results.ServerInfo(engine="reference")
+    document = results.Results(suites=(results.SuiteResult(suite, server, (test,)),))
+    results.write_atomic(document, directory / "results.json")
+
+
+def test_report_step_reports_a_missing_shard_and_fails_the_gate(cli, tmp_path):
+    passed_results(tmp_path / "results" / "results-s-0", "s")
+    summary, output = tmp_path / "summary.md", tmp_path / "output"
+    finished = cli(
+        ["action"],
+        env={
+            **env(command="report", results_dir=str(tmp_path / "results")),
+            **env(expected_shards='["s-0", "s-1"]'),
+            "GITHUB_STEP_SUMMARY": str(summary),
+            "GITHUB_OUTPUT": str(output),
+        },
+    )
+    assert finished.returncode == 1, finished.stdout + finished.stderr
+    comment = (tmp_path / "results" / "comment.md").read_text()
+    assert "shard s-1 uploaded no results" in comment
+    assert "s-1" in summary.read_text()
+    assert "::error title=kl-bitexact::shard s-1 uploaded no results" in finished.stdout
+    assert "\nfailure\n" in output.read_text()
+
+
+def test_registration_findings_are_reported_when_no_shard_ran(cli, tmp_path):
+    findings = tmp_path / "findings.json"
+    finding = {
+        "file": "test/run_suite.py",
+        "line": 3,
+        "code": "suite-not-allowlisted",
+        "severity": "error",
+        "message": "suite 'nightly-x' is in no allowlist",
+        "fix": "add it",
+    }
+    findings.write_text(json.dumps({"findings": [finding]}))
+    finished = cli(
+        ["action"],
+        env=env(command="report", results_dir=str(tmp_path / "none"), findings=str(findings)),
+    )
+    assert finished.returncode == 2, finished.stdout + finished.stderr  # nothing ran
+    assert "nightly-x" in (tmp_path / "none" / "comment.md").read_text()

@@ -25,7 +25,7 @@ from kl_bitexact.action import argv as command_lines
 from kl_bitexact.action import outputs, shards, trust
 from kl_bitexact.action.inputs import ActionInputs, read_inputs
 from kl_bitexact.commands import Command
-from kl_bitexact.errors import ConfigError, FatalError
+from kl_bitexact.errors import ConfigError, ExitCode, FatalError
 from kl_bitexact.github import pr_from_event
 
 _HINT = "fix the `with:` of the kl-bitexact step in your workflow"
@@ -64,7 +64,9 @@ def _finish(command: str, step: StepResult) -> None:
     outputs.append(os.environ.get("GITHUB_STEP_SUMMARY"), step.summary)
 
 
-def _kl_bitexact(argv: Sequence[str], *, token: str = "", capture: bool = False) -> Any:
+def _kl_bitexact(
+    argv: Sequence[str], *, token: str = "", capture: bool = False
+) -> subprocess.CompletedProcess[str]:
     """Run `python -m kl_bitexact ARGV` with the inputs (and the token) kept out of its env."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("INPUT_")}
     env.pop("GITHUB_TOKEN", None)
@@ -95,9 +97,10 @@ def run_step(inputs: ActionInputs) -> StepResult:
 
 
 def report_step(inputs: ActionInputs) -> StepResult:
-    files = gather_results(inputs)
     inputs = _existing_findings(inputs)
+    files = gather_results(inputs)
     out = inputs.results_dir / "comment.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     code = _kl_bitexact(command_lines.report_argv(inputs, files, out, summary)).returncode
     return StepResult(code, files, {"results-path": _lines(files)})
@@ -106,8 +109,8 @@ def report_step(inputs: ActionInputs) -> StepResult:
 def publish_step(inputs: ActionInputs) -> StepResult:
     if not inputs.comment:
         return report_step(inputs)  # the gate and the job summary, no GitHub writes
-    files = gather_results(inputs)
     inputs = _existing_findings(inputs)
+    files = gather_results(inputs)
     argv = command_lines.publish_argv(inputs, files)
     finished = _kl_bitexact(argv, token=inputs.github_token, capture=True)
     sys.stdout.write(finished.stdout)
@@ -122,8 +125,9 @@ def lint_ci_step(inputs: ActionInputs) -> StepResult:
     if inputs.findings:
         # The findings as JSON for the comment (`publish --findings`); lint reads only.
         as_json = _kl_bitexact(command_lines.lint_ci_argv(inputs, "json"), capture=True)
-        Path(inputs.findings).parent.mkdir(parents=True, exist_ok=True)
-        Path(inputs.findings).write_text(as_json.stdout, encoding="utf-8")
+        if as_json.returncode in (ExitCode.GATE_PASSED, ExitCode.GATE_FAILED):  # else no JSON
+            Path(inputs.findings).parent.mkdir(parents=True, exist_ok=True)
+            Path(inputs.findings).write_text(as_json.stdout, encoding="utf-8")
     code = _kl_bitexact(command_lines.lint_ci_argv(inputs, "github")).returncode
     verdict = "no findings" if code == 0 else f"findings or errors (exit {code}); see annotations"
     return StepResult(code, summary=f"kl-bitexact lint-ci: {verdict}\n")
@@ -192,24 +196,33 @@ def gather_results(inputs: ActionInputs) -> tuple[Path, ...]:
     """Every shard's results.json, plus an `error` stand-in for each expected shard missing."""
     found = shards.results_files(inputs.results_dir)
     missing = shards.missing_shards(inputs.results_dir, inputs.expected_shards)
-    stand_ins = _write_stand_ins(missing)
-    if not found and not stand_ins:
-        raise ConfigError(
-            f"action input `results-dir`: no results.json under {inputs.results_dir}",
-            hint="download the run jobs' results artifacts into results-dir first",
-        )
-    return (*found, *stand_ins)
-
-
-def _write_stand_ins(missing: Sequence[str]) -> list[Path]:
-    if not missing:
-        return []
-    directory = Path(tempfile.mkdtemp(prefix="kl-bitexact-missing-"))
-    paths = []
     for name in missing:
         print(f"::error title=kl-bitexact::shard {name} uploaded no results", flush=True)
-        path = directory / f"{shards.ARTIFACT_PREFIX}{name}" / "results.json"
-        results_model.write_atomic(shards.missing_shard_results(name), path)
+    stand_ins = [
+        (f"{shards.ARTIFACT_PREFIX}{name}", shards.missing_shard_results(name)) for name in missing
+    ]
+    if not found and not stand_ins:
+        if not inputs.findings:
+            raise ConfigError(
+                f"action input `results-dir`: no results.json under {inputs.results_dir}",
+                hint="download the run jobs' results artifacts into results-dir first",
+            )
+        # No shard ran (the plan job stopped on registration errors): an empty run, so the
+        # comment still shows the findings and the gate says that nothing ran.
+        print("::warning title=kl-bitexact::no shard reported results", flush=True)
+        stand_ins = [("no-shard-ran", results_model.Results())]
+    return (*found, *_write_stand_ins(stand_ins))
+
+
+def _write_stand_ins(stand_ins: Sequence[tuple[str, results_model.Results]]) -> list[Path]:
+    """Written outside results-dir, so a later look at results-dir never finds them."""
+    if not stand_ins:
+        return []
+    directory = Path(tempfile.mkdtemp(prefix="kl-bitexact-stand-ins-"))
+    paths = []
+    for name, document in stand_ins:
+        path = directory / name / "results.json"
+        results_model.write_atomic(document, path)
         paths.append(path)
     return paths
 
