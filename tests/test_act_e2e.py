@@ -18,17 +18,14 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import run_cli
 from kl_bitexact.testing.fake_github import FakeGitHub
-
-pytestmark = pytest.mark.act
 
 ROOT = Path(__file__).resolve().parent.parent
 STUBS = ROOT / "tests" / "act"
@@ -40,6 +37,9 @@ SHARDS = tuple(f"{suite}-0" for suite in SUITES)
 TESTS = {f"{SUITES[0]}::match", f"{SUITES[1]}::decode_cache_hit"}
 CALLER = "bitexact.yml"  # examples/sglang-caller.yml, installed under this name
 ACT_TIMEOUT_S = 900
+
+# act runs take minutes on a busy machine; the suite-wide 300 s limit is for unit tests.
+pytestmark = [pytest.mark.act, pytest.mark.timeout(ACT_TIMEOUT_S + 300)]
 
 
 @dataclass(frozen=True)
@@ -183,12 +183,12 @@ def seed(github: FakeGitHub, head: str, baseline: dict[str, str]) -> None:
     github.world.seed({"repos": {REPOSITORY: {"pulls": [pull], "runs": [run]}}})
 
 
-def main_branch_results(repo: Path, scratch: Path) -> dict[str, str]:
+def main_branch_results(cli: Callable[..., Any], repo: Path, scratch: Path) -> dict[str, str]:
     """What main's last run uploaded: the same suites, run here, one file per shard."""
     files = {}
     for index, suite_file in enumerate(sorted((repo / "test" / "bitexact").glob("*.yaml"))):
         out = scratch / f"main-{index}"
-        done = run_cli(["run", str(suite_file), "--out", str(out)], cwd=repo)
+        done = cli(["run", str(suite_file), "--out", str(out)], cwd=repo)
         assert done.returncode == 0, done.stdout + done.stderr
         files[f"results-{index}/results.json"] = (out / "results.json").read_text()
     return files
@@ -208,9 +208,11 @@ def comments_on_the_pr(github: FakeGitHub) -> list[str]:
     return [c["body"] for c in arrived(github)["comments"] if c["issue"] == PR_NUMBER]
 
 
-def test_trusted_pull_request_runs_both_shards_and_publishes_once(fake_github, tmp_path, venvs):
+def test_trusted_pull_request_runs_both_shards_and_publishes_once(
+    cli, fake_github, tmp_path, venvs
+):
     repo, head = engine_repository(tmp_path / "engine")
-    seed(fake_github, head, main_branch_results(repo, tmp_path))
+    seed(fake_github, head, main_branch_results(cli, repo, tmp_path))
 
     event = pull_request_event(head, REPOSITORY, "CONTRIBUTOR")
     run = run_act(repo, event, fake_github, tmp_path, venvs)
