@@ -142,6 +142,8 @@ def run_act(
         "--local-repository", f"org/kl-bitexact@v1={release}",
         "--local-repository", f"actions/upload-artifact@v6={STUBS / 'upload-artifact'}",
         "--local-repository", f"actions/download-artifact@v7={STUBS / 'download-artifact'}",
+        "--local-repository", f"actions/checkout@v5={STUBS / 'checkout'}",
+        "--env", f"KL_BITEXACT_ACT_REPO={repo}",
         "--env", f"KL_BITEXACT_ACT_ARTIFACTS={artifacts}",
         # One action environment for all jobs (built once, under a lock), not one per job.
         "--env", f"KL_BITEXACT_VENV_CACHE={venvs}",
