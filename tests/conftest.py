@@ -34,3 +34,8 @@ def run_cli(
 @pytest.fixture
 def cli() -> Callable[..., subprocess.CompletedProcess[str]]:
     return run_cli
+
+
+# Suites under tests/fixtures/ are inputs that tests run in a subprocess (some fail on
+# purpose); the main run must not collect them.
+collect_ignore = ["fixtures"]

@@ -1,0 +1,130 @@
+"""`kl-bitexact import-junit`: results.json from JUnit XML produced elsewhere."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+from kl_bitexact import junit, results
+from kl_bitexact.commands import Command
+from kl_bitexact.errors import ConfigError, ExitCode, FatalError
+from kl_bitexact.junit_results import SGLANG_MIN_CACHE_HIT_RATIO, Options, node_id, to_results
+from kl_bitexact.log_split import split_log
+from kl_bitexact.results import Results, RunInfo, Status
+
+MAX_LOG_BYTES = 256 * 1024 * 1024
+_RED = (Status.FAILED, Status.ERROR, Status.NOT_RUN)
+
+
+def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--min-cache-hit-ratio",
+        type=_ratio,
+        default=SGLANG_MIN_CACHE_HIT_RATIO,
+        metavar="R",
+        help="the ratio recorded with recovered cache-hit counts; sglang's helpers assert "
+        "hits > R x prompts but never print R (default: %(default)s, their value)",
+    )
+
+
+def _ratio(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{value} is not between 0 and 1")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("junit_xml", type=Path, metavar="FILE.xml", help="JUnit XML from pytest")
+    parser.add_argument(
+        "--log",
+        type=Path,
+        metavar="FILE",
+        help="the run's console output, for tests whose output the XML does not hold",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("kl-bitexact-results"),
+        metavar="DIR",
+        help="where results.json goes (default: %(default)s)",
+    )
+    add_common_arguments(parser)
+
+
+def run_import(args: argparse.Namespace) -> int:
+    return import_and_write(args.junit_xml, args.log, args.out / "results.json", args)
+
+
+def import_and_write(
+    junit_path: Path, log_path: Path | None, out_path: Path, args: argparse.Namespace
+) -> int:
+    """Convert, write atomically, print one line per test; the exit code is the gate's."""
+    cases = junit.read(junit_path)
+    log = _read_log(log_path) if log_path is not None else None
+    log_output = split_log(log, [node_id(case) for case in cases]) if log else None
+    options = Options(min_cache_hit_ratio=args.min_cache_hit_ratio, log_output=log_output)
+    imported = to_results(cases, _run_info(), options)
+    results.write_atomic(imported, out_path)
+    _print_summary(imported, out_path)
+    return int(_exit_code(imported, junit_path))
+
+
+def _read_log(path: Path) -> str:
+    try:
+        size = path.stat().st_size
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read the log ({error.strerror})") from None
+    if size > MAX_LOG_BYTES:
+        raise ConfigError(f"{path}: {size} bytes is over the {MAX_LOG_BYTES}-byte limit for logs")
+    return path.read_text(encoding="utf-8", errors="replace")
+
+
+def _run_info() -> RunInfo:
+    # GitHub Actions names the commit and ref; elsewhere they stay unknown.
+    return RunInfo(
+        commit=os.environ.get("GITHUB_SHA") or None,
+        ref=os.environ.get("GITHUB_REF") or None,
+        started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
+
+
+def _print_summary(imported: Results, out_path: Path) -> None:
+    for _, test in imported.all_tests():
+        print(f"{test.status.value:8} {test.id}{_metrics(test)}")
+    print(f"kl-bitexact: wrote {out_path}")
+
+
+def _metrics(test: results.TestResult) -> str:
+    parts = []
+    if test.kl_div is not None:
+        parts.append(f"kl={test.kl_div:.3g}")
+    if test.cache_hits is not None:
+        parts.append(f"hits={test.cache_hits.hit}/{test.cache_hits.total}")
+    return f"  ({', '.join(parts)})" if parts else ""
+
+
+def _exit_code(imported: Results, junit_path: Path) -> ExitCode:
+    statuses = [test.status for _, test in imported.all_tests()]
+    if all(status in (Status.SKIPPED, Status.NOT_RUN) for status in statuses):
+        raise FatalError(
+            f"{junit_path}: no test executed ({len(statuses)} test(s), all skipped or not run)",
+            hint="a run in which nothing ran cannot pass the gate",
+        )
+    return ExitCode.GATE_FAILED if any(s in _RED for s in statuses) else ExitCode.GATE_PASSED
+
+
+COMMAND = Command(
+    name="import-junit",
+    summary="turn JUnit XML (and its console log) from another run into results.json",
+    description="Read JUnit XML written by pytest --junitxml elsewhere, recover the KL and "
+    "cache-hit lines sglang's helpers printed (from the XML, or from --log when pytest did not "
+    "capture them) and write DIR/results.json.",
+    add_arguments=add_arguments,
+    handler=run_import,
+)

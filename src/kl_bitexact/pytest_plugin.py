@@ -1,0 +1,97 @@
+"""The pytest plugin (entry point `pytest11`): markers, and what each test records.
+
+Loaded in every pytest session of an environment where kl-bitexact is installed, so it
+stays cheap and silent: it registers markers and adds a few JUnit properties
+(`pytest_properties`) that `kl-bitexact pytest` / `import-junit` read back.
+
+- `@pytest.mark.blocked_by("owner/repo#N", ...)`: the test is expected red until these merge.
+- `@pytest.mark.register_ci(backend, est_time, suite=..., ...)`: sglang's registration
+  fields (`register_cuda_ci(...)`) as a marker; the suite name groups results, and
+  `disabled="reason"` skips the test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from kl_bitexact import pytest_properties as prop
+from kl_bitexact.blockers import parse_ref
+from kl_bitexact.errors import ConfigError
+from kl_bitexact.registration import Registration, from_marker
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "blocked_by(*refs): expected red until these pull requests merge "
+        "(owner/repo#N, #N with GITHUB_REPOSITORY set, or a pull/issue URL)",
+    )
+    config.addinivalue_line(
+        "markers",
+        "register_ci(backend, est_time, suite=None, nightly=False, disabled=None, *, "
+        "stage=None, runner_config=None): the CI registration of a test (sglang's "
+        "register_<backend>_ci fields)",
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        item.user_properties.append((prop.NODEID, item.nodeid))
+        blocked = _blocked_by(item)
+        if blocked:
+            item.user_properties.append((prop.BLOCKED_BY, json.dumps(blocked)))
+        registration = _registration(item)
+        if registration is not None:
+            item.user_properties.append((prop.SUITE, registration.suite_name))
+            if registration.disabled:
+                item.add_marker(pytest.mark.skip(reason=f"disabled: {registration.disabled}"))
+
+
+def _blocked_by(item: pytest.Item) -> list[str]:
+    default_repo = os.environ.get("GITHUB_REPOSITORY")
+    refs: list[str] = []
+    for marker in item.iter_markers("blocked_by"):
+        if not marker.args or marker.kwargs:
+            raise pytest.UsageError(
+                f"{item.nodeid}: write @pytest.mark.blocked_by('owner/repo#N', ...)"
+            )
+        for text in marker.args:
+            refs.append(str(_parse(item, text, default_repo)))
+    return list(dict.fromkeys(refs))
+
+
+def _parse(item: pytest.Item, text: Any, default_repo: str | None) -> object:
+    try:
+        return parse_ref(str(text), default_repo)
+    except ConfigError as error:
+        raise pytest.UsageError(f"{item.nodeid}: {error.message} ({error.hint})") from None
+
+
+def _registration(item: pytest.Item) -> Registration | None:
+    marker = item.get_closest_marker("register_ci")
+    if marker is None:
+        return None
+    try:
+        return from_marker(marker.args, marker.kwargs)
+    except ConfigError as error:
+        raise pytest.UsageError(f"{item.nodeid}: {error.message}") from None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, Any, None]:
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    reason = getattr(report, "wasxfail", None)
+    if reason is None or report.when != "call":
+        return
+    item.user_properties.append((prop.XFAIL_REASON, reason.removeprefix("reason: ")))
+    if report.passed:
+        # JUnit writes a non-strict xpass as a plain pass; say what it was.
+        item.user_properties.append((prop.OUTCOME, "xpass"))
