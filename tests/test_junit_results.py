@@ -121,6 +121,7 @@ def test_recorded_result_is_used_as_written():
         (Outcome.FAILED, "passed", Status.FAILED),
         (Outcome.SKIPPED, "not_run", Status.NOT_RUN),
         (Outcome.ERROR, "not_run", Status.ERROR),
+        (Outcome.FAILED, "error", Status.ERROR),
     ],
 )
 def test_pytest_red_wins_and_a_vacuous_measurement_never_passes(outcome, measured, final):

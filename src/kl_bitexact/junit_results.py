@@ -180,7 +180,10 @@ def _chosen(blocks: Sequence[KLBlock], outcome: Outcome) -> tuple[KLBlock, tuple
 
 
 def _combined_status(pytest_status: Status, measured: Status) -> Status:
-    """pytest's red wins; a measurement that ran nothing or failed is never a pass."""
+    """A measurement that could not run says so; else pytest's red wins; a measurement
+    that ran nothing or failed is never a pass."""
+    if measured is Status.ERROR:
+        return measured
     if pytest_status in (Status.FAILED, Status.ERROR):
         return pytest_status
     if measured in (Status.NOT_RUN, Status.FAILED, Status.ERROR):

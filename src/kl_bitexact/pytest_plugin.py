@@ -8,6 +8,8 @@ stays cheap and silent: it registers markers and adds a few JUnit properties
 - `@pytest.mark.register_ci(backend, est_time, suite=..., ...)`: sglang's registration
   fields (`register_cuda_ci(...)`) as a marker; the suite name groups results, and
   `disabled="reason"` skips the test.
+- `@pytest.mark.kl_suite(spec)` and the fixtures `kl_server`, `kl_check`, `kl_record`
+  (`pytest_fixtures`): servers and checks from a suite-style spec.
 """
 
 from __future__ import annotations
@@ -22,7 +24,19 @@ import pytest
 from kl_bitexact import pytest_properties as prop
 from kl_bitexact.blockers import parse_ref
 from kl_bitexact.errors import ConfigError
+from kl_bitexact.pytest_fixtures import kl_check, kl_module_server, kl_record, kl_server
 from kl_bitexact.registration import Registration, from_marker
+
+# Fixtures are found by name in the plugin module.
+__all__ = ["kl_check", "kl_module_server", "kl_record", "kl_server"]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--kl-base-url",
+        metavar="URL",
+        help="kl_server: use the server running at URL instead of launching the kl_suite's",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -36,6 +50,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "register_ci(backend, est_time, suite=None, nightly=False, disabled=None, *, "
         "stage=None, runner_config=None): the CI registration of a test (sglang's "
         "register_<backend>_ci fields)",
+    )
+    config.addinivalue_line(
+        "markers",
+        "kl_suite(spec, name=None): the suite-style spec (YAML path relative to the test file, "
+        "or a mapping) whose server the kl_server fixture launches",
     )
 
 

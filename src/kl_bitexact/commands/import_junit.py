@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import os
-from datetime import datetime, timezone
+import sys
 from pathlib import Path
 
 from kl_bitexact import junit, results
 from kl_bitexact.commands import Command
-from kl_bitexact.errors import ConfigError, ExitCode, FatalError
+from kl_bitexact.commands.run import exit_code, run_info
+from kl_bitexact.errors import ConfigError, ExitCode
 from kl_bitexact.junit_results import SGLANG_MIN_CACHE_HIT_RATIO, Options, node_id, to_results
 from kl_bitexact.log_split import split_log
-from kl_bitexact.results import Results, RunInfo, Status
+from kl_bitexact.results import Results
 
 MAX_LOG_BYTES = 256 * 1024 * 1024
-_RED = (Status.FAILED, Status.ERROR, Status.NOT_RUN)
 
 
 def add_common_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,15 +63,18 @@ def run_import(args: argparse.Namespace) -> int:
 def import_and_write(
     junit_path: Path, log_path: Path | None, out_path: Path, args: argparse.Namespace
 ) -> int:
-    """Convert, write atomically, print one line per test; the exit code is the gate's."""
+    """Convert, write atomically, print one line per test; exit codes as `run`'s."""
     cases = junit.read(junit_path)
     log = _read_log(log_path) if log_path is not None else None
     log_output = split_log(log, [node_id(case) for case in cases]) if log else None
     options = Options(min_cache_hit_ratio=args.min_cache_hit_ratio, log_output=log_output)
-    imported = to_results(cases, _run_info(), options)
+    imported = to_results(cases, run_info(), options)
     results.write_atomic(imported, out_path)
     _print_summary(imported, out_path)
-    return int(_exit_code(imported, junit_path))
+    code = exit_code(imported)
+    if code is ExitCode.COULD_NOT_RUN:
+        print(f"kl-bitexact: no test in {junit_path} ran to a verdict", file=sys.stderr)
+    return int(code)
 
 
 def _read_log(path: Path) -> str:
@@ -83,15 +85,6 @@ def _read_log(path: Path) -> str:
     if size > MAX_LOG_BYTES:
         raise ConfigError(f"{path}: {size} bytes is over the {MAX_LOG_BYTES}-byte limit for logs")
     return path.read_text(encoding="utf-8", errors="replace")
-
-
-def _run_info() -> RunInfo:
-    # GitHub Actions names the commit and ref; elsewhere they stay unknown.
-    return RunInfo(
-        commit=os.environ.get("GITHUB_SHA") or None,
-        ref=os.environ.get("GITHUB_REF") or None,
-        started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    )
 
 
 def _print_summary(imported: Results, out_path: Path) -> None:
@@ -107,16 +100,6 @@ def _metrics(test: results.TestResult) -> str:
     if test.cache_hits is not None:
         parts.append(f"hits={test.cache_hits.hit}/{test.cache_hits.total}")
     return f"  ({', '.join(parts)})" if parts else ""
-
-
-def _exit_code(imported: Results, junit_path: Path) -> ExitCode:
-    statuses = [test.status for _, test in imported.all_tests()]
-    if all(status in (Status.SKIPPED, Status.NOT_RUN) for status in statuses):
-        raise FatalError(
-            f"{junit_path}: no test executed ({len(statuses)} test(s), all skipped or not run)",
-            hint="a run in which nothing ran cannot pass the gate",
-        )
-    return ExitCode.GATE_FAILED if any(s in _RED for s in statuses) else ExitCode.GATE_PASSED
 
 
 COMMAND = Command(
