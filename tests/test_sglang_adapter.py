@@ -70,7 +70,7 @@ def echo(path: str, body: Any) -> tuple[int, Any]:
     if path == "/get_server_info":
         return 200, {"page_size": 16, "disable_radix_cache": False}
     if path == "/flush_cache":
-        return 200, b""
+        return 200, b"Cache flushed.\n"
     n = body["sampling_params"]["max_new_tokens"]
     return 200, [generation(p, n) for p in body["input_ids"]]
 

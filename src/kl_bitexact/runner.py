@@ -42,6 +42,8 @@ class Plan:
     run: RunInfo = field(default_factory=RunInfo)
     base_url: str | None = None  # overrides every suite's server
     teardown: server.Teardown = field(default_factory=server.Teardown)
+    # How an engine adapter is made for a server (a benchmark wraps it to time requests).
+    connect: Callable[..., Engine] = engines.connect
 
 
 def test_id(suite: Suite, spec: TestSpec) -> str:
@@ -124,7 +126,7 @@ def _run_suite(
     launch_s = running.launch_s if isinstance(running, server.Server) else None
     info = ServerInfo(suite.server.engine, _args(plan, suite), launch_s)
     result = SuiteResult(suite.name, info)
-    for test in _tests(suite, running):
+    for test in _tests(suite, running, plan):
         result = SuiteResult(suite.name, info, (*result.tests, test))
         save(result)
         reporter.test_finished(test)
@@ -132,12 +134,12 @@ def _run_suite(
     return result
 
 
-def _tests(suite: Suite, running: server.Server | ServerError) -> Iterator[TestResult]:
+def _tests(suite: Suite, running: server.Server | ServerError, plan: Plan) -> Iterator[TestResult]:
     if isinstance(running, ServerError):
         for spec in suite.tests:
             yield error(suite, spec, running.message, 0.0)
         return
-    engine = engines.connect(
+    engine = plan.connect(
         suite.server.engine, running.base_url, request_timeout=suite.server.request_timeout
     )
     gone: str | None = None

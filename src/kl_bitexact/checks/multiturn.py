@@ -95,7 +95,7 @@ def prefill_expectation(prefix_len: int, geometry: Geometry, mode: str) -> Expec
     if mode == "exact":
         aligned = prefix_len // geometry.page_size * geometry.page_size
         return (aligned, aligned)
-    step = geometry.resume_step
+    step = geometry.prefill_step
     upper = prefix_len // step * step
     return (max(0, upper - step), upper)
 
