@@ -171,3 +171,62 @@ def test_import_junit_recovers_metrics_from_the_console_log(cli, tmp_path):
     assert results_by_name(tmp_path / "n")["test_bit_exact"].kl_div is None
     assert json.loads((tmp_path / "n" / "results.json").read_text())["schema_version"] == 1
     assert without_log.returncode == 1
+
+
+def test_sglang_style_suite_against_the_reference_engine(cli, tmp_path):
+    ratio = ["--min-cache-hit-ratio", "0.99"]
+    done = cli(
+        ["pytest", "--out", str(tmp_path), *ratio, "--", "sglang_style/test_reference_kl.py"],
+        cwd=SUITES,
+        timeout=300,
+    )
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr
+    loaded = results.load(tmp_path / "results.json")
+    tests = {test.id.split("::", 1)[1]: test for _, test in loaded.all_tests()}
+    for name in ("match", "match_prefill_cache_hit", "match_decode_cache_hit"):
+        green = tests[f"TestReferenceKL::test_input_output_logprobs_{name}"]
+        assert green.status is results.Status.PASSED
+        assert (green.kl_div, green.kl_threshold, green.kl_per_sample) == (0.0, 1e-9, (0.0,) * 8)
+        expected_hits = None if name == "match" else results.CacheHits(8, 8, 0.99)
+        assert green.cache_hits == expected_hits
+    misaligned = tests[
+        "TestMisalignedTrackInterval::test_input_output_logprobs_match_decode_cache_hit"
+    ]
+    assert misaligned.status is results.Status.FAILED
+    assert misaligned.check == "decode_cache_hit"
+    hits = misaligned.cache_hits
+    assert hits is not None and hits.total == 8 and hits.hit < 8 and hits.min_ratio == 0.99
+    assert misaligned.message.startswith(f"AssertionError: Too few decode cache hits: {hits.hit}/8")
+    assert misaligned.kl_div is None
+    faulty = tests["TestCheckpointOffByOne::test_input_output_logprobs_match_decode_cache_hit"]
+    assert faulty.status is results.Status.FAILED
+    assert faulty.kl_div is not None and faulty.kl_div > 1e-6
+    assert faulty.kl_div == pytest.approx(sum(faulty.kl_per_sample) / 8)
+    assert faulty.kl_threshold == 1e-9
+    disabled = tests["TestRadixCacheDisabled::test_input_output_logprobs_match_prefill_cache_hit"]
+    assert disabled.status is results.Status.NOT_RUN
+
+
+def test_plugin_suite_against_the_reference_engine(cli, tmp_path):
+    done = run_pytest(cli, tmp_path, "plugin_style/test_plugin_reference.py")
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr
+    loaded = results.load(tmp_path / "results.json")
+    suites = {suite.name: suite for suite in loaded.suites}
+    assert suites["plugin-reference"].server.engine == "reference"
+    assert "--mamba-track-interval" in suites["plugin-reference"].server.args
+    tests = results_by_name(tmp_path)
+    match = tests["test_match_is_bit_exact"]
+    assert (match.status, match.check, match.kl_div) == (results.Status.PASSED, "match", 0.0)
+    assert match.exact == results.ExactMatch(tokens=256, mismatched=0)
+    decode = tests["test_decode_from_the_suite_spec"]
+    assert decode.cache_hits == results.CacheHits(8, 8, 0.99, expected=8)
+    by_hand = tests["test_recorded_by_hand"]
+    assert (by_hand.check, by_hand.exact) == ("replay_by_hand", results.ExactMatch(8, 0))
+    assert tests["test_one_server_for_the_module"].status is results.Status.PASSED
+    diverges = tests["test_decode_diverges"]
+    assert diverges.status is results.Status.FAILED
+    assert diverges.blocked_by == ("sgl-project/sglang#29792",)
+    assert diverges.message.startswith("avg KL") and diverges.kl_div > 1e-6
+    assert diverges.exact is not None and diverges.exact.mismatched > 0
+    assert tests["test_prefill_is_not_run"].status is results.Status.NOT_RUN
+    assert list((tmp_path / "logs").glob("server-plugin-reference*.log"))
