@@ -23,8 +23,24 @@ def results_by_name(out: Path) -> dict[str, results.TestResult]:
     return {test.id.rsplit("::", 1)[1]: test for _, test in loaded.all_tests()}
 
 
-def test_sglang_style_suite_metrics_are_recovered(cli, tmp_path):
-    done = run_pytest(cli, tmp_path, "sglang_style/test_printed_kl.py")
+@pytest.fixture(scope="module")
+def printed_run(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """One `kl-bitexact pytest` run of the printed-lines suite, shared by several tests."""
+    out = tmp_path_factory.mktemp("printed")
+    command = ["pytest", "--out", str(out), "--", "sglang_style/test_printed_kl.py"]
+    done = subprocess.run(
+        [sys.executable, "-m", "kl_bitexact", *command],
+        cwd=SUITES,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    return out, done
+
+
+def test_sglang_style_suite_metrics_are_recovered(printed_run):
+    tmp_path, done = printed_run
     assert done.returncode == 1, done.stderr
     assert "failed   sglang_style/test_printed_kl.py::TestPrintedKL::test_kl_over_threshold" in (
         done.stdout
@@ -119,9 +135,8 @@ def test_a_run_killed_mid_way_is_exit_2_naming_the_log(cli, tmp_path):
     assert not (tmp_path / "results.json").exists()
 
 
-def test_import_junit_reads_a_truncated_file_with_a_clear_error(cli, tmp_path):
-    run_pytest(cli, tmp_path, "sglang_style/test_printed_kl.py")
-    xml = (tmp_path / "junit.xml").read_text()
+def test_import_junit_reads_a_truncated_file_with_a_clear_error(cli, tmp_path, printed_run):
+    xml = (printed_run[0] / "junit.xml").read_text()
     cut = tmp_path / "cut.xml"
     cut.write_text(xml[: len(xml) // 2])
     done = cli(["import-junit", str(cut), "--out", str(tmp_path / "imported")])
