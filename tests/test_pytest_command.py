@@ -111,8 +111,19 @@ def test_plugin_markers_reach_results(cli, tmp_path):
 def test_pytest_usage_error_is_exit_2(cli, tmp_path):
     done = run_pytest(cli, tmp_path, "--no-such-flag")
     assert done.returncode == 2
-    assert "pytest rejected its arguments (exit 4)" in done.stderr
+    assert "pytest stopped with a usage error (exit 4): unrecognized arguments: --no-such-flag" in (
+        done.stderr
+    )
     assert "Traceback" not in done.stderr
+
+
+def test_a_malformed_blocked_by_marker_names_the_test(cli, tmp_path):
+    (tmp_path / "test_bad.py").write_text(
+        "import pytest\n\n\n@pytest.mark.blocked_by('sglang 29792')\ndef test_x():\n    pass\n"
+    )
+    done = cli(["pytest", "--out", "r", "--", "test_bad.py"], cwd=tmp_path)
+    assert done.returncode == 2
+    assert "test_bad.py::test_x: blocked_by 'sglang 29792' is not a pull request" in done.stderr
 
 
 def test_no_tests_collected_is_exit_2(cli, tmp_path):

@@ -111,8 +111,8 @@ def _tee(source: IO[str], sinks: Sequence[IO[str]]) -> None:
 def _check_child(returncode: int, junit_path: Path, log_path: Path) -> None:
     if returncode == _PYTEST_USAGE_ERROR:
         raise ConfigError(
-            f"pytest rejected its arguments (exit {returncode}); its output is in {log_path}",
-            hint="check the arguments after `--` with `python -m pytest --help`",
+            f"pytest stopped with a usage error (exit {returncode}): {_usage_error(log_path)}",
+            hint=f"fix the arguments after `--` or the marker named; pytest's output: {log_path}",
         )
     if returncode == _PYTEST_NO_TESTS:
         raise FatalError(
@@ -125,6 +125,17 @@ def _check_child(returncode: int, junit_path: Path, log_path: Path) -> None:
             f"its output is in {log_path}",
             hint="the run crashed or was killed before pytest finished",
         )
+
+
+def _usage_error(log_path: Path) -> str:
+    # pytest prints a bad option as argparse does ("pytest: error: ...") and any other
+    # usage error (a bad marker argument) as "ERROR: ...".
+    lines = log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+    for line in reversed(lines):
+        if "pytest: error: " in line:
+            return line.split("pytest: error: ", 1)[1]
+    errors = [line.removeprefix("ERROR: ") for line in lines if line.startswith("ERROR: ")]
+    return errors[-1] if errors else "see its output"
 
 
 COMMAND = Command(
