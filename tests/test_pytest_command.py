@@ -255,4 +255,7 @@ def test_plugin_suite_against_the_reference_engine(cli, tmp_path):
     assert diverges.message.startswith("avg KL") and diverges.kl_div > 1e-6
     assert diverges.exact is not None and diverges.exact.mismatched > 0
     assert tests["test_prefill_is_not_run"].status is results.Status.NOT_RUN
+    died = tests["test_check_after_the_server_died"]
+    assert died.status is results.Status.ERROR
+    assert "server exited with code -9" in died.message
     assert list((tmp_path / "logs").glob("server-plugin-reference*.log"))

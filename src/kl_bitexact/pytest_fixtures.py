@@ -15,7 +15,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Generator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -186,18 +186,12 @@ def kl_check(
 
 def _checked(kl_server: KLServer, spec: suite.TestSpec, nodeid: str) -> TestResult:
     from kl_bitexact.checks import run_check
+    from kl_bitexact.checks.scoring import not_run
 
     started = time.monotonic()
     try:
         return run_check(kl_server.engine, spec, nodeid)
     except EngineError as failure:
         death = kl_server.running.death_report()
-        return TestResult(
-            id=nodeid,
-            check=spec.check,
-            status=Status.ERROR,
-            kl_threshold=spec.kl_threshold,
-            blocked_by=spec.blocked_by,
-            duration_s=time.monotonic() - started,
-            message=f"{failure.message}; {death}" if death else failure.message,
-        )
+        message = f"{failure.message}; {death}" if death else failure.message
+        return replace(not_run(spec, nodeid, message, started), status=Status.ERROR)

@@ -17,7 +17,15 @@ from kl_bitexact.results import Results
 MAX_LOG_BYTES = 256 * 1024 * 1024
 
 
-def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+def add_common_arguments(parser: argparse.ArgumentParser, writes: str) -> None:
+    """`--out` and `--min-cache-hit-ratio`, shared with `kl-bitexact pytest`."""
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("kl-bitexact-results"),
+        metavar="DIR",
+        help=f"where {writes} go (default: %(default)s)",
+    )
     parser.add_argument(
         "--min-cache-hit-ratio",
         type=_ratio,
@@ -46,14 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="the run's console output, for tests whose output the XML does not hold",
     )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=Path("kl-bitexact-results"),
-        metavar="DIR",
-        help="where results.json goes (default: %(default)s)",
-    )
-    add_common_arguments(parser)
+    add_common_arguments(parser, "results.json")
 
 
 def run_import(args: argparse.Namespace) -> int:

@@ -28,14 +28,7 @@ _OWNED_OPTIONS = ("--junitxml", "--junit-xml", "--junitprefix")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=Path("kl-bitexact-results"),
-        metavar="DIR",
-        help="where results.json, junit.xml and logs/pytest.log go (default: %(default)s)",
-    )
-    add_common_arguments(parser)
+    add_common_arguments(parser, "results.json, junit.xml and logs/pytest.log")
     parser.add_argument(
         "pytest_args",
         nargs=argparse.REMAINDER,
