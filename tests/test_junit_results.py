@@ -160,3 +160,10 @@ def test_log_output_fills_in_for_uncaptured_tests():
     log = {"dir/test_kl.py::TestKL::test_a": "kl_divs=[0.5]\navg_kl_div=0.5\n"}
     test = to_test(case(), Options(log_output=log))
     assert test.kl_div == 0.5
+
+
+def test_a_node_id_reported_twice_keeps_the_last_outcome():
+    document = to_results([case(Outcome.FAILED), case(Outcome.PASSED)], RunInfo(), Options())
+    ((_, test),) = document.all_tests()
+    assert test.status is Status.PASSED
+    assert test.warnings == ("reported more than once; last kept",)

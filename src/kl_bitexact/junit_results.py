@@ -55,10 +55,20 @@ class Options:
 
 
 def to_results(cases: Sequence[JUnitCase], run: RunInfo, options: Options) -> Results:
-    """One suite per registered suite name (else per test file), tests in file order."""
-    suites: dict[str, tuple[ServerInfo, list[TestResult]]] = {}
+    """One suite per registered suite name (else per test file), tests in file order.
+
+    A node id seen twice (a rerun plugin, or XML files concatenated) keeps its last
+    outcome, with a warning: results.json ids are unique.
+    """
+    latest: dict[str, tuple[JUnitCase, TestResult]] = {}
     for case in cases:
         test = to_test(case, options)
+        if test.id in latest:
+            test = replace(test, warnings=(*test.warnings, "reported more than once; last kept"))
+            del latest[test.id]
+        latest[test.id] = (case, test)
+    suites: dict[str, tuple[ServerInfo, list[TestResult]]] = {}
+    for case, test in latest.values():
         name = case.property(prop.SUITE) or test.id.split("::", 1)[0]
         _, tests = suites.setdefault(name, (_server(case), []))
         tests.append(test)
