@@ -91,19 +91,29 @@ def test_unedited_file_still_runs_as_sglang_ci_runs_it():
 
 
 def test_plugin_markers_reach_results(cli, tmp_path):
-    done = run_pytest(cli, tmp_path, "plugin_style/test_markers.py")
+    done = cli(
+        ["pytest", "--out", str(tmp_path), "--", "plugin_style/test_markers.py"],
+        cwd=SUITES,
+        env={"GITHUB_REPOSITORY": ""},  # `#N` stays as written when no repository is known
+    )
     assert done.returncode == 1, done.stderr
     loaded = results.load(tmp_path / "results.json")
     names = {
         suite.name: [test.id.rsplit("::", 1)[1] for test in suite.tests] for suite in loaded.suites
     }
     assert names == {
-        "extra-b-test-4-gpu-b200": ["test_red_until_29792_merges", "test_unexpectedly_green"],
+        "extra-b-test-4-gpu-b200": [
+            "test_red_until_29792_merges",
+            "test_blocked_by_two",
+            "test_unexpectedly_green",
+        ],
         "stage-b-test-1-gpu": ["test_disabled"],
     }
     tests = results_by_name(tmp_path)
     assert tests["test_red_until_29792_merges"].blocked_by == ("sgl-project/sglang#29792",)
     assert tests["test_red_until_29792_merges"].kl_threshold == 1e-09
+    assert tests["test_blocked_by_two"].blocked_by == ("#35293", "sgl-project/sglang#34405")
+    assert tests["test_blocked_by_two"].cache_hits == results.CacheHits(16, 32, 0.5)
     assert tests["test_unexpectedly_green"].warnings[0].startswith("xpass")
     assert tests["test_disabled"].message == "disabled: see #14021"
 

@@ -80,15 +80,19 @@ def _blocked_by(item: pytest.Item) -> list[str]:
                 f"{item.nodeid}: write @pytest.mark.blocked_by('owner/repo#N', ...)"
             )
         for text in marker.args:
-            refs.append(str(_parse(item, text, default_repo)))
+            refs.append(_parse(item, text, default_repo))
     return list(dict.fromkeys(refs))
 
 
-def _parse(item: pytest.Item, text: Any, default_repo: str | None) -> object:
+def _parse(item: pytest.Item, text: Any, default_repo: str | None) -> str:
+    written = str(text).strip()
     try:
-        return parse_ref(str(text), default_repo)
+        # The placeholder only lets `#N` pass the syntax check when no repository is
+        # known here; `#N` is then kept as written, for the resolver to complete.
+        ref = parse_ref(written, default_repo or "owner/repo")
     except ConfigError as error:
         raise pytest.UsageError(f"{item.nodeid}: {error.message} ({error.hint})") from None
+    return str(ref) if default_repo or not written.startswith("#") else written
 
 
 def _registration(item: pytest.Item) -> Registration | None:
