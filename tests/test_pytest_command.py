@@ -269,3 +269,12 @@ def test_plugin_suite_against_the_reference_engine(cli, tmp_path):
     assert died.status is results.Status.ERROR
     assert "server exited with code -9" in died.message
     assert list((tmp_path / "logs").glob("server-plugin-reference*.log"))
+
+
+def test_kl_base_url_attaches_to_a_running_server(cli, tmp_path, reference_server):
+    running = reference_server("--enable-deterministic-inference")
+    done = run_pytest(cli, tmp_path, "plugin_style/test_attach.py", "--kl-base-url", running.url)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr
+    (test,) = results_by_name(tmp_path).values()
+    assert (test.status, test.kl_div) == (results.Status.PASSED, 0.0)
+    assert running.process.poll() is None  # still serving: not ours to stop
