@@ -187,11 +187,12 @@ def kl_check(
 def _checked(kl_server: KLServer, spec: suite.TestSpec, nodeid: str) -> TestResult:
     from kl_bitexact.checks import run_check
     from kl_bitexact.checks.scoring import not_run
+    from kl_bitexact.runner import DEATH_GRACE_S
 
     started = time.monotonic()
     try:
         return run_check(kl_server.engine, spec, nodeid)
     except EngineError as failure:
-        death = kl_server.running.death_report()
+        death = kl_server.running.death_report(grace_s=DEATH_GRACE_S)
         message = f"{failure.message}; {death}" if death else failure.message
         return replace(not_run(spec, nodeid, message, started), status=Status.ERROR)
