@@ -15,7 +15,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Generator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -186,7 +186,6 @@ def kl_check(
 
 def _checked(kl_server: KLServer, spec: suite.TestSpec, nodeid: str) -> TestResult:
     from kl_bitexact.checks import run_check
-    from kl_bitexact.checks.scoring import not_run
     from kl_bitexact.runner import DEATH_GRACE_S
 
     started = time.monotonic()
@@ -195,4 +194,12 @@ def _checked(kl_server: KLServer, spec: suite.TestSpec, nodeid: str) -> TestResu
     except EngineError as failure:
         death = kl_server.running.death_report(grace_s=DEATH_GRACE_S)
         message = f"{failure.message}; {death}" if death else failure.message
-        return replace(not_run(spec, nodeid, message, started), status=Status.ERROR)
+        return TestResult(
+            id=nodeid,
+            check=spec.check,
+            status=Status.ERROR,
+            kl_threshold=spec.kl_threshold,
+            blocked_by=spec.blocked_by,
+            duration_s=time.monotonic() - started,
+            message=message,
+        )
