@@ -241,6 +241,9 @@ def test_sglang_style_suite_against_the_reference_engine(cli, tmp_path):
     assert faulty.kl_threshold == 1e-9
     disabled = tests["TestRadixCacheDisabled::test_input_output_logprobs_match_prefill_cache_hit"]
     assert disabled.status is results.Status.NOT_RUN
+    no_server = tests["TestServerDoesNotStart::test_input_output_logprobs_match"]
+    assert no_server.status is results.Status.ERROR
+    assert "reference server did not start" in no_server.message
 
 
 def test_plugin_suite_against_the_reference_engine(cli, tmp_path):
