@@ -18,6 +18,7 @@ from kl_bitexact.engines.base import Engine, Generation, SamplingParams
 from kl_bitexact.errors import EngineError
 from kl_bitexact.results import CacheHits, ExactMatch, Status, TestResult
 from kl_bitexact.suite import TestSpec
+from kl_bitexact.wording import fmt_kl
 
 # Enough to localise a bug; a run where every sample diverges need not list all 32.
 MAX_DIVERGENCES = 8
@@ -166,7 +167,7 @@ def _failures(spec: TestSpec, measured: Measured, kl: float | None, exact: Exact
 
 
 def _summary(kl: float | None, exact: ExactMatch, hits: CacheHits | None) -> str:
-    text = f"avg KL {kl:.3e}; {exact.mismatched}/{exact.tokens} logprobs differ"
+    text = f"avg KL {fmt_kl(kl)}; {exact.mismatched}/{exact.tokens} logprobs differ"
     if hits is not None:
         text += f"; cache hits {hits.hit}/{hits.total}"
     return text

@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from kl_bitexact.engines.base import Engine
 from kl_bitexact.engines.sglang import SglangEngine
 from kl_bitexact.errors import ConfigError
 
+# server.engine -> adapter; the reference engine speaks sglang's native protocol.
+ADAPTERS: dict[str, Callable[..., Engine]] = {
+    "sglang": SglangEngine,
+    "reference": SglangEngine,
+}
+
 
 def connect(engine: str, base_url: str, *, request_timeout: float) -> Engine:
     """The adapter for a suite's `server.engine`, talking to `base_url`."""
-    if engine in ("sglang", "reference"):  # the reference engine speaks sglang's protocol
-        return SglangEngine(base_url, request_timeout=request_timeout)
-    raise ConfigError(
-        f"engine: {engine} has no adapter in this version of kl-bitexact",
-        hint="use engine: sglang or engine: reference",
-    )
+    require(engine, "server.engine")
+    return ADAPTERS[engine](base_url, request_timeout=request_timeout)
+
+
+def require(engine: str, where: str) -> None:
+    """Fail before anything is launched when no adapter speaks `engine`."""
+    if engine not in ADAPTERS:
+        raise ConfigError(
+            f"{where}: engine {engine!r} has no adapter in this version of kl-bitexact",
+            hint=f"use one of: {', '.join(ADAPTERS)}",
+        )
