@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from kl_bitexact.errors import ConfigError
-from kl_bitexact.registration import Registration, from_marker
+from kl_bitexact.registration import RegisterMarker, from_marker
 
 
 def test_suite_or_stage_with_runner_config():
-    assert from_marker(("cuda", 100), {"suite": "stage-b-test-large-1-gpu"}) == Registration(
+    assert from_marker(("cuda", 100), {"suite": "stage-b-test-large-1-gpu"}) == RegisterMarker(
         "cuda", 100.0, "stage-b-test-large-1-gpu"
     )
     pair = from_marker(("amd",), {"est_time": 5, "stage": "extra-b", "runner_config": "4-gpu-b200"})

@@ -25,7 +25,7 @@ from kl_bitexact import pytest_properties as prop
 from kl_bitexact.blockers import parse_ref
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.pytest_fixtures import kl_check, kl_module_server, kl_record, kl_server
-from kl_bitexact.registration import Registration, from_marker
+from kl_bitexact.registration import RegisterMarker, from_marker
 
 # Fixtures are found by name in the plugin module.
 __all__ = ["kl_check", "kl_module_server", "kl_record", "kl_server"]
@@ -95,7 +95,7 @@ def _parse(item: pytest.Item, text: Any, default_repo: str | None) -> str:
     return str(ref) if default_repo or not written.startswith("#") else written
 
 
-def _registration(item: pytest.Item) -> Registration | None:
+def _registration(item: pytest.Item) -> RegisterMarker | None:
     marker = item.get_closest_marker("register_ci")
     if marker is None:
         return None

@@ -12,13 +12,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from kl_bitexact.errors import ConfigError
+from kl_bitexact.registry.model import suite_name
+from kl_bitexact.registry.scan import BACKENDS
 
-BACKENDS = ("cpu", "cuda", "amd", "npu", "xpu", "musa", "mlx")
 _USAGE = "write @pytest.mark.register_ci('cuda', est_time=100, suite='stage-b-test-large-1-gpu')"
 
 
 @dataclass(frozen=True)
-class Registration:
+class RegisterMarker:
+    """What a `register_ci` marker says (lint-ci's `registry.Registration` is the AST twin)."""
+
     backend: str
     est_time: float
     suite_name: str
@@ -26,7 +29,7 @@ class Registration:
     disabled: str | None = None
 
 
-def from_marker(args: Sequence[Any], kwargs: Mapping[str, Any]) -> Registration:
+def from_marker(args: Sequence[Any], kwargs: Mapping[str, Any]) -> RegisterMarker:
     fields = _bind(args, kwargs)
     backend, est_time = fields.pop("backend", None), fields.pop("est_time", None)
     if backend not in BACKENDS:
@@ -36,7 +39,7 @@ def from_marker(args: Sequence[Any], kwargs: Mapping[str, Any]) -> Registration:
     disabled = fields.get("disabled")
     if disabled is not None and (not isinstance(disabled, str) or not disabled.strip()):
         raise ConfigError("register_ci: disabled must be a reason, e.g. disabled='see #14021'")
-    return Registration(
+    return RegisterMarker(
         backend=backend,
         est_time=float(est_time),
         suite_name=_suite_name(fields),
@@ -67,5 +70,5 @@ def _suite_name(fields: Mapping[str, Any]) -> str:
             raise ConfigError(f"register_ci: suite {suite!r} must be a non-empty string")
         return suite
     if isinstance(stage, str) and stage and isinstance(runner, str) and runner:
-        return f"{stage}-test-{runner}"
+        return suite_name(stage, runner)
     raise ConfigError(f"register_ci: name the suite; {_USAGE}")
