@@ -160,3 +160,18 @@ def test_faults_leave_the_uncached_path_untouched(fault):
     assert [r.output_logprobs for r in generate(faulty, sequences, 6)] == [
         r.output_logprobs for r in generate(healthy, sequences, 6)
     ]
+
+
+def test_plain_arithmetic_drifts_only_in_the_last_bits():
+    target = engine(enable_deterministic_inference=False)
+    target.flush()
+    generate(target, PROMPTS[:8], 0)
+    results = generate(target, PROMPTS[:8], 8)
+    target.flush()
+    fresh = replay(
+        target, [p + list(r.output_ids) for p, r in zip(PROMPTS[:8], results, strict=True)], 8
+    )
+    for result, scored in zip(results, fresh, strict=True):
+        assert result.cached_tokens > 0
+        for decoded, replayed in zip(result.output_logprobs, scored, strict=True):
+            assert abs(decoded - replayed) < 1e-4
