@@ -93,14 +93,23 @@ class ReferenceEngine:
         starts = [run.state.length for run in runs]
         ends = [len(run.request.input_ids) for run in runs]
         befores = [run.state.recurrent.copy() for run in runs]
-        capture = [self.prefill_policy.capture(s, e) for s, e in zip(starts, ends, strict=True)]
+        capture = [
+            self.prefill_policy.capture(s, e) | self.track_policy.capture(s, e)
+            for s, e in zip(starts, ends, strict=True)
+        ]
         tails = [run.request.input_ids[start:] for run, start in zip(runs, starts, strict=True)]
         hidden, captured = self.model.extend([run.state for run in runs], tails, capture)
-        for run, rows, start, end, cap, before in zip(
-            runs, hidden, starts, ends, captured, befores, strict=True
-        ):
-            run.checkpoints = self.prefill_policy.take(start, end, cap, before)
-            self._prompt_logprobs(run, rows, start)
+        for i, run in enumerate(runs):
+            span = (starts[i], ends[i], captured[i], befores[i])
+            run.checkpoints = self.prefill_policy.take(*span)
+            self.track(run, self.track_policy.take(*span))
+            self._prompt_logprobs(run, hidden[i], starts[i])
+
+    @staticmethod
+    def track(run: Run, tracked: dict[int, Array]) -> None:
+        """Keep only the latest tracked state, as sglang does for a request."""
+        if tracked:
+            run.last_track = max(tracked.items(), key=lambda item: item[0])
 
     def _prompt_logprobs(self, run: Run, rows: Array, start: int) -> None:
         request = run.request
@@ -138,8 +147,7 @@ class ReferenceEngine:
             table = self.model.logprobs(np.concatenate(hidden))
             for i, run in enumerate(active):
                 tracked = self.track_policy.take(starts[i], starts[i] + 1, captured[i], befores[i])
-                if tracked:
-                    run.last_track = max(tracked.items(), key=lambda item: item[0])
+                self.track(run, tracked)
                 self.sample_into(run, table[i])
             active = [run for run in active if not run.done]
 
