@@ -101,7 +101,9 @@ def test_prefill_cache_hit_is_reported(server):
     prompt = list(range(100))
     body = {"input_ids": prompt, "sampling_params": {"max_new_tokens": 0}}
     assert generate(server.url, body).json()["meta_info"]["cached_tokens"] == 0
-    assert generate(server.url, body).json()["meta_info"]["cached_tokens"] == 64
+    assert (
+        generate(server.url, body).json()["meta_info"]["cached_tokens"] == 96
+    )  # the last track point below 100
     requests.post(server.url + "/flush_cache", timeout=10)
     assert generate(server.url, body).json()["meta_info"]["cached_tokens"] == 0
 
