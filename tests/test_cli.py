@@ -20,6 +20,7 @@ SUBCOMMANDS = [
     "lint-ci",
     "shard",
     "pytest",
+    "import-junit",
     "action",
 ]
 

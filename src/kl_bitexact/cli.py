@@ -15,6 +15,7 @@ from kl_bitexact import __version__
 from kl_bitexact.commands import (
     Command,
     action,
+    import_junit,
     lint_ci,
     publish,
     pytest_cmd,
@@ -33,6 +34,7 @@ COMMANDS: tuple[Command, ...] = (
     lint_ci.COMMAND,
     shard.COMMAND,
     pytest_cmd.COMMAND,
+    import_junit.COMMAND,
     action.COMMAND,
 )
 
