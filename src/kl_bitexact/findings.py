@@ -8,25 +8,17 @@ so it is checked field by field and errors name the file and the bad entry.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.jsonfile import read_json
+from kl_bitexact.registry.findings import Finding, Severity
+
+__all__ = ["Finding", "load", "parse"]
 
 MAX_FINDINGS_BYTES = 8 * 1024 * 1024
-SEVERITIES = ("error", "warning")
-
-
-@dataclass(frozen=True)
-class Finding:
-    file: str
-    line: int | None
-    code: str
-    severity: str  # "error" or "warning"
-    message: str
-    fix: str = ""
+SEVERITIES = tuple(severity.value for severity in Severity)
 
 
 def load(path: Path) -> tuple[Finding, ...]:
@@ -59,7 +51,7 @@ def _finding(item: Any, where: str) -> Finding:
         file=_string(item, "file", where),
         line=line,
         code=_string(item, "code", where),
-        severity=severity,
+        severity=Severity(severity),
         message=_string(item, "message", where),
         fix=_string(item, "fix", where, required=False),
     )

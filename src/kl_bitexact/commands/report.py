@@ -12,25 +12,15 @@ import os
 import sys
 from pathlib import Path
 
-from kl_bitexact import baseline, blockers, findings, render, results
-from kl_bitexact.blockers import BlockerState
+from kl_bitexact import baseline, blocker_states, findings, render, results
 from kl_bitexact.commands import Command
 from kl_bitexact.compare import Comparison, compare
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.gate import FailOn, Policy
-from kl_bitexact.jsonfile import read_json
-
-MAX_BLOCKERS_BYTES = 1024 * 1024
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "results",
-        nargs="+",
-        type=Path,
-        metavar="RESULTS.json",
-        help="results of this run (several shards are merged)",
-    )
+    add_input_arguments(parser)
     parser.add_argument(
         "--baseline",
         type=Path,
@@ -44,12 +34,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help='resolved blocker states, {"owner/repo#N": "open|merged|closed|unknown"}; '
         "without it every blocker is unknown",
-    )
-    parser.add_argument(
-        "--findings",
-        type=Path,
-        metavar="FILE",
-        help="registration findings from `kl-bitexact lint-ci --format json`",
     )
     parser.add_argument(
         "--out",
@@ -74,6 +58,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help='append the job summary to FILE (in Actions: --job-summary "$GITHUB_STEP_SUMMARY")',
     )
+    add_policy_arguments(parser)
+
+
+def add_input_arguments(parser: argparse.ArgumentParser) -> None:
+    """What `report` and `publish` both read and render (results, findings, marker key)."""
+    parser.add_argument(
+        "results",
+        nargs="+",
+        type=Path,
+        metavar="RESULTS.json",
+        help="results of this run (several shards are merged)",
+    )
+    parser.add_argument(
+        "--findings",
+        type=Path,
+        metavar="FILE",
+        help="registration findings from `kl-bitexact lint-ci --format json`",
+    )
     parser.add_argument(
         "--annotations",
         action="store_true",
@@ -84,10 +86,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("GITHUB_WORKFLOW") or render.DEFAULT_KEY,
         help="key of the hidden comment marker (default: the workflow name, else %(default)s)",
     )
-    _add_policy(parser)
 
 
-def _add_policy(parser: argparse.ArgumentParser) -> None:
+def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--fail-on",
         choices=[mode.value for mode in FailOn],
@@ -118,12 +119,12 @@ def handle(args: argparse.Namespace) -> int:
     budget = None if args.full else render.COMMENT_LIMIT
     body = render.comment(comparison, key=args.key, findings=found, links=links, budget=budget)
     if args.out:
-        _write(args.out, body)
+        write_output(args.out, body)
     elif not args.json:
         sys.stdout.write(body)
     if args.job_summary:
         summary = render.job_summary(comparison, findings=found, links=links)
-        _write(args.job_summary, summary, append=True)
+        write_output(args.job_summary, summary, append=True)
     if args.json:
         print(json.dumps(render.as_json(comparison), indent=2))
     return int(comparison.decision.exit_code)
@@ -132,18 +133,13 @@ def handle(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> Comparison:
     head = results.merge([(str(path), results.load(path)) for path in args.results])
     policy = Policy(FailOn(args.fail_on), args.strict, args.allow_unknown_blockers)
-    states = _load_blockers(args.blockers) if args.blockers else None
+    states = blocker_states.load(args.blockers) if args.blockers else None
     return compare(
         head, baseline.load(args.baseline), blockers=states, policy=policy, default_repo=args.repo
     )
 
 
-def _load_blockers(path: Path) -> dict[str, BlockerState]:
-    document = read_json(path, what="blocker states", max_bytes=MAX_BLOCKERS_BYTES)
-    return blockers.states_from_json(document, str(path))
-
-
-def _write(path: Path, text: str, *, append: bool = False) -> None:
+def write_output(path: Path, text: str, *, append: bool = False) -> None:
     try:
         with path.open("a" if append else "w", encoding="utf-8") as handle:
             handle.write(text)

@@ -11,6 +11,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from enum import Enum
 
+from kl_bitexact import escape
+
 
 class Severity(str, Enum):
     ERROR = "error"
@@ -95,23 +97,13 @@ def to_github(findings: Sequence[Finding]) -> str:
     """GitHub workflow commands: one `::error file=F,line=L,title=T::message` per finding."""
     lines = []
     for finding in findings:
-        properties = [f"file={_escape_property(finding.file)}"]
+        properties = [f"file={escape.command_property(finding.file)}"]
         if finding.line:
             properties.append(f"line={finding.line}")
-        properties.append(f"title={_escape_property('kl-bitexact ' + finding.code)}")
-        body = _escape_data(f"{finding.message} Fix: {finding.fix}")
+        properties.append(f"title={escape.command_property('kl-bitexact ' + finding.code)}")
+        body = escape.command_data(f"{finding.message} Fix: {finding.fix}")
         lines.append(f"::{finding.severity.value} {','.join(properties)}::{body}")
     return "".join(line + "\n" for line in lines)
-
-
-def _escape_data(text: str) -> str:
-    # File names and messages carry PR-controlled text: without escaping, a newline would
-    # end the command and start another one of the PR author's choosing.
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def _escape_property(text: str) -> str:
-    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
 RENDERERS = {"text": to_text, "json": to_json, "github": to_github}
