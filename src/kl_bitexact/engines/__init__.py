@@ -1,1 +1,30 @@
 """Adapters from the checks to an engine's wire protocol, behind `base.Engine`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kl_bitexact.engines.base import Engine
+from kl_bitexact.engines.sglang import SglangEngine
+from kl_bitexact.errors import ConfigError
+
+# server.engine -> adapter; the reference engine speaks sglang's native protocol.
+ADAPTERS: dict[str, Callable[..., Engine]] = {
+    "sglang": SglangEngine,
+    "reference": SglangEngine,
+}
+
+
+def connect(engine: str, base_url: str, *, request_timeout: float) -> Engine:
+    """The adapter for a suite's `server.engine`, talking to `base_url`."""
+    require(engine, "server.engine")
+    return ADAPTERS[engine](base_url, request_timeout=request_timeout)
+
+
+def require(engine: str, where: str) -> None:
+    """Fail before anything is launched when no adapter speaks `engine`."""
+    if engine not in ADAPTERS:
+        raise ConfigError(
+            f"{where}: engine {engine!r} has no adapter in this version of kl-bitexact",
+            hint=f"use one of: {', '.join(ADAPTERS)}",
+        )
