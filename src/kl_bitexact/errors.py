@@ -47,3 +47,11 @@ class GitHubError(FatalError):
 
 class NotAvailableError(FatalError):
     """A subcommand that exists in the contract but is not built yet."""
+
+
+class EngineError(ServerError):
+    """A request to a running inference server failed: timeout, HTTP error, bad answer.
+
+    Raised by engine adapters. `run` turns it into an `error` test result and goes on;
+    outside a run it ends the command with exit 2 like any ServerError.
+    """

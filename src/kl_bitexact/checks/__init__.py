@@ -1,0 +1,29 @@
+"""The bit-exact checks, each a plain function `run(engine, spec, test_id) -> TestResult`.
+
+Every check is a short plan of phases against `engines.base.Engine`; scoring and the
+verdict are shared (`scoring.py`), the numbers are pure (`metrics.py`). A transport
+failure raises `errors.EngineError`; the caller decides what becomes of the test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kl_bitexact.checks import decode_cache_hit, match, multiturn, prefill_cache_hit
+from kl_bitexact.engines.base import Engine
+from kl_bitexact.results import TestResult
+from kl_bitexact.suite import TestSpec
+
+Check = Callable[[Engine, TestSpec, "str | None"], TestResult]
+
+CHECKS: dict[str, Check] = {
+    "match": match.run,
+    "prefill_cache_hit": prefill_cache_hit.run,
+    "decode_cache_hit": decode_cache_hit.run,
+    "multiturn": multiturn.run,
+}
+
+
+def run_check(engine: Engine, spec: TestSpec, test_id: str | None = None) -> TestResult:
+    """Run the check `spec.check` names."""
+    return CHECKS[spec.check](engine, spec, test_id)

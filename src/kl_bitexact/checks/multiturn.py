@@ -1,0 +1,120 @@
+"""`multiturn`: groups x branches sharing a prefix, several turns, per-hit assertions.
+
+Phases (after sglang's kl_multiturn_utils): flush; seed the cache with each group's
+prefix; turn 1 generates prefix + suffix for every branch (cached_tokens must equal the
+prefix, page-aligned); each later turn extends history + output + a fresh suffix, sent in
+interleaved order (g0b0, g1b0, ..., g0b1, ...) to stress the radix tree, and its
+cached_tokens must cover the previous turn; the last turn is replayed and scored.
+`cache_assert: mamba` uses the checkpoint rules of hybrid models instead of exact ones.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from kl_bitexact.checks import prompts, scoring
+from kl_bitexact.checks.match import sampling
+from kl_bitexact.checks.metrics import Geometry
+from kl_bitexact.checks.prefill_cache_hit import NO_CACHED_TOKENS, RADIX_DISABLED, unreported
+from kl_bitexact.engines.base import Engine, Generation, SamplingParams
+from kl_bitexact.results import CacheHits, TestResult
+from kl_bitexact.suite import TestSpec
+
+Prompt = prompts.Prompt
+# (lowest, highest) acceptable cached_tokens; highest None: no upper bound.
+Expectation = tuple[int, int | None]
+
+
+def run(engine: Engine, spec: TestSpec, test_id: str | None = None) -> TestResult:
+    started, name = time.monotonic(), test_id or spec.name
+    info = engine.server_info()
+    geometry = Geometry.from_server_info(info)
+    if not geometry.radix_cache:
+        return scoring.not_run(spec, name, RADIX_DISABLED, started)
+    prefixes, suffixes = conversation(spec, prompts.vocab_size(spec, info))
+    current = [prefixes[i // spec.branches] + suffixes[0][i] for i in range(spec.samples)]
+    engine.flush()
+    engine.generate(prefixes, sampling(spec, max_new_tokens=0))
+    generations = engine.generate(current, sampling(spec))
+    if unreported(generations):
+        return scoring.not_run(spec, name, NO_CACHED_TOKENS, started)
+    expected = [prefill_expectation(len(prefixes[0]), geometry, spec.cache_assert)] * spec.samples
+    problems = violations(generations, expected, "turn 1")
+    order = interleaved(spec.groups, spec.branches)
+    for turn, turn_suffixes in enumerate(suffixes[1:], start=2):
+        expected = [
+            decode_expectation(len(c), len(g.output_ids), geometry, spec.cache_assert)
+            for c, g in zip(current, generations, strict=True)
+        ]
+        current = [
+            c + g.output_ids + s
+            for c, g, s in zip(current, generations, turn_suffixes, strict=True)
+        ]
+        generations = generate_in_order(engine, current, sampling(spec), order)
+        problems += violations(generations, expected, f"turn {turn}")
+    missed = {problem.split(":", 1)[0] for problem in problems}
+    hits = CacheHits(
+        spec.samples - len(missed), spec.samples, spec.min_cache_hit_ratio, spec.samples
+    )
+    measured = scoring.Measured(
+        samples=scoring.replay_and_pair(engine, current, generations, range(spec.samples)),
+        hits=hits,
+        hit_label="multiturn",
+        problems=tuple(problems),
+    )
+    return scoring.judge(spec, name, measured, geometry, started)
+
+
+def conversation(spec: TestSpec, vocab: int) -> tuple[list[Prompt], list[list[Prompt]]]:
+    """One prefix per group; per turn, one suffix per sample (seeded)."""
+    rng = np.random.default_rng(spec.seed)
+    prefixes = [prompts.token_ids(rng, spec.prefix_tokens, vocab) for _ in range(spec.groups)]
+    suffixes = [
+        [prompts.token_ids(rng, length, vocab) for _ in range(spec.samples)]
+        for length in spec.turn_suffix_tokens
+    ]
+    return prefixes, suffixes
+
+
+def interleaved(groups: int, branches: int) -> list[int]:
+    return [g * branches + b for b in range(branches) for g in range(groups)]
+
+
+def generate_in_order(
+    engine: Engine, batch: Sequence[Prompt], params: SamplingParams, order: Sequence[int]
+) -> list[Generation]:
+    answers = engine.generate([batch[i] for i in order], params)
+    by_sample: dict[int, Generation] = dict(zip(order, answers, strict=True))
+    return [by_sample[i] for i in range(len(batch))]
+
+
+def prefill_expectation(prefix_len: int, geometry: Geometry, mode: str) -> Expectation:
+    if mode == "exact":
+        aligned = prefix_len // geometry.page_size * geometry.page_size
+        return (aligned, aligned)
+    step = geometry.resume_step
+    upper = prefix_len // step * step
+    return (max(0, upper - step), upper)
+
+
+def decode_expectation(history: int, output: int, geometry: Geometry, mode: str) -> Expectation:
+    if mode == "exact":
+        aligned = (history + output) // geometry.page_size * geometry.page_size
+        return (aligned, aligned)
+    step = geometry.resume_step
+    return ((history + output - 1) // step * step, None)
+
+
+def violations(
+    generations: Sequence[Generation], expected: Sequence[Expectation], label: str
+) -> list[str]:
+    problems = []
+    for index, (generation, (low, high)) in enumerate(zip(generations, expected, strict=True)):
+        cached = generation.cached_tokens or 0
+        if cached < low or (high is not None and cached > high):
+            want = f"{low}" if low == high else f">= {low}" if high is None else f"{low}..{high}"
+            problems.append(f"sample {index}: {label} cached_tokens {cached}, expected {want}")
+    return problems

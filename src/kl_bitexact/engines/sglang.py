@@ -1,0 +1,182 @@
+"""sglang's native HTTP API (/generate, /flush_cache, /get_server_info) behind `Engine`.
+
+The shapes are those sglang's own KL helpers use (docs: SGLANG-PROTOCOL.md). Every request
+has a timeout, and every failure - refused connection, timeout, HTTP error, an answer
+missing a field - becomes an EngineError naming the endpoint, so a check never hangs and
+never guesses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import requests
+
+from kl_bitexact.engines.base import Generation, Replay, SamplingParams, TokenIds
+from kl_bitexact.errors import EngineError
+
+CONNECT_TIMEOUT_S = 10.0
+# sglang schedules a big batch itself; splitting bounds one request's size and duration.
+DEFAULT_BATCH_SIZE = 64
+
+
+class SglangEngine:
+    """One server, reached at `base_url`."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        request_timeout: float = 1800.0,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.request_timeout = request_timeout
+        self.batch_size = batch_size
+        self._session = requests.Session()
+
+    def server_info(self) -> Mapping[str, Any]:
+        info = self._call("GET", "/get_server_info")
+        if not isinstance(info, Mapping):
+            raise EngineError(
+                f"{self.base_url}/get_server_info answered {type(info).__name__}, not an object"
+            )
+        return info
+
+    def flush(self) -> None:
+        self._call("POST", "/flush_cache")
+
+    def generate(self, prompts: Sequence[TokenIds], params: SamplingParams) -> list[Generation]:
+        sampling: dict[str, Any] = {
+            "temperature": params.temperature,
+            "max_new_tokens": params.max_new_tokens,
+            "ignore_eos": params.ignore_eos,
+        }
+        if params.seed is not None:
+            sampling["sampling_seed"] = params.seed
+        answers = self._batched(prompts, sampling, logprob_start_len=-1)
+        return [_generation(answer, self.base_url) for answer in answers]
+
+    def replay(self, sequences: Sequence[TokenIds]) -> list[Replay]:
+        sampling = {"temperature": 1, "max_new_tokens": 0, "ignore_eos": True}
+        answers = self._batched(sequences, sampling, logprob_start_len=0)
+        return [_replay(answer, self.base_url) for answer in answers]
+
+    # --- transport ----------------------------------------------------------------------
+
+    def _batched(
+        self, prompts: Sequence[TokenIds], sampling: Mapping[str, Any], *, logprob_start_len: int
+    ) -> list[Mapping[str, Any]]:
+        answers: list[Mapping[str, Any]] = []
+        for batch in _chunks(prompts, self.batch_size):
+            body = {
+                "input_ids": [list(prompt) for prompt in batch],
+                "sampling_params": dict(sampling),
+                "return_logprob": True,
+                "return_text_in_logprobs": False,
+                "logprob_start_len": logprob_start_len,
+            }
+            answer = self._call("POST", "/generate", body)
+            # sglang answers a batch with a list; be lenient with a one-prompt object.
+            items = answer if isinstance(answer, list) else [answer]
+            if len(items) != len(batch) or not all(isinstance(i, Mapping) for i in items):
+                raise EngineError(
+                    f"{self.base_url}/generate: {len(items)} answers for {len(batch)} prompts"
+                )
+            answers.extend(items)
+        return answers
+
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        url = self.base_url + path
+        try:
+            response = self._session.request(
+                method, url, json=body, timeout=(CONNECT_TIMEOUT_S, self.request_timeout)
+            )
+        except requests.Timeout:
+            raise EngineError(
+                f"{url} did not answer within {self.request_timeout:g} s",
+                hint="raise server.request_timeout in the suite, or look at the server log",
+            ) from None
+        except requests.RequestException as error:
+            raise EngineError(f"{url} could not be reached: {_reason(error)}") from None
+        if response.status_code >= 400:
+            raise EngineError(f"{url} answered HTTP {response.status_code}: {response.text[:500]}")
+        if not response.content:
+            return None
+        try:
+            return response.json()
+        except ValueError:
+            raise EngineError(
+                f"{url} answered something that is not JSON: {response.text[:200]!r}"
+            ) from None
+
+
+def _chunks(items: Sequence[TokenIds], size: int) -> Iterator[Sequence[TokenIds]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _reason(error: requests.RequestException) -> str:
+    text = str(error)
+    return text if len(text) < 300 else text[:300] + "..."
+
+
+# --- answer decoding ----------------------------------------------------------------------
+
+
+def _generation(answer: Mapping[str, Any], where: str) -> Generation:
+    meta = _field(answer, "meta_info", Mapping, where)
+    output_ids = tuple(int(token) for token in _field(answer, "output_ids", list, where))
+    logprobs = _logprobs(_field(meta, "output_token_logprobs", list, where), where)
+    if len(logprobs) != len(output_ids) or any(lp is None for lp in logprobs):
+        raise EngineError(
+            f"{where}/generate: {len(output_ids)} output ids but "
+            f"{len(logprobs)} output logprobs (some missing)"
+        )
+    return Generation(
+        output_ids=output_ids,
+        output_logprobs=tuple(float(lp) for lp in logprobs if lp is not None),
+        cached_tokens=_optional_int(meta.get("cached_tokens")),
+        prompt_tokens=int(meta.get("prompt_tokens", 0)),
+        finish_reason=_finish_reason(meta.get("finish_reason")),
+    )
+
+
+def _replay(answer: Mapping[str, Any], where: str) -> Replay:
+    meta = _field(answer, "meta_info", Mapping, where)
+    logprobs = _logprobs(_field(meta, "input_token_logprobs", list, where), where)
+    return Replay(input_logprobs=logprobs, cached_tokens=_optional_int(meta.get("cached_tokens")))
+
+
+def _logprobs(entries: list[Any], where: str) -> tuple[float | None, ...]:
+    """`[[logprob, token_id, text], ...]` -> logprobs (None where sglang sends null)."""
+    values: list[float | None] = []
+    for entry in entries:
+        if not isinstance(entry, (list, tuple)) or not entry:
+            raise EngineError(
+                f"{where}/generate: a logprob entry is {entry!r}, not [logprob, id, text]"
+            )
+        values.append(None if entry[0] is None else float(entry[0]))
+    return tuple(values)
+
+
+def _field(mapping: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
+    value = mapping.get(key)
+    if not isinstance(value, kind):
+        raise EngineError(
+            f"{where}/generate: answer has no {key!r} {kind.__name__} "
+            "(is this an sglang server, and was return_logprob honoured?)"
+        )
+    return value
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None or isinstance(value, bool) else int(value)
+
+
+def _finish_reason(value: Any) -> str | None:
+    if isinstance(value, Mapping):  # sglang: {"type": "length", "length": N}
+        kind = value.get("type")
+        return str(kind) if kind is not None else None
+    return None if value is None else str(value)
