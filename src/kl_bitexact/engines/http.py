@@ -1,5 +1,5 @@
 """A JSON-over-HTTP client for inference servers: one place that turns transport failures and
-error answers into `ServerError` messages naming the URL, the status and what the server said."""
+error answers into `EngineError` messages naming the URL, the status and what the server said."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import requests
 
-from kl_bitexact.errors import ServerError
+from kl_bitexact.errors import EngineError
 
 # A server's error body is echoed into the message; keep it readable.
 ERROR_BODY_CHARS = 300
@@ -39,12 +39,12 @@ class JsonClient:
                 method, self.url(path), json=body, timeout=self.timeout_s
             )
         except requests.RequestException as error:
-            raise ServerError(
+            raise EngineError(
                 f"{method} {self.url(path)} failed: {error}",
                 hint="check that the server is running and the URL is right",
             ) from error
         if check and not response.ok:
-            raise ServerError(
+            raise EngineError(
                 f"{method} {self.url(path)} answered {response.status_code}: "
                 f"{response.text[:ERROR_BODY_CHARS]}"
             )
@@ -56,6 +56,6 @@ class JsonClient:
         try:
             return response.json()
         except ValueError as error:
-            raise ServerError(
+            raise EngineError(
                 f"{self.url(path)} did not answer JSON: {response.text[:ERROR_BODY_CHARS]}"
             ) from error

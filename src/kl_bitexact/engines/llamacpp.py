@@ -29,7 +29,7 @@ from kl_bitexact.engines.openai_wire import (
     require,
     trimmed,
 )
-from kl_bitexact.errors import ServerError
+from kl_bitexact.errors import EngineError
 
 # Added to the forced token's logit in a replay; far above any real logit gap.
 FORCING_BIAS = 1000.0
@@ -59,7 +59,7 @@ class LlamaCppDialect:
         for slot in client.get("/slots"):
             path = f"/slots/{slot['id']}?action=erase"
             if client.status("POST", path) == 501:
-                raise ServerError(
+                raise EngineError(
                     f"{client.url(path)} is not supported, so the prompt cache cannot be flushed",
                     hint="start llama-server with --slot-save-path DIR (and --cache-ram 0)",
                 )
@@ -114,7 +114,7 @@ def forced_logprob(response: Mapping[str, Any], token: int, position: int) -> fl
     )
     if not content or int(content[0]["id"]) != token:
         got = content[0]["id"] if content else "nothing"
-        raise ServerError(
+        raise EngineError(
             f"replay of position {position}: llama-server sampled {got}, not the forced "
             f"token {token} (logit_bias ignored?)"
         )

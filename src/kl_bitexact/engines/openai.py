@@ -16,10 +16,10 @@ from typing import Any, Protocol, TypeVar
 from kl_bitexact.engines.base import Generation, Replay, SamplingParams, TokenIds
 from kl_bitexact.engines.http import JsonClient
 from kl_bitexact.engines.llamacpp import LlamaCppDialect
+from kl_bitexact.engines.openai_wire import DIALECTS
 from kl_bitexact.engines.vllm import VllmDialect
-from kl_bitexact.errors import ConfigError, ServerError
+from kl_bitexact.errors import ConfigError, EngineError
 
-DIALECTS = ("vllm", "llamacpp")
 T = TypeVar("T")
 
 
@@ -102,5 +102,5 @@ def served_model(client: JsonClient) -> str:
     models = client.get("/v1/models")
     data = models.get("data") if isinstance(models, Mapping) else None
     if not data or not data[0].get("id"):
-        raise ServerError(f"{client.url('/v1/models')} lists no model")
+        raise EngineError(f"{client.url('/v1/models')} lists no model")
     return str(data[0]["id"])

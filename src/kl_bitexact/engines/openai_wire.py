@@ -7,9 +7,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from kl_bitexact.engines.base import SamplingParams, TokenIds
-from kl_bitexact.errors import ServerError
+from kl_bitexact.errors import EngineError
 
 T = TypeVar("T")
+
+# `server.dialect` in a suite: which OpenAI-compatible server family speaks.
+DIALECTS = ("vllm", "llamacpp")
 
 
 def completion_body(model: str, prompt: TokenIds, params: SamplingParams) -> dict[str, Any]:
@@ -36,15 +39,15 @@ def trimmed(values: Sequence[T], max_new_tokens: int) -> tuple[T, ...]:
 def first_choice(response: Mapping[str, Any]) -> Mapping[str, Any]:
     choices = require(response, "choices", "the answer")
     if not choices:
-        raise ServerError("the server answered a completion with no choices")
+        raise EngineError("the server answered a completion with no choices")
     choice: Mapping[str, Any] = choices[0]
     return choice
 
 
 def require(container: Mapping[str, Any], key: str, where: str) -> Any:
-    """`container[key]`, or a ServerError naming what the server left out."""
+    """`container[key]`, or a EngineError naming what the server left out."""
     if not isinstance(container, Mapping) or container.get(key) is None:
-        raise ServerError(f"the server's answer has no {key!r} in {where}")
+        raise EngineError(f"the server's answer has no {key!r} in {where}")
     return container[key]
 
 

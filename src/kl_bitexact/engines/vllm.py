@@ -23,7 +23,7 @@ from kl_bitexact.engines.openai_wire import (
     require,
     trimmed,
 )
-from kl_bitexact.errors import ServerError
+from kl_bitexact.errors import EngineError
 
 TOKEN_ID_PREFIX = "token_id:"
 
@@ -49,13 +49,13 @@ class VllmDialect:
     def flush(self, client: JsonClient) -> None:
         status = client.status("POST", "/reset_prefix_cache")
         if status == 404:
-            raise ServerError(
+            raise EngineError(
                 f"{client.url('/reset_prefix_cache')} does not exist, so the prefix cache "
                 "cannot be flushed",
                 hint="start vLLM with the environment variable VLLM_SERVER_DEV_MODE=1",
             )
         if not 200 <= status < 300:
-            raise ServerError(f"POST {client.url('/reset_prefix_cache')} answered {status}")
+            raise EngineError(f"POST {client.url('/reset_prefix_cache')} answered {status}")
 
     def generate_one(
         self, client: JsonClient, prompt: TokenIds, params: SamplingParams
@@ -94,7 +94,7 @@ def parse_generation(response: Mapping[str, Any], max_new_tokens: int) -> Genera
 def parse_replay(response: Mapping[str, Any], sequence: Sequence[int]) -> Replay:
     entries = require(first_choice(response), "prompt_logprobs", "choices[0]")
     if len(entries) != len(sequence):
-        raise ServerError(
+        raise EngineError(
             f"prompt_logprobs has {len(entries)} entries for a {len(sequence)}-token prompt"
         )
     values: list[float | None] = [None]
@@ -107,7 +107,7 @@ def parse_replay(response: Mapping[str, Any], sequence: Sequence[int]) -> Replay
 def token_id(token: str) -> int:
     """vLLM spells a token "token_id:N" when asked for `return_tokens_as_token_ids`."""
     if not token.startswith(TOKEN_ID_PREFIX):
-        raise ServerError(
+        raise EngineError(
             f"token {token!r} is not 'token_id:N'; the server ignored "
             "return_tokens_as_token_ids (vLLM 0.6 or newer is needed)"
         )
@@ -117,5 +117,5 @@ def token_id(token: str) -> int:
 def _logprob_of(entry: Mapping[str, Any] | None, token: int, position: int) -> float:
     scored = (entry or {}).get(str(token))
     if scored is None:
-        raise ServerError(f"prompt_logprobs[{position}] has no entry for token {token}")
+        raise EngineError(f"prompt_logprobs[{position}] has no entry for token {token}")
     return float(scored["logprob"])
