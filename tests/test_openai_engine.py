@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from tests.fake_vllm import MODEL, FakeVllmState, logprob, running_fake_vllm
 
+from fake_vllm import MODEL, FakeVllmState, logprob, running_fake_vllm
 from kl_bitexact.checks import run_check
 from kl_bitexact.engines import llamacpp
 from kl_bitexact.engines.base import SamplingParams

@@ -47,9 +47,12 @@ class LlamaCppDialect:
     def server_info(self, client: JsonClient) -> dict[str, Any]:
         props = client.get("/props")
         settings = props.get("default_generation_settings") or {}
+        models = client.get("/v1/models").get("data") or [{}]
         return {
             "dialect": self.name,
             "model": props.get("model_path"),
+            # Synthetic prompts draw token ids below this.
+            "vocab_size": (models[0].get("meta") or {}).get("n_vocab"),
             "total_slots": props.get("total_slots"),
             "n_ctx": settings.get("n_ctx"),
             "build": props.get("build_info"),
