@@ -3,7 +3,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -34,3 +35,57 @@ def run_cli(
 @pytest.fixture
 def cli() -> Callable[..., subprocess.CompletedProcess[str]]:
     return run_cli
+
+
+LISTENING = "kl-bitexact reference server listening on "
+
+
+class ReferenceServer:
+    """A real `kl-bitexact serve-reference` process on a free port."""
+
+    def __init__(self, args: Sequence[str]) -> None:
+        # A file, not a pipe: the server logs every request, and a full pipe would block it.
+        self.log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "kl_bitexact", "serve-reference", "--port", "0", *args],
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line.startswith(LISTENING):
+            self.stop()
+            raise RuntimeError(f"server did not start: {line!r} {self.stderr()}")
+        self.url = line[len(LISTENING) :].strip()
+
+    def stderr(self) -> str:
+        self.log.seek(0)
+        return self.log.read()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+        self.log.close()
+
+
+@pytest.fixture
+def reference_server() -> Iterator[Callable[..., ReferenceServer]]:
+    """Start `serve-reference` processes with the given flags; all are stopped after the test."""
+    started: list[ReferenceServer] = []
+
+    def start(*args: str) -> ReferenceServer:
+        server = ReferenceServer(args)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()

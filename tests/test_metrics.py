@@ -118,3 +118,21 @@ def test_prefill_hit_needs_a_whole_resume_step():
 )
 def test_enough_hits_is_sglangs_strict_rule(hit, total, ratio, ok):
     assert metrics.enough_hits(hit, total, ratio) is ok
+
+
+def test_speculative_overshoot_risk_is_predicted_only_near_a_boundary():
+    geometry = Geometry(page_size=16, track_interval=16, speculative_block=4)
+    # turn 1 consumed 40 + 8 - 1 = 47 tokens; overshoot up to 51 crosses 48
+    assert metrics.overshoot_may_miss(40, 8, geometry)
+    assert not metrics.overshoot_may_miss(40, 2, geometry)  # 41..45 crosses nothing
+    assert not metrics.overshoot_may_miss(40, 8, Geometry(16, 16))
+
+
+def test_hybrid_prefill_resumes_only_on_chunk_boundaries():
+    info = {"page_size": 16, "mamba_track_interval": 16, "chunked_prefill_size": 64}
+    geometry = Geometry.from_server_info(info)
+    assert geometry.prefill_step == 64 and geometry.resume_step == 16
+    assert not metrics.prefill_hit_possible(64, geometry)
+    assert metrics.prefill_hit_possible(65, geometry)
+    # attention-only servers (no track interval) resume on any page
+    assert Geometry.from_server_info({"page_size": 16, "chunked_prefill_size": 64}).prefill_step == 16

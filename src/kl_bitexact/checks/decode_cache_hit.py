@@ -40,10 +40,20 @@ def run(engine: Engine, spec: TestSpec, test_id: str | None = None) -> TestResul
         metrics.decode_hit_possible(len(p), len(g.output_ids), geometry)
         for p, g in zip(first, turn1, strict=True)
     )
+    at_risk = sum(
+        metrics.overshoot_may_miss(len(p), len(g.output_ids), geometry)
+        for p, g in zip(first, turn1, strict=True)
+    )
+    notes = warnings(expected, len(first), spec, geometry)
+    if at_risk:
+        notes += (
+            f"speculative decoding (block {geometry.speculative_block}): up to {at_risk} "
+            "samples may miss because the last checkpoint falls in overshoot tokens",
+        )
     measured = scoring.Measured(
         samples=scoring.replay_and_pair(engine, second, generations, kept),
         hits=CacheHits(len(kept), len(first), spec.min_cache_hit_ratio, expected),
         hit_label="decode",
-        warnings=warnings(expected, len(first), spec, geometry),
+        warnings=notes,
     )
     return scoring.judge(spec, name, measured, geometry, started)

@@ -47,16 +47,21 @@ class Geometry:
     # Speculative tokens per verify block (--speculative-num-draft-tokens); 1: none.
     speculative_block: int = 1
     radix_cache: bool = True
+    # Where a hybrid model's prefill leaves checkpoints (sglang's mamba prefill rule:
+    # chunk boundaries); None: prefill can resume at any resume_step.
+    prefill_chunk: int | None = None
 
     @classmethod
     def from_server_info(cls, info: Mapping[str, Any]) -> Geometry:
         speculative = info.get("speculative_algorithm")
         block = _positive(info.get("speculative_num_draft_tokens")) if speculative else None
+        interval = _positive(info.get("mamba_track_interval"))
         return cls(
             page_size=_positive(info.get("page_size")) or 1,
-            track_interval=_positive(info.get("mamba_track_interval")),
+            track_interval=interval,
             speculative_block=block or 1,
             radix_cache=not info.get("disable_radix_cache", False),
+            prefill_chunk=_positive(info.get("chunked_prefill_size")) if interval else None,
         )
 
     @property
@@ -66,6 +71,13 @@ class Geometry:
         if self.track_interval is None:
             return self.page_size
         return math.lcm(self.page_size, self.track_interval)
+
+    @property
+    def prefill_step(self) -> int:
+        """Positions where a prefix cached by a prefill (no decoding) can end."""
+        if self.prefill_chunk is None:
+            return self.resume_step
+        return math.lcm(self.page_size, self.prefill_chunk)
 
 
 def _positive(value: Any) -> int | None:
@@ -160,7 +172,7 @@ def _nearest(kind: str, position: int, step: int) -> str:
 def prefill_hit_possible(prompt_len: int, geometry: Geometry) -> bool:
     """After a warm-up with the same prompt, can any prefix be reused? A hit must
     leave at least one token to compute, and ends on a resume position."""
-    return geometry.radix_cache and (prompt_len - 1) // geometry.resume_step >= 1
+    return geometry.radix_cache and (prompt_len - 1) // geometry.prefill_step >= 1
 
 
 def decode_hit_possible(prompt_len: int, output_len: int, geometry: Geometry) -> bool:
@@ -172,6 +184,17 @@ def decode_hit_possible(prompt_len: int, output_len: int, geometry: Geometry) ->
     # The last decoded token was sampled, never fed back: its state does not exist.
     last_state = prompt_len + output_len - 1
     return last_state // step * step > prompt_len + 1
+
+
+def overshoot_may_miss(prompt_len: int, output_len: int, geometry: Geometry) -> bool:
+    """Speculative decoding commits whole verify blocks: up to `speculative_block` tokens
+    past the returned ones are consumed, and when the latest checkpoint lands there it
+    cannot serve the next turn (PR 35293's natural misses)."""
+    if geometry.speculative_block <= 1:
+        return False
+    step = geometry.resume_step
+    last_state = prompt_len + output_len - 1
+    return (last_state + geometry.speculative_block) // step > last_state // step
 
 
 def geometry_warning(expected: int, total: int, min_ratio: float, geometry: Geometry) -> str:

@@ -95,15 +95,17 @@ def prefill_expectation(prefix_len: int, geometry: Geometry, mode: str) -> Expec
     if mode == "exact":
         aligned = prefix_len // geometry.page_size * geometry.page_size
         return (aligned, aligned)
-    step = geometry.resume_step
+    step = geometry.prefill_step
     upper = prefix_len // step * step
     return (max(0, upper - step), upper)
 
 
 def decode_expectation(history: int, output: int, geometry: Geometry, mode: str) -> Expectation:
     if mode == "exact":
-        aligned = (history + output) // geometry.page_size * geometry.page_size
-        return (aligned, aligned)
+        # sglang's helper expects history + output; an engine that never feeds back the
+        # last sampled token holds one fewer. Both are exact reuse of everything computed.
+        page = geometry.page_size
+        return ((history + output - 1) // page * page, (history + output) // page * page)
     step = geometry.resume_step
     return ((history + output - 1) // step * step, None)
 

@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import fnmatch
+import os
+from collections.abc import Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 
-from kl_bitexact.commands import Command, not_built_yet
+from kl_bitexact import results, suite
+from kl_bitexact.commands import Command
+from kl_bitexact.errors import ConfigError, ExitCode
+from kl_bitexact.results import Results, RunInfo, Status, SuiteResult, TestResult
+from kl_bitexact.runner import Plan, run_suites, test_id
+from kl_bitexact.suite import Suite
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,6 +39,198 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="URL",
         help="use an already running server instead of launching the suite's command",
     )
+    parser.add_argument(
+        "--select",
+        action="append",
+        metavar="PATTERN",
+        help="run only tests whose id (SUITE::TEST) matches; a glob (*, ?) or a "
+        "substring; repeatable",
+    )
+    parser.add_argument(
+        "--exact",
+        action="store_true",
+        help="make every test strict: any differing logprob fails, whatever the KL",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    suites = select(load_suites(args.suites), args.select or [])
+    if args.exact:
+        suites = [strict(s) for s in suites]
+    out: Path = args.out
+    results_path = out / "results.json"
+    plan = Plan(tuple(suites), out / "logs", run=run_info(), base_url=args.base_url)
+    reporter = ConsoleReporter(github=os.environ.get("GITHUB_ACTIONS") == "true")
+    final = run_suites(plan, reporter, lambda partial: results.write_atomic(partial, results_path))
+    results.write_atomic(final, results_path)
+    (out / "report.md").write_text(plain_report(final), encoding="utf-8")
+    code = exit_code(final)
+    print(f"{_tally(final)}; wrote {results_path} and {out / 'report.md'}")
+    if code == ExitCode.COULD_NOT_RUN:
+        print("kl-bitexact: no test ran to a verdict (see the errors above)")
+    return int(code)
+
+
+def load_suites(paths: Sequence[Path]) -> list[Suite]:
+    if not paths:
+        return suite.load_bundled()
+    loaded = [s for path in paths for s in suite.load(path)]
+    seen: dict[str, str] = {}
+    for item in loaded:
+        if item.name in seen:
+            raise ConfigError(
+                f"suite {item.name!r} is defined in both {seen[item.name]} and {item.source}",
+                hint="suite names must be unique across the files of one run",
+            )
+        seen[item.name] = item.source
+    return loaded
+
+
+def select(suites: list[Suite], patterns: Sequence[str]) -> list[Suite]:
+    """Keep the tests whose id matches any pattern; an empty selection is an error."""
+    if not patterns:
+        return suites
+    kept = [
+        dataclasses.replace(s, tests=tuple(t for t in s.tests if _matches(test_id(s, t), patterns)))
+        for s in suites
+    ]
+    kept = [s for s in kept if s.tests]
+    if not kept:
+        ids = ", ".join(test_id(s, t) for s in suites for t in s.tests)
+        raise ConfigError(
+            f"--select {' '.join(patterns)} matched no test", hint=f"test ids are: {ids}"
+        )
+    return kept
+
+
+def _matches(identifier: str, patterns: Sequence[str]) -> bool:
+    return any(
+        fnmatch.fnmatchcase(identifier, p) if any(c in p for c in "*?[") else p in identifier
+        for p in patterns
+    )
+
+
+def strict(item: Suite) -> Suite:
+    return dataclasses.replace(
+        item, tests=tuple(dataclasses.replace(t, exact=True) for t in item.tests)
+    )
+
+
+def run_info() -> RunInfo:
+    return RunInfo(
+        commit=os.environ.get("GITHUB_SHA"),
+        ref=os.environ.get("GITHUB_REF"),
+        started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
+
+
+def exit_code(final: Results) -> ExitCode:
+    """1 for any failed or not_run test (a check that measured nothing is not a pass);
+    otherwise 2 if any test errored or none reached a verdict; else 0."""
+    statuses = [test.status for _, test in final.all_tests()]
+    if not any(s in (Status.PASSED, Status.FAILED) for s in statuses):
+        return ExitCode.COULD_NOT_RUN
+    if any(s in (Status.FAILED, Status.NOT_RUN) for s in statuses):
+        return ExitCode.GATE_FAILED
+    if Status.ERROR in statuses:
+        return ExitCode.COULD_NOT_RUN
+    return ExitCode.GATE_PASSED
+
+
+def _tally(final: Results) -> str:
+    counts: dict[str, int] = {}
+    for _, test in final.all_tests():
+        counts[test.status.value] = counts.get(test.status.value, 0) + 1
+    return ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no tests"
+
+
+# --- console progress -------------------------------------------------------------------
+
+
+class ConsoleReporter:
+    """One line per finished test; each suite folded in a group under GitHub Actions."""
+
+    def __init__(self, *, github: bool) -> None:
+        self.github = github
+
+    def suite_started(self, item: Suite) -> None:
+        if self.github:
+            print(f"::group::suite {_command_text(item.name)}", flush=True)
+        else:
+            print(f"suite {item.name}", flush=True)
+
+    def test_finished(self, result: TestResult) -> None:
+        print(progress_line(result), flush=True)
+        if result.status is not Status.PASSED:
+            print(f"    {result.message}", flush=True)
+        for warning in result.warnings:
+            print(f"    warning: {warning}", flush=True)
+
+    def suite_finished(self, result: SuiteResult) -> None:
+        if not self.github:
+            return
+        print("::endgroup::", flush=True)
+        for test in result.tests:  # annotations stay visible outside the fold
+            title = _command_text(test.id, is_property=True)
+            for warning in test.warnings:
+                print(f"::warning title={title}::{_command_text(warning)}")
+            if test.status is not Status.PASSED:
+                print(f"::error title={title}::{_command_text(test.message)}")
+
+
+def progress_line(result: TestResult) -> str:
+    exact = f"{result.exact.mismatched}/{result.exact.tokens} differ" if result.exact else "-"
+    hits = "-"
+    if result.cache_hits is not None:
+        h = result.cache_hits
+        expected = "?" if h.expected is None else str(h.expected)
+        hits = f"{h.hit}/{h.total} (expected {expected}, min {h.min_ratio:g})"
+    return (
+        f"  {result.status.value.upper():8} {result.id}  KL {_kl(result.kl_div)}  "
+        f"logprobs {exact}  hits {hits}  {result.duration_s:.1f}s"
+    )
+
+
+def _kl(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return "0" if value == 0 else f"{value:.3e}"
+
+
+def _command_text(text: str, *, is_property: bool = False) -> str:
+    """Escape for a GitHub workflow command: suite files come from pull requests, and a
+    newline would let them inject commands of their own."""
+    escaped = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return escaped.replace(":", "%3A").replace(",", "%2C") if is_property else escaped
+
+
+# --- report.md (a plain table; the PR-comment renderer lives elsewhere) ----------------
+
+
+def plain_report(final: Results) -> str:
+    lines = [
+        "# kl-bitexact results",
+        "",
+        "| test | check | status | avg KL | differing logprobs | cache hits | seconds |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    notes = []
+    for _, test in final.all_tests():
+        exact = f"{test.exact.mismatched}/{test.exact.tokens}" if test.exact else "-"
+        h = test.cache_hits
+        hits = f"{h.hit}/{h.total} (min {h.min_ratio:g})" if h else "-"
+        cells = (test.id, test.check, test.status.value, _kl(test.kl_div), exact, hits)
+        lines.append(f"| {' | '.join(_cell(c) for c in cells)} | {test.duration_s:.1f} |")
+        if test.status is not Status.PASSED or test.warnings:
+            notes.append(f"- **{_cell(test.id)}**: {_cell(test.message)}")
+            notes += [f"  - warning: {_cell(w)}" for w in test.warnings]
+            notes += [f"  - sample {d.sample}: {_cell(d.hint)}" for d in test.first_divergence]
+    return "\n".join([*lines, "", *notes, ""])
+
+
+def _cell(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
 
 
 COMMAND = Command(
@@ -37,5 +239,5 @@ COMMAND = Command(
     description="Run bit-exact suites against an inference server: score every generated token "
     "while decoding and in a fresh prefill replay, compare, and count cache hits.",
     add_arguments=add_arguments,
-    handler=not_built_yet("run", 4),
+    handler=run,
 )

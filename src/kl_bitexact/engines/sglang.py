@@ -45,7 +45,8 @@ class SglangEngine:
         return info
 
     def flush(self) -> None:
-        self._call("POST", "/flush_cache")
+        # sglang answers with plain text ("Cache flushed."), not JSON.
+        self._call("POST", "/flush_cache", expect_json=False)
 
     def generate(self, prompts: Sequence[TokenIds], params: SamplingParams) -> list[Generation]:
         sampling: dict[str, Any] = {
@@ -87,7 +88,7 @@ class SglangEngine:
             answers.extend(items)
         return answers
 
-    def _call(self, method: str, path: str, body: Any = None) -> Any:
+    def _call(self, method: str, path: str, body: Any = None, *, expect_json: bool = True) -> Any:
         url = self.base_url + path
         try:
             response = self._session.request(
@@ -102,7 +103,7 @@ class SglangEngine:
             raise EngineError(f"{url} could not be reached: {_reason(error)}") from None
         if response.status_code >= 400:
             raise EngineError(f"{url} answered HTTP {response.status_code}: {response.text[:500]}")
-        if not response.content:
+        if not expect_json:
             return None
         try:
             return response.json()

@@ -1,0 +1,107 @@
+"""How much of a bundled-suite run is the harness itself, and how much the server.
+
+Runs the bundled example suite (or the suite files given) exactly as `kl-bitexact run`
+does, with every engine request timed, and prints a table: wall time, server launch time,
+time spent waiting on the server's answers, and the harness's own share (prompts, k3,
+scoring, results writing). The harness share must stay under 5% of wall time.
+
+    python benchmarks/run_suite.py [SUITE.yaml ...] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from kl_bitexact import engines, results
+from kl_bitexact.commands.run import load_suites
+from kl_bitexact.engines.base import Engine, Generation, Replay, SamplingParams, TokenIds
+from kl_bitexact.results import SuiteResult, TestResult
+from kl_bitexact.runner import Plan, run_suites
+from kl_bitexact.suite import Suite
+
+HARNESS_BUDGET = 0.05
+T = TypeVar("T")
+
+
+class TimedEngine:
+    """An Engine that adds the time of every request to a shared counter."""
+
+    def __init__(self, inner: Engine, clock: list[float]) -> None:
+        self.inner, self.clock = inner, clock
+
+    def _timed(self, call: Callable[[], T]) -> T:
+        started = time.perf_counter()
+        try:
+            return call()
+        finally:
+            self.clock[0] += time.perf_counter() - started
+
+    def server_info(self) -> Mapping[str, Any]:
+        return self._timed(self.inner.server_info)
+
+    def flush(self) -> None:
+        self._timed(self.inner.flush)
+
+    def generate(self, prompts: Sequence[TokenIds], params: SamplingParams) -> list[Generation]:
+        return self._timed(lambda: self.inner.generate(prompts, params))
+
+    def replay(self, sequences: Sequence[TokenIds]) -> list[Replay]:
+        return self._timed(lambda: self.inner.replay(sequences))
+
+
+class Quiet:
+    def suite_started(self, suite: Suite) -> None: ...
+
+    def test_finished(self, result: TestResult) -> None: ...
+
+    def suite_finished(self, result: SuiteResult) -> None: ...
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("suites", nargs="*", type=Path)
+    parser.add_argument("--out", type=Path, default=Path(tempfile.mkdtemp(prefix="kl-bench-")))
+    args = parser.parse_args()
+    clock = [0.0]
+
+    def connect(engine: str, base_url: str, *, request_timeout: float) -> Engine:
+        return TimedEngine(
+            engines.connect(engine, base_url, request_timeout=request_timeout), clock
+        )
+
+    plan = Plan(tuple(load_suites(args.suites)), args.out / "logs", connect=connect)
+    saving = [0.0]
+
+    def save(partial: results.Results) -> None:
+        started = time.perf_counter()
+        results.write_atomic(partial, args.out / "results.json")
+        saving[0] += time.perf_counter() - started
+
+    started = time.perf_counter()
+    final = run_suites(plan, Quiet(), save)
+    wall = time.perf_counter() - started
+    in_tests = sum(test.duration_s for _, test in final.all_tests())
+    # Harness: everything a check does besides waiting for answers, plus writing results.
+    harness = in_tests - clock[0] + saving[0]
+    lifecycle = wall - in_tests - saving[0]
+    print(f"{'tests':<30}{sum(1 for _ in final.all_tests()):>9}")
+    rows = (
+        ("wall", wall),
+        ("server launch and teardown", lifecycle),
+        ("server answering requests", clock[0]),
+        ("harness", harness),
+    )
+    for label, seconds in rows:
+        print(f"{label:<30}{seconds:>8.2f}s {100 * seconds / wall:>6.1f}%")
+    verdict = "ok" if harness <= HARNESS_BUDGET * wall else "OVER BUDGET"
+    print(f"harness share budget {100 * HARNESS_BUDGET:.0f}% of wall: {verdict}")
+    return 0 if verdict == "ok" else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

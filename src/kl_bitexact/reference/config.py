@@ -1,0 +1,89 @@
+"""The engine's effective settings, spelled as sglang spells its server arguments."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kl_bitexact.reference.faults import Fault
+
+SPECULATIVE_ALGORITHMS = ("EAGLE", "EAGLE3", "DSPARK", "NGRAM", "STANDALONE")
+HICACHE_WRITE_POLICIES = ("write_through", "write_back")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    page_size: int = 16
+    mamba_track_interval: int = 16
+    chunked_prefill_size: int = 64
+    sliding_window_size: int = 32
+    context_length: int = 4096
+    max_total_tokens: int = 65536
+    disable_radix_cache: bool = False
+    enable_hierarchical_cache: bool = False
+    hicache_write_policy: str = "write_through"
+    hicache_ratio: float = 2.0
+    speculative_algorithm: str | None = None
+    speculative_num_draft_tokens: int | None = None
+    enable_deterministic_inference: bool = False
+    seed: int = 0
+    faults: frozenset[Fault] = field(default_factory=frozenset)
+
+    def __post_init__(self) -> None:
+        problems = list(_problems(self))
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    def has(self, fault: Fault) -> bool:
+        return fault in self.faults
+
+    @property
+    def draft_tokens(self) -> int:
+        """Tokens proposed per speculative step; 0 when speculative decoding is off."""
+        if self.speculative_algorithm is None:
+            return 0
+        return self.speculative_num_draft_tokens or 4
+
+    def server_info(self) -> dict[str, Any]:
+        return {
+            "page_size": self.page_size,
+            "mamba_track_interval": self.mamba_track_interval,
+            "chunked_prefill_size": self.chunked_prefill_size,
+            "sliding_window_size": self.sliding_window_size,
+            "context_length": self.context_length,
+            "max_total_tokens": self.max_total_tokens,
+            "disable_radix_cache": self.disable_radix_cache,
+            "enable_hierarchical_cache": self.enable_hierarchical_cache,
+            "hicache_write_policy": self.hicache_write_policy,
+            "hicache_ratio": self.hicache_ratio,
+            "speculative_algorithm": self.speculative_algorithm,
+            "speculative_num_draft_tokens": self.draft_tokens or None,
+            "enable_deterministic_inference": self.enable_deterministic_inference,
+            "random_seed": self.seed,
+            "faults": sorted(fault.value for fault in self.faults),
+        }
+
+
+def _problems(config: EngineConfig) -> list[str]:
+    positive = {
+        "--page-size": config.page_size,
+        "--mamba-track-interval": config.mamba_track_interval,
+        "--chunked-prefill-size": config.chunked_prefill_size,
+        "--sliding-window": config.sliding_window_size,
+        "--context-length": config.context_length,
+        "--max-total-tokens": config.max_total_tokens,
+    }
+    problems = [f"{flag} must be at least 1 (got {v})" for flag, v in positive.items() if v < 1]
+    if config.hicache_write_policy not in HICACHE_WRITE_POLICIES:
+        choices = ", ".join(HICACHE_WRITE_POLICIES)
+        problems.append(f"--hicache-write-policy must be one of {choices}")
+    if config.hicache_ratio < 1:
+        problems.append("--hicache-ratio must be at least 1")
+    if config.speculative_algorithm not in (None, *SPECULATIVE_ALGORITHMS):
+        problems.append(
+            f"--speculative-algorithm must be one of {', '.join(SPECULATIVE_ALGORITHMS)}"
+        )
+    drafts = config.speculative_num_draft_tokens
+    if drafts is not None and drafts < 2:
+        problems.append("--speculative-num-draft-tokens must be at least 2")
+    return problems

@@ -1,0 +1,162 @@
+"""The reference engine: model, radix cache, decoding loop, behind one lock.
+
+Requests are served one batch at a time (the lock makes concurrent HTTP requests safe).
+A batch is matched against the cache, its uncached prompt tails are prefilled together,
+it is decoded step by step (or speculatively), and each sequence is cached at the end.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from kl_bitexact import __version__
+from kl_bitexact.reference import speculative
+from kl_bitexact.reference.checkpoints import CheckpointPolicy
+from kl_bitexact.reference.config import EngineConfig
+from kl_bitexact.reference.faults import Fault
+from kl_bitexact.reference.model import Model, ModelSpec, init_weights
+from kl_bitexact.reference.numerics import numerics_for
+from kl_bitexact.reference.protocol import GenerateRequest, GenerateResult, Limits
+from kl_bitexact.reference.radix_cache import NO_MATCH, CacheGeometry, PrefixMatch, RadixCache
+from kl_bitexact.reference.run import Run
+from kl_bitexact.reference.sampling import sample
+
+MODEL_NAME = "kl-bitexact-reference"
+
+
+class ReferenceEngine:
+    def __init__(self, config: EngineConfig) -> None:
+        self.config = config
+        self.spec = ModelSpec(sliding_window=config.sliding_window_size)
+        numerics = numerics_for(config.enable_deterministic_inference)
+        self.model = Model(self.spec, init_weights(self.spec, config.seed), numerics)
+        self.cache = RadixCache(
+            CacheGeometry(
+                page_size=config.page_size,
+                sliding_window=config.sliding_window_size,
+                max_total_tokens=config.max_total_tokens,
+                hierarchical=config.enable_hierarchical_cache,
+                write_through=config.hicache_write_policy == "write_through",
+                host_ratio=config.hicache_ratio,
+                faults=config.faults,
+            )
+        )
+        self.prefill_policy = CheckpointPolicy.chunks(config.chunked_prefill_size, config.faults)
+        self.track_policy = CheckpointPolicy.track(config.mamba_track_interval, config.faults)
+        self.limits = Limits(self.spec.vocab_size, config.context_length)
+        self._lock = threading.Lock()
+
+    def server_info(self) -> dict[str, Any]:
+        return {
+            "model_path": MODEL_NAME,
+            "version": __version__,
+            **self.config.server_info(),
+            "vocab_size": self.spec.vocab_size,
+            "eos_token_id": self.spec.eos_token_id,
+            "model_layers": list(self.spec.layers),
+        }
+
+    def flush(self) -> None:
+        with self._lock:
+            self.cache.flush()
+
+    def generate(self, requests: Sequence[GenerateRequest]) -> list[GenerateResult]:
+        with self._lock:
+            runs = [self._start(request) for request in requests]
+            self._prefill(runs)
+            self._first_tokens(runs)
+            if self.config.draft_tokens:
+                speculative.decode(self, runs)
+            else:
+                self._decode(runs)
+            for run in runs:
+                self._cache(run)
+            return [run.result() for run in runs]
+
+    # ---- stages -------------------------------------------------------------------------
+
+    def _start(self, request: GenerateRequest) -> Run:
+        match = NO_MATCH
+        if not self.config.disable_radix_cache:
+            match = self.cache.match(request.input_ids, request.reusable_limit)
+        capacity = len(request.input_ids) + request.max_new_tokens + self.config.draft_tokens + 2
+        state = self.model.new_state(capacity)
+        _restore(state, match, self.config.page_size)
+        return Run(request=request, state=state, cached_tokens=match.length)
+
+    def _prefill(self, runs: list[Run]) -> None:
+        starts = [run.state.length for run in runs]
+        ends = [len(run.request.input_ids) for run in runs]
+        befores = [run.state.recurrent.copy() for run in runs]
+        capture = [self.prefill_policy.capture(s, e) for s, e in zip(starts, ends, strict=True)]
+        tails = [run.request.input_ids[start:] for run, start in zip(runs, starts, strict=True)]
+        hidden, captured = self.model.extend([run.state for run in runs], tails, capture)
+        for run, rows, start, end, cap, before in zip(
+            runs, hidden, starts, ends, captured, befores, strict=True
+        ):
+            run.checkpoints = self.prefill_policy.take(start, end, cap, before)
+            self._prompt_logprobs(run, rows, start)
+
+    def _prompt_logprobs(self, run: Run, rows: np.ndarray, start: int) -> None:
+        request = run.request
+        if not request.return_logprob:
+            run.next_logprobs = self.model.logprobs(rows[-1:])[0]
+            return
+        first = request.logprob_start
+        table = self.model.logprobs(rows[first - start :])
+        following = request.input_ids[first + 1 :]
+        scored = [float(table[i, token]) for i, token in enumerate(following)]
+        run.input_logprobs = (None, *scored)
+        run.next_logprobs = table[-1]
+
+    def _first_tokens(self, runs: list[Run]) -> None:
+        for run in runs:
+            if not run.done:
+                self.sample_into(run, run.next_logprobs)
+
+    def sample_into(self, run: Run, logprobs: Any) -> int:
+        request = run.request
+        token = sample(logprobs, request.temperature, request.seed, run.position)
+        run.commit(token, float(logprobs[token]), self.spec.eos_token_id)
+        return token
+
+    def _decode(self, runs: list[Run]) -> None:
+        active = [run for run in runs if not run.done]
+        while active:
+            states = [run.state for run in active]
+            starts = [state.length for state in states]
+            befores = [state.recurrent.copy() for state in states]
+            capture = [self.track_policy.capture(s, s + 1) for s in starts]
+            chunks = [[run.outputs[-1]] for run in active]
+            hidden, captured = self.model.extend(states, chunks, capture)
+            table = self.model.logprobs(np.concatenate(hidden))
+            for i, run in enumerate(active):
+                tracked = self.track_policy.take(starts[i], starts[i] + 1, captured[i], befores[i])
+                if tracked:
+                    run.last_track = max(tracked.items(), key=lambda item: item[0])
+                self.sample_into(run, table[i])
+            active = [run for run in active if not run.done]
+
+    def _cache(self, run: Run) -> None:
+        if self.config.disable_radix_cache:
+            return
+        checkpoints = run.cache_checkpoints()
+        if self.config.has(Fault.SPEC_OVERSHOOT_CACHED):
+            checkpoints = speculative.mislabel_overshoot(run, checkpoints, self.track_policy)
+        self.cache.insert(run.tokens(), run.state, checkpoints)
+
+
+def _restore(state: Any, match: PrefixMatch, page_size: int) -> None:
+    for index, page in enumerate(match.pages):
+        span = slice(index * page_size, (index + 1) * page_size)
+        state.full_kv[:, :, span] = page.full_kv
+        if page.window_kv is not None and index * page_size >= match.window_start:
+            state.window_kv[:, :, span] = page.window_kv
+    state.length = match.length
+    state.window_start = match.window_start
+    if match.checkpoint is not None:
+        state.recurrent = match.checkpoint.astype(state.recurrent.dtype)

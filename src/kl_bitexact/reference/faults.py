@@ -1,0 +1,50 @@
+"""State-layer bugs the engine can reproduce on demand (`--fault NAME`).
+
+Each one touches only the cached path (prefix match, cache insertion, host tier), so an
+uncached prefill is never affected, and each one is modelled on a real bug class from
+sglang's history. A suite that does not go red under a fault cannot detect that class.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Fault(Enum):
+    HICACHE_LOSSY = "hicache-lossy"
+    CHECKPOINT_OFF_BY_ONE = "checkpoint-off-by-one"
+    SPEC_OVERSHOOT_CACHED = "spec-overshoot-cached"
+    SWA_EARLY_RELEASE = "swa-early-release"
+    BRANCH_CHECKPOINT_REUSE = "branch-checkpoint-reuse"
+
+    @property
+    def description(self) -> str:
+        return DESCRIPTIONS[self]
+
+
+DESCRIPTIONS: dict[Fault, str] = {
+    Fault.HICACHE_LOSSY: "the host-tier round trip stores pages and states as float16, "
+    "so hits reloaded from host memory lose precision",
+    Fault.CHECKPOINT_OFF_BY_ONE: "a recurrent-state checkpoint labelled position q holds the "
+    "state after q-1 tokens",
+    Fault.SPEC_OVERSHOOT_CACHED: "with speculative decoding, the state after the overshoot "
+    "tokens is cached as if only the returned tokens had been consumed",
+    Fault.SWA_EARLY_RELEASE: "sliding-window slots of a page are released as soon as its first "
+    "token leaves the window, and a hit still reuses the incomplete window",
+    Fault.BRANCH_CHECKPOINT_REUSE: "where a request leaves the tree at a branch point, the "
+    "matcher reuses the nearest checkpoint down a sibling branch",
+}
+
+
+def parse_fault(name: str) -> Fault:
+    """argparse type: a fault by its command-line name."""
+    for fault in Fault:
+        if fault.value == name:
+            return fault
+    known = ", ".join(fault.value for fault in Fault)
+    raise ValueError(f"unknown fault {name!r} (known: {known})")
+
+
+def help_text() -> str:
+    lines = [f"  {fault.value}: {fault.description}" for fault in Fault]
+    return "faults (--fault NAME, repeatable):\n" + "\n".join(lines)

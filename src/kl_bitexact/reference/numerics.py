@@ -1,0 +1,108 @@
+"""The arithmetic the model runs on: exact (batch-invariant) or plain float32 BLAS.
+
+Deterministic mode must give the same bits for a position whatever the batch shape, the
+chunking or the cached prefix. Instead of fixing a reduction order by hand, every reduction
+is made exact: operands are rounded onto a fixed binary grid and multiplied in float64,
+where all products and partial sums are integers far below 2**53, so any summation order
+(any BLAS kernel, any blocking) gives the same result. Only element-wise rounding remains,
+and that does not depend on shape. The plain mode is the straightforward float32 BLAS
+computation whose last bits may move with the shape of the matrices, as real engines do.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+Array = NDArray[np.floating]
+
+# Weights live on this grid in both modes (13 bits of mantissa at most, exact in float32).
+WEIGHT_BITS = 12
+# Grids for activations entering a product; bounds are checked by the property tests:
+# |activation| < 2**8 and |weight| < 1 keep every matmul sum below 2**40.
+ACTIVATION_BITS = 12
+QK_BITS = 10
+PROB_BITS = 20
+VOCAB_PROB_BITS = 40
+EPS = 1e-6
+
+
+def _grid(x: Array, bits: int) -> Array:
+    return np.rint(np.asarray(x, dtype=np.float64) * float(2**bits))
+
+
+class Numerics(Protocol):
+    """The few reductions the model needs; everything else is element-wise."""
+
+    dtype: type[np.floating]
+
+    def matmul(self, x: Array, weight: Array) -> Array: ...
+
+    def rms_norm(self, x: Array) -> Array: ...
+
+    def attention(self, q: Array, k: Array, v: Array, mask: NDArray[np.bool_]) -> Array: ...
+
+    def log_softmax(self, logits: Array) -> Array: ...
+
+
+class ExactNumerics:
+    """Batch-invariant arithmetic for `--enable-deterministic-inference`."""
+
+    dtype: type[np.floating] = np.float64
+
+    def matmul(self, x: Array, weight: Array) -> Array:
+        scale = 2.0 ** -(ACTIVATION_BITS + WEIGHT_BITS)
+        return (_grid(x, ACTIVATION_BITS) @ _grid(weight, WEIGHT_BITS)) * scale
+
+    def rms_norm(self, x: Array) -> Array:
+        squares = _grid(x, ACTIVATION_BITS) ** 2
+        mean = squares.sum(axis=-1, keepdims=True) * (2.0 ** (-2 * ACTIVATION_BITS)) / x.shape[-1]
+        return np.asarray(x / np.sqrt(mean + EPS))
+
+    def attention(self, q: Array, k: Array, v: Array, mask: NDArray[np.bool_]) -> Array:
+        scale = 2.0 ** (-2 * QK_BITS) / np.sqrt(q.shape[-1])
+        scores = (_grid(q, QK_BITS) @ _grid(k, QK_BITS).T) * scale
+        weights = _grid(_masked_exp(scores, mask), PROB_BITS)
+        total = weights.sum(axis=-1, keepdims=True)
+        return np.asarray((weights @ _grid(v, QK_BITS)) / total * (2.0**-QK_BITS))
+
+    def log_softmax(self, logits: Array) -> Array:
+        top = logits.max(axis=-1, keepdims=True)
+        mass = _grid(np.exp(logits - top), VOCAB_PROB_BITS).sum(axis=-1, keepdims=True)
+        return np.asarray(logits - (top + np.log(mass * (2.0**-VOCAB_PROB_BITS))))
+
+
+class BlasNumerics:
+    """Plain float32 BLAS: fast, and its last bits may depend on matrix shapes."""
+
+    dtype: type[np.floating] = np.float32
+
+    def matmul(self, x: Array, weight: Array) -> Array:
+        return np.asarray(x, dtype=np.float32) @ np.asarray(weight, dtype=np.float32)
+
+    def rms_norm(self, x: Array) -> Array:
+        mean = np.mean(x * x, axis=-1, keepdims=True, dtype=np.float32)
+        return np.asarray(x / np.sqrt(mean + np.float32(EPS)), dtype=np.float32)
+
+    def attention(self, q: Array, k: Array, v: Array, mask: NDArray[np.bool_]) -> Array:
+        scores = (q @ k.T) * np.float32(1.0 / np.sqrt(q.shape[-1]))
+        weights = _masked_exp(scores, mask)
+        return np.asarray((weights @ v) / weights.sum(axis=-1, keepdims=True), dtype=np.float32)
+
+    def log_softmax(self, logits: Array) -> Array:
+        shifted = logits - logits.max(axis=-1, keepdims=True)
+        return np.asarray(
+            shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True)), dtype=np.float32
+        )
+
+
+def _masked_exp(scores: Array, mask: NDArray[np.bool_]) -> Array:
+    """exp(score - row max) where allowed, exactly 0 elsewhere (every row allows one key)."""
+    masked = np.where(mask, scores, -np.inf)
+    return np.asarray(np.exp(masked - masked.max(axis=-1, keepdims=True)))
+
+
+def numerics_for(deterministic: bool) -> Numerics:
+    return ExactNumerics() if deterministic else BlasNumerics()

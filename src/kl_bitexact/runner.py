@@ -1,0 +1,178 @@
+"""Running suites: one launch per distinct server, every check, a result for every test.
+
+One bad case never aborts the run: a server that does not start turns its suite's tests
+into `error`; a server that dies mid-run turns the running test into `error` with the
+log's tail, the rest of that suite too, and the next suite starts a fresh server. After
+every test the caller's `save` receives the results so far (run writes them atomically,
+so a kill -9 keeps every finished test).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Generator, Iterator
+from contextlib import closing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from kl_bitexact import engines, server
+from kl_bitexact.checks import run_check
+from kl_bitexact.engines.base import Engine
+from kl_bitexact.errors import EngineError, ServerError
+from kl_bitexact.results import Results, RunInfo, ServerInfo, Status, SuiteResult, TestResult
+from kl_bitexact.suite import ServerSpec, Suite, TestSpec
+
+
+class Reporter(Protocol):
+    """Hears about progress (the CLI prints it; tests may record it)."""
+
+    def suite_started(self, suite: Suite) -> None: ...
+
+    def test_finished(self, result: TestResult) -> None: ...
+
+    def suite_finished(self, result: SuiteResult) -> None: ...
+
+
+@dataclass(frozen=True)
+class Plan:
+    suites: tuple[Suite, ...]
+    log_dir: Path
+    run: RunInfo = field(default_factory=RunInfo)
+    base_url: str | None = None  # overrides every suite's server
+    teardown: server.Teardown = field(default_factory=server.Teardown)
+    # How an engine adapter is made for a server (a benchmark wraps it to time requests).
+    connect: Callable[..., Engine] = engines.connect
+
+
+def test_id(suite: Suite, spec: TestSpec) -> str:
+    return f"{suite.name}::{spec.name}"
+
+
+def launch_groups(suites: tuple[Suite, ...]) -> list[list[Suite]]:
+    """Suites with an identical server spec, adjacent, in order of first appearance:
+    each group shares one launch (a launch costs minutes on real runners)."""
+    groups: dict[ServerSpec, list[Suite]] = {}
+    for suite in suites:
+        groups.setdefault(suite.server, []).append(suite)
+    return list(groups.values())
+
+
+def log_path(log_dir: Path, suite: Suite) -> Path:
+    return log_dir / (re.sub(r"[^\w.-]", "_", suite.name) + ".log")
+
+
+def run_suites(plan: Plan, reporter: Reporter, save: Callable[[Results], None]) -> Results:
+    done: list[SuiteResult] = []
+
+    def save_with(current: SuiteResult) -> None:
+        save(_doc(plan, [*done, current]))
+
+    for group in launch_groups(plan.suites):
+        # closing(): an interrupt mid-suite still stops the server at once.
+        with closing(_servers(plan, group)) as pairs:
+            for suite, running in pairs:
+                done.append(_run_suite(suite, running, plan, reporter, save_with))
+    return _doc(plan, done)
+
+
+def _doc(plan: Plan, suites: list[SuiteResult]) -> Results:
+    return Results(run=plan.run, suites=tuple(suites))
+
+
+def _servers(
+    plan: Plan, group: list[Suite]
+) -> Generator[tuple[Suite, server.Server | ServerError], None, None]:
+    """Each suite of a launch group with its server, launched once and relaunched only
+    when it died; stopped when the group is done (or the run is interrupted)."""
+    running: server.Server | None = None
+    log = log_path(plan.log_dir, group[0])
+    log.unlink(missing_ok=True)
+    try:
+        for suite in group:
+            if running is not None and running.exit_code() is not None:
+                running = None
+            if running is None:
+                try:
+                    running = _start(plan, suite, log)
+                except ServerError as error:
+                    yield suite, error
+                    continue
+            else:
+                running.launch_s = 0.0  # shared launch: no cost for this suite
+            yield suite, running
+    finally:
+        if running is not None:
+            running.stop()
+
+
+def _start(plan: Plan, suite: Suite, log: Path) -> server.Server:
+    label = f"suite {suite.name}"
+    url = plan.base_url or suite.server.base_url
+    if url:
+        return server.attach(url, label=label)
+    return server.launch(suite.server, log, teardown=plan.teardown, label=label)
+
+
+def _run_suite(
+    suite: Suite,
+    running: server.Server | ServerError,
+    plan: Plan,
+    reporter: Reporter,
+    save: Callable[[SuiteResult], None],
+) -> SuiteResult:
+    reporter.suite_started(suite)
+    launch_s = running.launch_s if isinstance(running, server.Server) else None
+    info = ServerInfo(suite.server.engine, _args(plan, suite), launch_s)
+    result = SuiteResult(suite.name, info)
+    for test in _tests(suite, running, plan):
+        result = SuiteResult(suite.name, info, (*result.tests, test))
+        save(result)
+        reporter.test_finished(test)
+    reporter.suite_finished(result)
+    return result
+
+
+def _tests(suite: Suite, running: server.Server | ServerError, plan: Plan) -> Iterator[TestResult]:
+    if isinstance(running, ServerError):
+        for spec in suite.tests:
+            yield error(suite, spec, running.message, 0.0)
+        return
+    engine = plan.connect(
+        suite.server.engine, running.base_url, request_timeout=suite.server.request_timeout
+    )
+    gone: str | None = None
+    for spec in suite.tests:
+        if gone is not None:
+            yield error(suite, spec, f"not run: the server died earlier in this suite; {gone}", 0.0)
+            continue
+        yield _one(suite, spec, engine, running)
+        gone = running.death_report()
+
+
+def _one(suite: Suite, spec: TestSpec, engine: Engine, running: server.Server) -> TestResult:
+    started = time.monotonic()
+    try:
+        return run_check(engine, spec, test_id(suite, spec))
+    except EngineError as failure:
+        death = running.death_report()
+        message = f"{failure.message}; {death}" if death else failure.message
+        return error(suite, spec, message, time.monotonic() - started)
+
+
+def error(suite: Suite, spec: TestSpec, message: str, duration_s: float) -> TestResult:
+    return TestResult(
+        id=test_id(suite, spec),
+        check=spec.check,
+        status=Status.ERROR,
+        kl_threshold=spec.kl_threshold,
+        blocked_by=spec.blocked_by,
+        duration_s=duration_s,
+        message=message,
+    )
+
+
+def _args(plan: Plan, suite: Suite) -> tuple[str, ...]:
+    url = plan.base_url or suite.server.base_url
+    return ("--base-url", url) if url else suite.server.command

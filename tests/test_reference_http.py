@@ -1,0 +1,170 @@
+"""The reference server as a client meets it: a real process speaking sglang's protocol."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import requests
+
+PROMPT = list(range(10, 60))
+
+
+@pytest.fixture
+def server(reference_server):
+    return reference_server("--enable-deterministic-inference")
+
+
+def generate(url: str, body: object) -> requests.Response:
+    return requests.post(url + "/generate", json=body, timeout=60)
+
+
+def test_announces_its_address_and_answers_health(server):
+    assert server.url.startswith("http://127.0.0.1:")
+    assert requests.get(server.url + "/health", timeout=10).status_code == 200
+    assert requests.get(server.url + "/health_generate", timeout=30).status_code == 200
+
+
+def test_server_info_reports_effective_settings(reference_server):
+    server = reference_server(
+        "--page-size", "8", "--mamba-track-interval", "16", "--speculative-algorithm", "EAGLE",
+        "--fault", "checkpoint-off-by-one",
+    )  # fmt: skip
+    info = requests.get(server.url + "/get_server_info", timeout=10).json()
+    assert info["page_size"] == 8
+    assert info["mamba_track_interval"] == 16
+    assert info["disable_radix_cache"] is False
+    assert info["speculative_algorithm"] == "EAGLE"
+    assert info["speculative_num_draft_tokens"] == 4
+    assert info["enable_deterministic_inference"] is False
+    assert info["faults"] == ["checkpoint-off-by-one"]
+
+
+def test_single_prompt_answer_has_sglang_shape(server):
+    body = {
+        "input_ids": PROMPT,
+        "sampling_params": {"max_new_tokens": 5, "temperature": 1, "sampling_seed": 3},
+        "return_logprob": True,
+        "logprob_start_len": 0,
+    }
+    answer = generate(server.url, body).json()
+    assert isinstance(answer, dict)
+    meta = answer["meta_info"]
+    assert len(answer["output_ids"]) == 5
+    assert [entry[1] for entry in meta["output_token_logprobs"]] == answer["output_ids"]
+    assert all(entry[0] < 0 and entry[2] is None for entry in meta["output_token_logprobs"])
+    inputs = meta["input_token_logprobs"]
+    assert len(inputs) == len(PROMPT) and inputs[0][0] is None
+    assert [entry[1] for entry in inputs] == PROMPT
+    assert meta["prompt_tokens"] == len(PROMPT) and meta["completion_tokens"] == 5
+    assert meta["cached_tokens"] == 0
+    assert meta["finish_reason"] == {"type": "length", "length": 5}
+
+
+def test_batch_answers_in_order_and_default_logprob_start(server):
+    prompts = [PROMPT, PROMPT[:20], [7] * 33]
+    body = {
+        "input_ids": prompts,
+        "sampling_params": {"max_new_tokens": 3, "sampling_seed": 1},
+        "return_logprob": True,
+    }
+    answers = generate(server.url, body).json()
+    assert [a["meta_info"]["prompt_tokens"] for a in answers] == [50, 20, 33]
+    for prompt, answer in zip(prompts, answers, strict=True):
+        # logprob_start_len defaults to -1: only the last prompt token, with no logprob.
+        assert answer["meta_info"]["input_token_logprobs"] == [[None, prompt[-1], None]]
+
+
+def test_replay_scores_decoded_tokens_identically(server):
+    params = {"max_new_tokens": 8, "sampling_seed": 5, "ignore_eos": True}
+    first = generate(
+        server.url,
+        {"input_ids": [PROMPT], "sampling_params": params, "return_logprob": True},
+    ).json()[0]
+    requests.post(server.url + "/flush_cache", timeout=10)
+    replay = generate(
+        server.url,
+        {
+            "input_ids": [PROMPT + first["output_ids"]],
+            "sampling_params": {"max_new_tokens": 0},
+            "return_logprob": True,
+            "logprob_start_len": 0,
+        },
+    ).json()[0]
+    decoded = [entry[0] for entry in first["meta_info"]["output_token_logprobs"]]
+    replayed = [entry[0] for entry in replay["meta_info"]["input_token_logprobs"][-8:]]
+    assert replayed == decoded
+
+
+def test_prefill_cache_hit_is_reported(server):
+    prompt = list(range(100))
+    body = {"input_ids": prompt, "sampling_params": {"max_new_tokens": 0}}
+    assert generate(server.url, body).json()["meta_info"]["cached_tokens"] == 0
+    assert generate(server.url, body).json()["meta_info"]["cached_tokens"] == 64
+    requests.post(server.url + "/flush_cache", timeout=10)
+    assert generate(server.url, body).json()["meta_info"]["cached_tokens"] == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"text": "hello"}, "input_ids is required"),
+        ({"input_ids": []}, "non-empty list"),
+        ({"input_ids": [1, "2"]}, "input_ids[1] must be an integer"),
+        ({"input_ids": [[1, 2], [3, 320]]}, "input_ids[1][1] = 320 is out of range"),
+        ({"input_ids": [1, -1]}, "out of range"),
+        ({"input_ids": [1], "sampling_params": {"max_new_tokens": -1}}, "max_new_tokens"),
+        ({"input_ids": [1], "sampling_params": {"temperature": "hot"}}, "temperature"),
+        ({"input_ids": [1], "sampling_params": []}, "sampling_params must be an object"),
+        ({"input_ids": [1], "return_logprob": "yes"}, "return_logprob must be true or false"),
+        ({"input_ids": [1, 2], "logprob_start_len": 2}, "logprob_start_len (2) must be less"),
+        ({"input_ids": [1] * 4000, "sampling_params": {"max_new_tokens": 97}}, "context length"),
+        ([1, 2, 3], "must be a JSON object"),
+    ],
+)
+def test_bad_requests_get_400_and_the_server_keeps_serving(server, body, message):
+    response = generate(server.url, body)
+    assert response.status_code == 400
+    assert message in response.json()["error"]["message"]
+    assert requests.get(server.url + "/health", timeout=10).status_code == 200
+
+
+def test_malformed_json_is_400(server):
+    response = requests.post(server.url + "/generate", data=b"{nope", timeout=10)
+    assert response.status_code == 400
+    assert "not valid JSON" in response.json()["error"]["message"]
+
+
+def test_unknown_path_and_wrong_method(server):
+    assert requests.get(server.url + "/nothing", timeout=10).status_code == 404
+    assert requests.get(server.url + "/generate", timeout=10).status_code == 405
+
+
+def test_concurrent_requests_are_served_and_agree(server):
+    bodies = [
+        {
+            "input_ids": [[(i * 7 + j) % 300 for j in range(40 + i)]],
+            "sampling_params": {"max_new_tokens": 4, "sampling_seed": i},
+            "return_logprob": True,
+            "logprob_start_len": 0,
+        }
+        for i in range(8)
+    ]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        together = list(pool.map(lambda b: generate(server.url, b).json(), bodies))
+    alone = [generate(server.url, body).json() for body in bodies]
+    assert _logprobs(together) == _logprobs(alone)
+
+
+def _logprobs(answers: list[list[dict]]) -> str:
+    return json.dumps([answer[0]["meta_info"]["output_token_logprobs"] for answer in answers])
+
+
+def test_bad_flag_is_exit_2_without_traceback(cli):
+    result = cli(["serve-reference", "--port", "0", "--page-size", "0"])
+    assert result.returncode == 2
+    assert "--page-size must be at least 1" in result.stderr
+    assert "Traceback" not in result.stderr
+    result = cli(["serve-reference", "--port", "0", "--fault", "no-such-fault"])
+    assert result.returncode == 2 and "unknown fault" in result.stderr
