@@ -10,8 +10,10 @@ so `exact: true` fails while the k3 KL stays far under sglang's 1e-9; and every 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -126,3 +128,28 @@ def test_the_tiny_model_is_written_deterministically(tmp_path: Path) -> None:
     first = write_tiny_llama(tmp_path / "a.gguf").read_bytes()
     assert first == write_tiny_llama(tmp_path / "b.gguf").read_bytes()
     assert 100_000 < len(first) < 1_000_000
+
+
+def test_kl_bitexact_run_launches_llama_server_from_a_suite(tmp_path: Path, cli: Any) -> None:
+    model = write_tiny_llama(tmp_path / "tiny-llama.gguf")
+    (tmp_path / "slots").mkdir()
+    command = [str(llama_server_binary()), "-m", str(model), "--host", "127.0.0.1"]
+    command += ["--port", "{port}", "-np", "4", "-c", "4096", "-t", "1", "-fa", "off"]
+    command += ["--cache-ram", "0", "--slot-save-path", f"{tmp_path / 'slots'}/"]
+    shape = {"samples": SAMPLES, "prompt_tokens": [24, 40], "max_new_tokens": 1, "exact": True}
+    suite = {
+        "name": "llamacpp",
+        "server": {"engine": "openai", "dialect": "llamacpp", "command": command},
+        "tests": [
+            {"name": "uncached", "check": "match", **shape},
+            {"name": "full-prompt-hit", "check": "prefill_cache_hit", **shape},
+        ],
+    }
+    (tmp_path / "suite.yaml").write_text(json.dumps(suite), encoding="utf-8")
+
+    run = cli(["run", str(tmp_path / "suite.yaml"), "--out", str(tmp_path / "out")], timeout=300)
+
+    assert run.returncode == 1, run.stderr
+    results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    statuses = {test["id"]: test["status"] for test in results["suites"][0]["tests"]}
+    assert statuses == {"llamacpp::uncached": "passed", "llamacpp::full-prompt-hit": "failed"}

@@ -135,4 +135,6 @@ def test_hybrid_prefill_resumes_only_on_chunk_boundaries():
     assert not metrics.prefill_hit_possible(64, geometry)
     assert metrics.prefill_hit_possible(65, geometry)
     # attention-only servers (no track interval) resume on any page
-    assert Geometry.from_server_info({"page_size": 16, "chunked_prefill_size": 64}).prefill_step == 16
+    assert (
+        Geometry.from_server_info({"page_size": 16, "chunked_prefill_size": 64}).prefill_step == 16
+    )
