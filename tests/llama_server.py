@@ -1,22 +1,20 @@
 """llama.cpp's real `llama-server` for the integration tests: find or build the binary
-(scripts/build-llama-server.sh, cached per version), start it on a tiny model, stop it."""
+(scripts/build-llama-server.sh, cached per version) and the command that serves a model."""
 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import requests
+from kl_bitexact import server
+from kl_bitexact.suite import PORT_PLACEHOLDER, ServerSpec
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUILD_SCRIPT = REPO_ROOT / "scripts" / "build-llama-server.sh"
 STARTUP_TIMEOUT_S = 60.0
-STOP_TIMEOUT_S = 10.0
 
 
 def llama_server_binary() -> Path:
@@ -30,15 +28,8 @@ def llama_server_binary() -> Path:
     return Path(built.stdout.strip().splitlines()[-1])
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@contextmanager
-def running_llama_server(binary: Path, model: Path, workdir: Path) -> Iterator[str]:
-    """Serve `model`; yields the base URL.
+def llama_server_command(model: Path, workdir: Path) -> list[str]:
+    """Serve `model` on `{port}`.
 
     Four slots, so each sample of a small batch keeps its own cache; `--cache-ram 0` and
     `--slot-save-path` so that erasing the slots really empties every cache; one thread.
@@ -47,36 +38,22 @@ def running_llama_server(binary: Path, model: Path, workdir: Path) -> Iterator[s
     """
     slots = workdir / "slots"
     slots.mkdir(exist_ok=True)
-    port = free_port()
-    command = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port)]
-    command += ["-np", "4", "-c", "4096", "-t", "1", "--cache-ram", "0", "-fa", "off"]
-    command += ["--slot-save-path", f"{slots}/"]
-    log_path = workdir / "llama-server.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            url = f"http://127.0.0.1:{port}"
-            _wait_healthy(url, process, log_path)
-            yield url
-        finally:
-            process.terminate()
-            try:
-                process.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+    command = [str(llama_server_binary()), "-m", str(model), "--host", "127.0.0.1"]
+    command += ["--port", PORT_PLACEHOLDER, "-np", "4", "-c", "4096", "-t", "1", "-fa", "off"]
+    return [*command, "--cache-ram", "0", "--slot-save-path", f"{slots}/"]
 
 
-def _wait_healthy(url: str, process: subprocess.Popen[bytes], log_path: Path) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            break
-        try:
-            if requests.get(url + "/health", timeout=2).status_code == 200:
-                return
-        except requests.RequestException:
-            pass
-        time.sleep(0.1)
-    tail = log_path.read_text(errors="replace")[-2000:]
-    raise RuntimeError(f"llama-server did not become healthy at {url}:\n{tail}")
+@contextmanager
+def running_llama_server(model: Path, workdir: Path) -> Iterator[str]:
+    """Launched the way `kl-bitexact run` launches a suite's server; yields the base URL."""
+    spec = ServerSpec(
+        engine="openai",
+        dialect="llamacpp",
+        command=tuple(llama_server_command(model, workdir)),
+        startup_timeout=STARTUP_TIMEOUT_S,
+    )
+    running = server.launch(spec, workdir / "llama-server.log", label="llama-server")
+    try:
+        yield running.base_url
+    finally:
+        running.stop()

@@ -22,7 +22,7 @@ from kl_bitexact.engines.base import SamplingParams
 from kl_bitexact.engines.openai import OpenAIEngine, connect
 from kl_bitexact.results import Status, TestResult
 from kl_bitexact.suite import TestSpec
-from llama_server import llama_server_binary, running_llama_server
+from llama_server import llama_server_command, running_llama_server
 from tiny_llama_gguf import write_tiny_llama
 
 # The first run on a clean machine builds llama-server (~10 min on 2 cores) in this fixture;
@@ -36,7 +36,7 @@ SAMPLES = 4
 def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OpenAIEngine]:
     workdir = tmp_path_factory.mktemp("llama-server")
     model = write_tiny_llama(workdir / "tiny-llama.gguf")
-    with running_llama_server(llama_server_binary(), model, workdir) as url:
+    with running_llama_server(model, workdir) as url:
         yield connect(url)
 
 
@@ -131,11 +131,7 @@ def test_the_tiny_model_is_written_deterministically(tmp_path: Path) -> None:
 
 
 def test_kl_bitexact_run_launches_llama_server_from_a_suite(tmp_path: Path, cli: Any) -> None:
-    model = write_tiny_llama(tmp_path / "tiny-llama.gguf")
-    (tmp_path / "slots").mkdir()
-    command = [str(llama_server_binary()), "-m", str(model), "--host", "127.0.0.1"]
-    command += ["--port", "{port}", "-np", "4", "-c", "4096", "-t", "1", "-fa", "off"]
-    command += ["--cache-ram", "0", "--slot-save-path", f"{tmp_path / 'slots'}/"]
+    command = llama_server_command(write_tiny_llama(tmp_path / "tiny-llama.gguf"), tmp_path)
     shape = {"samples": SAMPLES, "prompt_tokens": [24, 40], "max_new_tokens": 1, "exact": True}
     suite = {
         "name": "llamacpp",
