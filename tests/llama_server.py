@@ -28,7 +28,7 @@ def llama_server_binary() -> Path:
     return Path(built.stdout.strip().splitlines()[-1])
 
 
-def llama_server_command(model: Path, workdir: Path) -> list[str]:
+def llama_server_command(model: Path, workdir: Path, *, slot_actions: bool = True) -> list[str]:
     """Serve `model` on `{port}`.
 
     Four slots, so each sample of a small batch keeps its own cache; `--cache-ram 0` and
@@ -36,20 +36,23 @@ def llama_server_command(model: Path, workdir: Path) -> list[str]:
     Flash attention off: on CPU it makes a one-token decode step differ from a prefill by up
     to ~1e-3 in logprob (docs/engines.md), which would drown the cache's last-bit drift.
     """
-    slots = workdir / "slots"
-    slots.mkdir(exist_ok=True)
     command = [str(llama_server_binary()), "-m", str(model), "--host", "127.0.0.1"]
     command += ["--port", PORT_PLACEHOLDER, "-np", "4", "-c", "4096", "-t", "1", "-fa", "off"]
-    return [*command, "--cache-ram", "0", "--slot-save-path", f"{slots}/"]
+    command += ["--cache-ram", "0"]
+    if not slot_actions:
+        return command
+    slots = workdir / "slots"
+    slots.mkdir(exist_ok=True)
+    return [*command, "--slot-save-path", f"{slots}/"]
 
 
 @contextmanager
-def running_llama_server(model: Path, workdir: Path) -> Iterator[str]:
+def running_llama_server(model: Path, workdir: Path, *, slot_actions: bool = True) -> Iterator[str]:
     """Launched the way `kl-bitexact run` launches a suite's server; yields the base URL."""
     spec = ServerSpec(
         engine="openai",
         dialect="llamacpp",
-        command=tuple(llama_server_command(model, workdir)),
+        command=tuple(llama_server_command(model, workdir, slot_actions=slot_actions)),
         startup_timeout=STARTUP_TIMEOUT_S,
     )
     running = server.launch(spec, workdir / "llama-server.log", label="llama-server")

@@ -20,6 +20,7 @@ import pytest
 from kl_bitexact.checks import run_check
 from kl_bitexact.engines.base import SamplingParams
 from kl_bitexact.engines.openai import OpenAIEngine, connect
+from kl_bitexact.errors import EngineError
 from kl_bitexact.results import Status, TestResult
 from kl_bitexact.suite import TestSpec
 from llama_server import llama_server_command, running_llama_server
@@ -111,6 +112,15 @@ def test_flush_erases_every_slot(engine: OpenAIEngine) -> None:
     engine.generate([prompt], SamplingParams(max_new_tokens=1))
     engine.flush()
     assert engine.generate([prompt], SamplingParams(max_new_tokens=1))[0].cached_tokens == 0
+
+
+def test_flush_without_slot_actions_names_the_flag(tmp_path: Path) -> None:
+    model = write_tiny_llama(tmp_path / "tiny-llama.gguf")
+    with running_llama_server(model, tmp_path, slot_actions=False) as url:
+        engine = connect(url)
+        with pytest.raises(EngineError) as error:
+            engine.flush()
+    assert error.value.hint is not None and "--slot-save-path" in error.value.hint
 
 
 def assert_last_bit_drift(result: TestResult) -> None:
