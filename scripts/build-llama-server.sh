@@ -57,9 +57,10 @@ cmake -S "$tree" -B "$tree/build" -DCMAKE_BUILD_TYPE=Release \
 }
 
 say "compiling llama-server on $(nproc) cores (about 10 minutes on 2)"
-# Print cmake's "[ NN%]" lines as they come, so a CI log shows the build moving.
+# Print the first line of each new "[ NN%]" step as it comes, so a CI log shows the build moving.
 cmake --build "$tree/build" --target llama-server -j "$(nproc)" 2>&1 |
-    tee "$build_root/build-$version.log" | grep --line-buffered -E '^\[ *[0-9]+%\] (Built|Linking)' >&2 || true
+    tee "$build_root/build-$version.log" |
+    awk '/^\[ *[0-9]+%\]/ { step = $2; if (step != last) { print; fflush(); last = step } }' >&2 || true
 if ! works; then
     say "build failed; the last lines of $build_root/build-$version.log:"
     tail -30 "$build_root/build-$version.log" >&2
