@@ -21,6 +21,8 @@ from kl_bitexact.engines.vllm import VllmDialect
 from kl_bitexact.errors import ConfigError, EngineError
 
 T = TypeVar("T")
+# Requests in flight at once where a dialect allows parallel requests (vLLM batches them).
+MAX_PARALLEL_REQUESTS = 64
 
 
 class Dialect(Protocol):
@@ -64,7 +66,7 @@ class OpenAIEngine:
     def _each(self, items: Sequence[TokenIds], call: Callable[[TokenIds], T]) -> list[T]:
         if not self.dialect.parallel_requests or len(items) < 2:
             return [call(item) for item in items]
-        with ThreadPoolExecutor(max_workers=len(items)) as pool:
+        with ThreadPoolExecutor(max_workers=min(len(items), MAX_PARALLEL_REQUESTS)) as pool:
             return list(pool.map(call, items))
 
 
