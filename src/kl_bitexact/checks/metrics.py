@@ -129,7 +129,7 @@ def first_divergence(sample: Sample, geometry: Geometry) -> Divergence | None:
                 cached_tokens=sample.cached_tokens,
                 decode_logprob=_finite_or_none(a),
                 replay_logprob=_finite_or_none(b),
-                hint=boundary_hint(position, sample.cached_tokens, geometry),
+                hint=boundary_hint(position, sample.cached_tokens, geometry, first=index == 0),
             )
     return None
 
@@ -138,9 +138,13 @@ def _finite_or_none(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def boundary_hint(position: int, cached_tokens: int | None, geometry: Geometry) -> str:
+def boundary_hint(
+    position: int, cached_tokens: int | None, geometry: Geometry, *, first: bool = False
+) -> str:
     """Relate a sequence position to the restored prefix, pages and checkpoints."""
-    parts = [f"diverges at position {position}"]
+    # Only decoded tokens are compared: at the first one the damage may lie earlier.
+    seen = " (the first decoded token: the cause may be earlier)" if first else ""
+    parts = [f"diverges at position {position}{seen}"]
     if cached_tokens:
         offset = position - cached_tokens
         if offset == 0:

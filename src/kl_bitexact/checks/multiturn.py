@@ -1,11 +1,12 @@
 """`multiturn`: groups x branches sharing a prefix, several turns, per-hit assertions.
 
 Phases (after sglang's kl_multiturn_utils): flush; seed the cache with each group's
-prefix; turn 1 generates prefix + suffix for every branch (cached_tokens must equal the
-prefix, page-aligned); each later turn extends history + output + a fresh suffix, sent in
-interleaved order (g0b0, g1b0, ..., g0b1, ...) to stress the radix tree, and its
-cached_tokens must cover the previous turn; the last turn is replayed and scored.
-`cache_assert: mamba` uses the checkpoint rules of hybrid models instead of exact ones.
+prefix; turn 1 generates prefix + suffix for every branch, one wave per branch index
+(cached_tokens must equal the prefix, page-aligned); each later turn extends
+history + output + a fresh suffix, sent in interleaved order (g0b0, g1b0, ..., g0b1, ...)
+to stress the radix tree, and its cached_tokens must cover the previous turn; the last
+turn is replayed and scored. `cache_assert: mamba` uses the checkpoint rules of hybrid
+models instead of exact ones.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def run(engine: Engine, spec: TestSpec, test_id: str | None = None) -> TestResul
     current = [prefixes[i // spec.branches] + suffixes[0][i] for i in range(spec.samples)]
     engine.flush()
     engine.generate(prefixes, sampling(spec, max_new_tokens=0))
-    generations = engine.generate(current, sampling(spec))
+    generations = in_waves(engine, current, sampling(spec), spec.groups, spec.branches)
     if unreported(generations):
         return scoring.not_run(spec, name, NO_CACHED_TOKENS, started)
     expected = [prefill_expectation(len(prefixes[0]), geometry, spec.cache_assert)] * spec.samples
@@ -81,6 +82,19 @@ def conversation(spec: TestSpec, vocab: int) -> tuple[list[Prompt], list[list[Pr
 
 def interleaved(groups: int, branches: int) -> list[int]:
     return [g * branches + b for b in range(branches) for g in range(groups)]
+
+
+def in_waves(
+    engine: Engine, batch: Sequence[Prompt], params: SamplingParams, groups: int, branches: int
+) -> list[Generation]:
+    """Turn 1, one wave per branch index (every group's branch b together): later
+    branches meet earlier ones in the tree and must resume at the branch point, where
+    a state borrowed from a sibling would go unnoticed by a single batch."""
+    by_sample: dict[int, Generation] = {}
+    for branch in range(branches):
+        wave = [g * branches + branch for g in range(groups)]
+        by_sample.update(zip(wave, engine.generate([batch[i] for i in wave], params), strict=True))
+    return [by_sample[i] for i in range(len(batch))]
 
 
 def generate_in_order(

@@ -24,7 +24,7 @@ class ModelSpec:
     head_dim: int = 32
     state_dim: int = 32
     mlp_dim: int = 128
-    layers: tuple[str, ...] = (FULL, RECURRENT, WINDOW)
+    layers: tuple[str, ...] = (FULL, WINDOW, RECURRENT)
     sliding_window: int = 32
     eos_token_id: int = 0
 
@@ -97,6 +97,16 @@ def init_weights(spec: ModelSpec, seed: int) -> Weights:
 Captures = dict[int, Array]
 
 
+def _prepared(layer: LayerWeights, numerics: Numerics) -> LayerWeights:
+    return LayerWeights(
+        mixer_in=tuple(numerics.prepare(w) for w in layer.mixer_in),
+        mixer_out=numerics.prepare(layer.mixer_out),
+        decay=layer.decay,
+        mlp_in=numerics.prepare(layer.mlp_in),
+        mlp_out=numerics.prepare(layer.mlp_out),
+    )
+
+
 class Model:
     """The forward pass over new tokens of several sequences at once.
 
@@ -109,8 +119,8 @@ class Model:
         self.numerics = numerics
         dtype = numerics.dtype
         self.embedding = weights.embedding.astype(dtype)
-        self.layers = weights.layers
-        self.head = weights.head
+        self.layers = tuple(_prepared(layer, numerics) for layer in weights.layers)
+        self.head = numerics.prepare(weights.head)
 
     def new_state(self, capacity: int) -> SequenceState:
         return SequenceState(self.spec.state_shape(), capacity, self.numerics.dtype)

@@ -38,6 +38,10 @@ class Numerics(Protocol):
 
     dtype: type[np.floating]
 
+    def prepare(self, weight: Array) -> Array:
+        """A weight matrix in the form `matmul` takes (done once, at load)."""
+        ...
+
     def matmul(self, x: Array, weight: Array) -> Array: ...
 
     def rms_norm(self, x: Array) -> Array: ...
@@ -52,9 +56,12 @@ class ExactNumerics:
 
     dtype: type[np.floating] = np.float64
 
+    def prepare(self, weight: Array) -> Array:
+        return _grid(weight, WEIGHT_BITS)
+
     def matmul(self, x: Array, weight: Array) -> Array:
         scale = 2.0 ** -(ACTIVATION_BITS + WEIGHT_BITS)
-        return (_grid(x, ACTIVATION_BITS) @ _grid(weight, WEIGHT_BITS)) * scale
+        return (_grid(x, ACTIVATION_BITS) @ weight) * scale
 
     def rms_norm(self, x: Array) -> Array:
         squares = _grid(x, ACTIVATION_BITS) ** 2
@@ -79,8 +86,11 @@ class BlasNumerics:
 
     dtype: type[np.floating] = np.float32
 
+    def prepare(self, weight: Array) -> Array:
+        return np.asarray(weight, dtype=np.float32)
+
     def matmul(self, x: Array, weight: Array) -> Array:
-        return np.asarray(x, dtype=np.float32) @ np.asarray(weight, dtype=np.float32)
+        return np.asarray(x, dtype=np.float32) @ weight
 
     def rms_norm(self, x: Array) -> Array:
         mean = np.mean(x * x, axis=-1, keepdims=True, dtype=np.float32)
