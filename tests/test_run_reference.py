@@ -121,3 +121,47 @@ def test_misaligned_track_interval_is_predicted_warned_and_measured_at_half(tmp_
     [warning] = misaligned.warnings
     assert f"only {hits.expected}/24" in warning and "set --mamba-track-interval 16" in warning
     assert misaligned.kl_div == 0.0  # the hits it got were still bit-exact
+
+
+def test_a_disabled_radix_cache_is_not_run_and_fails_the_gate(cli, tmp_path: Path):
+    path = tmp_path / "nocache.yaml"
+    path.write_text(
+        "name: nocache\n"
+        "server: {engine: reference, args: [--disable-radix-cache]}\n"
+        "tests:\n"
+        "  - {name: match, check: match, samples: 2, prompt_tokens: 40, max_new_tokens: 4,"
+        " vocab_size: 256}\n"
+        "  - {name: prefill, check: prefill_cache_hit, samples: 2, prompt_tokens: 80,"
+        " max_new_tokens: 4, vocab_size: 256}\n"
+    )
+    out = tmp_path / "out"
+    result = cli(["run", str(path), "--out", str(out)])
+    assert result.returncode == 1, result.stdout
+    tests = {t.id: t for _, t in results.load(out / "results.json").all_tests()}
+    assert tests["nocache::match"].status is Status.PASSED
+    assert tests["nocache::prefill"].status is Status.NOT_RUN
+    assert "radix cache disabled" in tests["nocache::prefill"].message
+
+
+def test_base_url_uses_a_running_server_and_leaves_it_running(cli, tmp_path: Path):
+    args = ["--enable-deterministic-inference"]
+    running = launch(
+        ServerSpec("reference", suite.reference_command(args), startup_timeout=60),
+        tmp_path / "server.log",
+    )
+    try:
+        path = tmp_path / "s.yaml"
+        path.write_text(
+            "name: remote\nserver: {engine: sglang, command: [never-run, '{port}']}\n"
+            "tests: [{name: m, check: match, samples: 2, prompt_tokens: 40,"
+            " max_new_tokens: 4, vocab_size: 256}]\n"
+        )
+        out = tmp_path / "out"
+        result = cli(["run", str(path), "--out", str(out), "--base-url", running.base_url])
+        assert result.returncode == 0, result.stdout + result.stderr
+        [(suite_result, test)] = results.load(out / "results.json").all_tests()
+        assert suite_result.server.args == ("--base-url", running.base_url)
+        assert test.status is Status.PASSED and test.kl_div == 0.0
+        assert running.exit_code() is None  # not ours to stop
+    finally:
+        running.stop()
