@@ -121,13 +121,13 @@ def test_an_unreachable_server_is_an_engine_error() -> None:
     with running_fake_vllm() as (url, _):
         pass
     with pytest.raises(EngineError, match="failed"):
-        connect(url, "vllm")
+        connect(url, dialect="vllm")
 
 
 def test_unknown_dialect_is_a_config_error(fake: tuple[OpenAIEngine, FakeVllmState]) -> None:
     engine, _ = fake
     with pytest.raises(ConfigError, match="'tgi' is not a known dialect"):
-        connect(engine.client.base_url, "tgi")
+        connect(engine.client.base_url, dialect="tgi")
 
 
 def test_a_server_with_neither_props_nor_version_needs_a_dialect() -> None:

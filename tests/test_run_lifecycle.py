@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kl_bitexact import results
+from kl_bitexact import engines, results
 from kl_bitexact.server import Teardown, stop_group
 
 FAKE = Path(__file__).parent / "fake_sglang_server.py"
@@ -65,10 +65,8 @@ def test_a_healthy_run_writes_results_report_and_log(cli, tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert statuses(out) == {"good::match": "passed", "good::decode_cache_hit": "passed"}
     assert re.search(r"PASSED +good::match +KL 0 +logprobs 0/\d+ differ", result.stdout)
-    assert (
-        "| good::decode_cache_hit | decode_cache_hit | passed | 0 |"
-        in (out / "report.md").read_text()
-    )
+    report = (out / "report.md").read_text()
+    assert "gate passed" in report and "<code>good::decode&#95;cache&#95;hit</code> | 0 |" in report
     assert "listening" in (out / "logs" / "good.log").read_text()
 
 
@@ -256,3 +254,13 @@ def test_ctrl_c_stops_the_server_and_exits_130(tmp_path):
 
 def _text(path: Path) -> str:
     return path.read_text() if path.exists() else ""
+
+
+def test_an_engine_without_adapter_is_refused_before_any_launch(cli, tmp_path):
+    if "openai" in engines.ADAPTERS:
+        pytest.skip("every engine a suite can name has an adapter now")
+    path = write(tmp_path, suite_yaml("other").replace("engine: sglang", "engine: openai"))
+    result = cli(["run", str(path), "--out", str(tmp_path / "o")])
+    assert result.returncode == 2
+    assert "other: server.engine: engine 'openai' has no adapter" in result.stderr
+    assert not (tmp_path / "o" / "logs").exists()

@@ -88,3 +88,22 @@ _TABLE = {
 
 def classify(state: BlockerState, red: bool) -> BlockedVerdict:
     return _TABLE[(state, red)]
+
+
+# --- resolved states, as written by `publish`'s resolver and read by `report --blockers` --
+
+
+def states_from_json(document: object, source: str) -> dict[str, BlockerState]:
+    """`{"owner/repo#N": "open"|"merged"|"closed"|"unknown"}` as canonical refs to states."""
+    if not isinstance(document, dict):
+        raise ConfigError(f'{source}: expected an object like {{"owner/repo#N": "open"}}')
+    states: dict[str, BlockerState] = {}
+    allowed = ", ".join(state.value for state in BlockerState)
+    for key, value in document.items():
+        if value not in {state.value for state in BlockerState}:
+            raise ConfigError(f"{source}: {key}: state {value!r} is not one of {allowed}")
+        try:
+            states[str(parse_ref(key))] = BlockerState(value)
+        except ConfigError as error:
+            raise ConfigError(f"{source}: {error.message}", hint=error.hint) from None
+    return states

@@ -24,6 +24,9 @@ from kl_bitexact.errors import EngineError, ServerError
 from kl_bitexact.results import Results, RunInfo, ServerInfo, Status, SuiteResult, TestResult
 from kl_bitexact.suite import ServerSpec, Suite, TestSpec
 
+# A crashing server drops its connections a moment before it is seen to exit.
+DEATH_GRACE_S = 2.0
+
 
 class Reporter(Protocol):
     """Hears about progress (the CLI prints it; tests may record it)."""
@@ -159,7 +162,7 @@ def _one(suite: Suite, spec: TestSpec, engine: Engine, running: server.Server) -
     try:
         return run_check(engine, spec, test_id(suite, spec))
     except EngineError as failure:
-        death = running.death_report()
+        death = running.death_report(grace_s=DEATH_GRACE_S)
         message = f"{failure.message}; {death}" if death else failure.message
         return error(suite, spec, message, time.monotonic() - started)
 

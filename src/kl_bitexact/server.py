@@ -9,6 +9,7 @@ infrastructure problems, not engine results (B200 and GB300 differ in headroom).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -67,8 +68,12 @@ class Server:
         """The process's exit code once it has died; None while it runs (or not ours)."""
         return None if self.process is None else self.process.poll()
 
-    def death_report(self) -> str | None:
-        """Why the server is gone, with its log's tail; None while it is alive."""
+    def death_report(self, grace_s: float = 0.0) -> str | None:
+        """Why the server is gone, with its log's tail; None while it is alive.
+        `grace_s`: how long a server that just dropped a connection may take to exit."""
+        if self.process is not None and grace_s > 0:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=grace_s)
         code = self.exit_code()
         if code is None:
             return None

@@ -6,49 +6,33 @@ samples with cached_tokens > len(prompt) + 1 (sglang's rule), flush, replay turn
 
 from __future__ import annotations
 
-import time
+from collections.abc import Sequence
 
 from kl_bitexact.checks import metrics, prompts, scoring
-from kl_bitexact.checks.match import sampling
-from kl_bitexact.checks.metrics import Geometry
-from kl_bitexact.checks.prefill_cache_hit import (
-    NO_CACHED_TOKENS,
-    RADIX_DISABLED,
-    unreported,
-    warnings,
-)
-from kl_bitexact.engines.base import Engine
+from kl_bitexact.checks.scoring import Context
+from kl_bitexact.engines.base import Engine, Generation
 from kl_bitexact.results import CacheHits, TestResult
 from kl_bitexact.suite import TestSpec
 
 
 def run(engine: Engine, spec: TestSpec, test_id: str | None = None) -> TestResult:
-    started, name = time.monotonic(), test_id or spec.name
-    info = engine.server_info()
-    geometry = Geometry.from_server_info(info)
-    if not geometry.radix_cache:
-        return scoring.not_run(spec, name, RADIX_DISABLED, started)
-    first = prompts.single_turn(spec, info)
+    context = scoring.begin(engine, spec, test_id)
+    if not context.geometry.radix_cache:
+        return scoring.not_run(context, scoring.RADIX_DISABLED)
+    first = prompts.single_turn(spec, context.info)
     engine.flush()
-    turn1 = engine.generate(first, sampling(spec))
+    turn1 = engine.generate(first, scoring.sampling(spec))
     second = [p + g.output_ids + spec.separator_ids for p, g in zip(first, turn1, strict=True)]
-    generations = engine.generate(second, sampling(spec))
-    if unreported(generations):
-        return scoring.not_run(spec, name, NO_CACHED_TOKENS, started)
+    generations = engine.generate(second, scoring.sampling(spec))
+    if scoring.unreported(generations):
+        return scoring.not_run(context, scoring.NO_CACHED_TOKENS)
     kept = [i for i, g in enumerate(generations) if (g.cached_tokens or 0) > len(first[i]) + 1]
-    expected = sum(
-        metrics.decode_hit_possible(len(p), len(g.output_ids), geometry)
-        for p, g in zip(first, turn1, strict=True)
-    )
-    at_risk = sum(
-        metrics.overshoot_may_miss(len(p), len(g.output_ids), geometry)
-        for p, g in zip(first, turn1, strict=True)
-    )
-    notes = warnings(expected, len(first), spec, geometry)
+    expected, at_risk = predict(context, first, turn1)
+    notes = scoring.geometry_warnings(context, expected, len(first))
     if at_risk:
         notes += (
-            f"speculative decoding (block {geometry.speculative_block}): up to {at_risk} "
-            "samples may miss because the last checkpoint falls in overshoot tokens",
+            f"speculative decoding (block {context.geometry.speculative_block}): up to "
+            f"{at_risk} samples may miss because the last checkpoint falls in overshoot tokens",
         )
     measured = scoring.Measured(
         samples=scoring.replay_and_pair(engine, second, generations, kept),
@@ -56,4 +40,15 @@ def run(engine: Engine, spec: TestSpec, test_id: str | None = None) -> TestResul
         hit_label="decode",
         warnings=notes,
     )
-    return scoring.judge(spec, name, measured, geometry, started)
+    return scoring.judge(context, measured)
+
+
+def predict(
+    context: Context, first: Sequence[prompts.Prompt], turn1: Sequence[Generation]
+) -> tuple[int, int]:
+    """Samples the geometry lets hit, and those speculative overshoot may cost."""
+    pairs = [(len(p), len(g.output_ids)) for p, g in zip(first, turn1, strict=True)]
+    geometry = context.geometry
+    possible = sum(metrics.decode_hit_possible(n, out, geometry) for n, out in pairs)
+    at_risk = sum(metrics.overshoot_may_miss(n, out, geometry) for n, out in pairs)
+    return possible, at_risk

@@ -11,15 +11,13 @@ models instead of exact ones.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 
 import numpy as np
 
 from kl_bitexact.checks import prompts, scoring
-from kl_bitexact.checks.match import sampling
 from kl_bitexact.checks.metrics import Geometry
-from kl_bitexact.checks.prefill_cache_hit import NO_CACHED_TOKENS, RADIX_DISABLED, unreported
+from kl_bitexact.checks.scoring import sampling
 from kl_bitexact.engines.base import Engine, Generation, SamplingParams
 from kl_bitexact.results import CacheHits, TestResult
 from kl_bitexact.suite import TestSpec
@@ -30,32 +28,23 @@ Expectation = tuple[int, int | None]
 
 
 def run(engine: Engine, spec: TestSpec, test_id: str | None = None) -> TestResult:
-    started, name = time.monotonic(), test_id or spec.name
-    info = engine.server_info()
-    geometry = Geometry.from_server_info(info)
-    if not geometry.radix_cache:
-        return scoring.not_run(spec, name, RADIX_DISABLED, started)
-    prefixes, suffixes = conversation(spec, prompts.vocab_size(spec, info))
+    context = scoring.begin(engine, spec, test_id)
+    if not context.geometry.radix_cache:
+        return scoring.not_run(context, scoring.RADIX_DISABLED)
+    prefixes, suffixes = conversation(spec, prompts.vocab_size(spec, context.info))
     current = [prefixes[i // spec.branches] + suffixes[0][i] for i in range(spec.samples)]
     engine.flush()
     engine.generate(prefixes, sampling(spec, max_new_tokens=0))
     generations = in_waves(engine, current, sampling(spec), spec.groups, spec.branches)
-    if unreported(generations):
-        return scoring.not_run(spec, name, NO_CACHED_TOKENS, started)
-    expected = [prefill_expectation(len(prefixes[0]), geometry, spec.cache_assert)] * spec.samples
-    problems = violations(generations, expected, "turn 1")
-    order = interleaved(spec.groups, spec.branches)
+    if scoring.unreported(generations):
+        return scoring.not_run(context, scoring.NO_CACHED_TOKENS)
+    expected = prefill_expectation(len(prefixes[0]), context.geometry, spec.cache_assert)
+    problems = [f"{p} (turn 1)" for p in violations(generations, [expected] * spec.samples)]
     for turn, turn_suffixes in enumerate(suffixes[1:], start=2):
-        expected = [
-            decode_expectation(len(c), len(g.output_ids), geometry, spec.cache_assert)
-            for c, g in zip(current, generations, strict=True)
-        ]
-        current = [
-            c + g.output_ids + s
-            for c, g, s in zip(current, generations, turn_suffixes, strict=True)
-        ]
-        generations = generate_in_order(engine, current, sampling(spec), order)
-        problems += violations(generations, expected, f"turn {turn}")
+        current, generations, found = next_turn(
+            engine, context, current, generations, turn_suffixes
+        )
+        problems += [f"{problem} (turn {turn})" for problem in found]
     missed = {problem.split(":", 1)[0] for problem in problems}
     hits = CacheHits(
         spec.samples - len(missed), spec.samples, spec.min_cache_hit_ratio, spec.samples
@@ -66,7 +55,27 @@ def run(engine: Engine, spec: TestSpec, test_id: str | None = None) -> TestResul
         hit_label="multiturn",
         problems=tuple(problems),
     )
-    return scoring.judge(spec, name, measured, geometry, started)
+    return scoring.judge(context, measured)
+
+
+def next_turn(
+    engine: Engine,
+    context: scoring.Context,
+    history: Sequence[Prompt],
+    previous: Sequence[Generation],
+    suffixes: Sequence[Prompt],
+) -> tuple[list[Prompt], list[Generation], list[str]]:
+    """history + output + suffix for every sample, sent interleaved; each must reuse
+    what the previous turn left in the cache."""
+    spec, geometry = context.spec, context.geometry
+    expected = [
+        decode_expectation(len(h), len(g.output_ids), geometry, spec.cache_assert)
+        for h, g in zip(history, previous, strict=True)
+    ]
+    current = [h + g.output_ids + s for h, g, s in zip(history, previous, suffixes, strict=True)]
+    order = interleaved(spec.groups, spec.branches)
+    generations = generate_in_order(engine, current, sampling(spec), order)
+    return current, generations, violations(generations, expected)
 
 
 def conversation(spec: TestSpec, vocab: int) -> tuple[list[Prompt], list[list[Prompt]]]:
@@ -124,13 +133,11 @@ def decode_expectation(history: int, output: int, geometry: Geometry, mode: str)
     return ((history + output - 1) // step * step, None)
 
 
-def violations(
-    generations: Sequence[Generation], expected: Sequence[Expectation], label: str
-) -> list[str]:
+def violations(generations: Sequence[Generation], expected: Sequence[Expectation]) -> list[str]:
     problems = []
     for index, (generation, (low, high)) in enumerate(zip(generations, expected, strict=True)):
         cached = generation.cached_tokens or 0
         if cached < low or (high is not None and cached > high):
             want = f"{low}" if low == high else f">= {low}" if high is None else f"{low}..{high}"
-            problems.append(f"sample {index}: {label} cached_tokens {cached}, expected {want}")
+            problems.append(f"sample {index}: cached_tokens {cached}, expected {want}")
     return problems

@@ -8,18 +8,59 @@ in exact mode any differing logprob fails.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from kl_bitexact.checks import metrics
 from kl_bitexact.checks.metrics import Geometry, Sample
-from kl_bitexact.engines.base import Engine, Generation
+from kl_bitexact.engines.base import Engine, Generation, SamplingParams
 from kl_bitexact.errors import EngineError
 from kl_bitexact.results import CacheHits, ExactMatch, Status, TestResult
 from kl_bitexact.suite import TestSpec
+from kl_bitexact.wording import fmt_kl
 
 # Enough to localise a bug; a run where every sample diverges need not list all 32.
 MAX_DIVERGENCES = 8
+RADIX_DISABLED = "radix cache disabled on the server (disable_radix_cache); nothing to hit"
+NO_CACHED_TOKENS = "the server does not report cached_tokens, so hits cannot be counted"
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a check knows before its first phase."""
+
+    spec: TestSpec
+    test_id: str
+    info: Mapping[str, Any]
+    geometry: Geometry
+    started: float
+
+
+def begin(engine: Engine, spec: TestSpec, test_id: str | None) -> Context:
+    started = time.monotonic()
+    info = engine.server_info()
+    return Context(spec, test_id or spec.name, info, Geometry.from_server_info(info), started)
+
+
+def sampling(spec: TestSpec, max_new_tokens: int | None = None) -> SamplingParams:
+    """The suite's sampling settings (`max_new_tokens=0`: a warm-up that only fills)."""
+    return SamplingParams(
+        max_new_tokens=spec.max_new_tokens if max_new_tokens is None else max_new_tokens,
+        temperature=spec.temperature,
+        seed=spec.seed,
+    )
+
+
+def unreported(generations: Sequence[Generation]) -> bool:
+    """True when the server does not say how many tokens it reused."""
+    return any(g.cached_tokens is None for g in generations)
+
+
+def geometry_warnings(context: Context, expected: int, total: int) -> tuple[str, ...]:
+    ratio = context.spec.min_cache_hit_ratio
+    text = metrics.geometry_warning(expected, total, ratio, context.geometry)
+    return (text,) if text else ()
 
 
 @dataclass(frozen=True)
@@ -63,35 +104,34 @@ def replay_and_pair(
     return tuple(samples)
 
 
-def not_run(spec: TestSpec, test_id: str, reason: str, started: float) -> TestResult:
+def not_run(context: Context, reason: str) -> TestResult:
+    spec = context.spec
     return TestResult(
-        id=test_id,
+        id=context.test_id,
         check=spec.check,
         status=Status.NOT_RUN,
         kl_threshold=spec.kl_threshold,
         blocked_by=spec.blocked_by,
-        duration_s=time.monotonic() - started,
+        duration_s=time.monotonic() - context.started,
         message=reason,
     )
 
 
-def judge(
-    spec: TestSpec, test_id: str, measured: Measured, geometry: Geometry, started: float
-) -> TestResult:
-    samples = measured.samples
+def judge(context: Context, measured: Measured) -> TestResult:
+    spec, samples = context.spec, measured.samples
     kl_per_sample = tuple(metrics.k3(s.decode, s.replay) for s in samples)
     kl = metrics.average(kl_per_sample) if samples else None
     exact = ExactMatch(
         tokens=sum(len(s.decode) for s in samples),
         mismatched=sum(metrics.mismatched(s.decode, s.replay) for s in samples),
     )
-    divergences = [d for s in samples if (d := metrics.first_divergence(s, geometry))]
+    divergences = [d for s in samples if (d := metrics.first_divergence(s, context.geometry))]
     failures = _failures(spec, measured, kl, exact)
     status = Status.FAILED if failures else Status.PASSED
     if not failures and exact.tokens == 0:
         status, failures = Status.NOT_RUN, ["no logprob was compared (no sample kept)"]
     return TestResult(
-        id=test_id,
+        id=context.test_id,
         check=spec.check,
         status=status,
         kl_div=kl,
@@ -101,7 +141,7 @@ def judge(
         cache_hits=measured.hits,
         first_divergence=tuple(divergences[:MAX_DIVERGENCES]),
         blocked_by=spec.blocked_by,
-        duration_s=time.monotonic() - started,
+        duration_s=time.monotonic() - context.started,
         message="; ".join(failures) or _summary(kl, exact, measured.hits),
         warnings=measured.warnings,
     )
@@ -127,7 +167,7 @@ def _failures(spec: TestSpec, measured: Measured, kl: float | None, exact: Exact
 
 
 def _summary(kl: float | None, exact: ExactMatch, hits: CacheHits | None) -> str:
-    text = f"avg KL {kl:.3e}; {exact.mismatched}/{exact.tokens} logprobs differ"
+    text = f"avg KL {fmt_kl(kl)}; {exact.mismatched}/{exact.tokens} logprobs differ"
     if hits is not None:
         text += f"; cache hits {hits.hit}/{hits.total}"
     return text

@@ -3,12 +3,32 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from kl_bitexact.commands import Command, not_built_yet
+from kl_bitexact.commands import Command
+from kl_bitexact.errors import ExitCode
+from kl_bitexact.registry import config, findings, fix, lint, repo
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_repository_arguments(parser)
+    parser.add_argument(
+        "--fix",
+        action="store_true",
+        help="register missing suites in the allowlist and workflow matrix",
+    )
+    parser.add_argument(
+        "--format",
+        choices=tuple(findings.RENDERERS),
+        default="text",
+        help="text (default), json ({'findings': [...]}, for `report --findings`) or github "
+        "(workflow-command annotations)",
+    )
+
+
+def add_repository_arguments(parser: argparse.ArgumentParser) -> None:
+    """--root and --config, shared with `shard`."""
     parser.add_argument(
         "--root",
         type=Path,
@@ -17,17 +37,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="repository root (default: current directory)",
     )
     parser.add_argument(
-        "--fix",
-        action="store_true",
-        help="register missing suites in the allowlist and workflow matrix",
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help=f"registry configuration (default: ROOT/{config.CONFIG_FILE} if present)",
     )
+
+
+def handle(args: argparse.Namespace) -> int:
+    settings = config.load(args.root, args.config)
+    state = repo.read(args.root, settings)
+    if args.fix:
+        for change in fix.apply(args.root, state):
+            print(change, file=sys.stderr)
+        state = repo.read(args.root, settings)
+    found = lint.lint(state)
+    sys.stdout.write(findings.RENDERERS[args.format](found))
+    return int(ExitCode.GATE_FAILED if findings.has_errors(found) else ExitCode.GATE_PASSED)
 
 
 COMMAND = Command(
     name="lint-ci",
     summary="lint CI registration: every test's suite is allowlisted and dispatched",
-    description="Read register_*_ci calls, allowlists and workflows; report every suite that "
-    "would silently never run, and every registration that would break CI.",
+    description="Read register_*_ci calls and suite files, allowlists and workflows; report every "
+    "suite that would silently never run, and every registration that would break CI. "
+    "Exit 1 when error findings remain, 0 when clean, 2 when the input cannot be read.",
     add_arguments=add_arguments,
-    handler=not_built_yet("lint-ci", 8),
+    handler=handle,
 )

@@ -10,12 +10,14 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
-from kl_bitexact import results, suite
+from kl_bitexact import engines, escape, render, results, suite
 from kl_bitexact.commands import Command
+from kl_bitexact.compare import compare
 from kl_bitexact.errors import ConfigError, ExitCode
 from kl_bitexact.results import Results, RunInfo, Status, SuiteResult, TestResult
 from kl_bitexact.runner import Plan, run_suites, test_id
 from kl_bitexact.suite import Suite
+from kl_bitexact.wording import fmt_kl
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
     reporter = ConsoleReporter(github=os.environ.get("GITHUB_ACTIONS") == "true")
     final = run_suites(plan, reporter, lambda partial: results.write_atomic(partial, results_path))
     results.write_atomic(final, results_path)
-    (out / "report.md").write_text(plain_report(final), encoding="utf-8")
+    report = render.job_summary(compare(final, None), budget=None)
+    (out / "report.md").write_text(report, encoding="utf-8")
     code = exit_code(final)
     print(f"{_tally(final)}; wrote {results_path} and {out / 'report.md'}")
     if code == ExitCode.COULD_NOT_RUN:
@@ -83,6 +86,7 @@ def load_suites(paths: Sequence[Path]) -> list[Suite]:
                 hint="suite names must be unique across the files of one run",
             )
         seen[item.name] = item.source
+        engines.require(item.server.engine, f"{item.source}: {item.name}: server.engine")
     return loaded
 
 
@@ -155,7 +159,7 @@ class ConsoleReporter:
 
     def suite_started(self, item: Suite) -> None:
         if self.github:
-            print(f"::group::suite {_command_text(item.name)}", flush=True)
+            print(f"::group::suite {escape.command_data(item.name)}", flush=True)
         else:
             print(f"suite {item.name}", flush=True)
 
@@ -171,11 +175,11 @@ class ConsoleReporter:
             return
         print("::endgroup::", flush=True)
         for test in result.tests:  # annotations stay visible outside the fold
-            title = _command_text(test.id, is_property=True)
+            title = escape.command_property(test.id)
             for warning in test.warnings:
-                print(f"::warning title={title}::{_command_text(warning)}")
+                print(f"::warning title={title}::{escape.command_data(warning)}")
             if test.status is not Status.PASSED:
-                print(f"::error title={title}::{_command_text(test.message)}")
+                print(f"::error title={title}::{escape.command_data(test.message)}")
 
 
 def progress_line(result: TestResult) -> str:
@@ -186,51 +190,9 @@ def progress_line(result: TestResult) -> str:
         expected = "?" if h.expected is None else str(h.expected)
         hits = f"{h.hit}/{h.total} (expected {expected}, min {h.min_ratio:g})"
     return (
-        f"  {result.status.value.upper():8} {result.id}  KL {_kl(result.kl_div)}  "
+        f"  {result.status.value.upper():8} {result.id}  KL {fmt_kl(result.kl_div)}  "
         f"logprobs {exact}  hits {hits}  {result.duration_s:.1f}s"
     )
-
-
-def _kl(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return "0" if value == 0 else f"{value:.3e}"
-
-
-def _command_text(text: str, *, is_property: bool = False) -> str:
-    """Escape for a GitHub workflow command: suite files come from pull requests, and a
-    newline would let them inject commands of their own."""
-    escaped = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-    return escaped.replace(":", "%3A").replace(",", "%2C") if is_property else escaped
-
-
-# --- report.md (a plain table; the PR-comment renderer lives elsewhere) ----------------
-
-
-def plain_report(final: Results) -> str:
-    lines = [
-        "# kl-bitexact results",
-        "",
-        "| test | check | status | avg KL | differing logprobs | cache hits | seconds |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    notes = []
-    for _, test in final.all_tests():
-        exact = f"{test.exact.mismatched}/{test.exact.tokens}" if test.exact else "-"
-        h = test.cache_hits
-        hits = f"{h.hit}/{h.total} (min {h.min_ratio:g})" if h else "-"
-        cells = (test.id, test.check, test.status.value, _kl(test.kl_div), exact, hits)
-        lines.append(f"| {' | '.join(_cell(c) for c in cells)} | {test.duration_s:.1f} |")
-        if test.status is not Status.PASSED or test.warnings:
-            notes.append(f"- **{_cell(test.id)}**: {_cell(test.message)}")
-            notes += [f"  - warning: {_cell(w)}" for w in test.warnings]
-            notes += [f"  - sample {d.sample}: {_cell(d.hint)}" for d in test.first_divergence]
-    return "\n".join([*lines, "", *notes, ""])
-
-
-def _cell(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
 
 
 COMMAND = Command(

@@ -70,10 +70,12 @@ class OpenAIEngine:
             return list(pool.map(call, items))
 
 
-def connect(base_url: str, dialect: str | None = None, *, timeout_s: float = 300.0) -> OpenAIEngine:
+def connect(
+    base_url: str, *, request_timeout: float = 300.0, dialect: str | None = None
+) -> OpenAIEngine:
     """An engine for the server at `base_url`; `dialect` (the suite's `server.dialect`)
     is detected from the server's endpoints when not given."""
-    client = JsonClient(base_url, timeout_s=timeout_s)
+    client = JsonClient(base_url, timeout_s=request_timeout)
     name = dialect or detect_dialect(client)
     if name not in DIALECTS:
         raise ConfigError(

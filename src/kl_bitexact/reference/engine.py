@@ -146,7 +146,9 @@ class ReferenceEngine:
             return
         checkpoints = run.cache_checkpoints()
         if self.config.has(Fault.SPEC_OVERSHOOT_CACHED):
-            checkpoints = speculative.mislabel_overshoot(run, checkpoints, self.track_policy)
+            checkpoints = speculative.cache_overshoot_as_returned(
+                run, checkpoints, self.config.page_size
+            )
         self.cache.insert(run.tokens(), run.state, checkpoints)
 
 

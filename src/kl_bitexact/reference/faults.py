@@ -27,8 +27,8 @@ DESCRIPTIONS: dict[Fault, str] = {
     "so hits reloaded from host memory lose precision",
     Fault.CHECKPOINT_OFF_BY_ONE: "a recurrent-state checkpoint labelled position q holds the "
     "state after q-1 tokens",
-    Fault.SPEC_OVERSHOOT_CACHED: "with speculative decoding, the state after the overshoot "
-    "tokens is cached as if only the returned tokens had been consumed",
+    Fault.SPEC_OVERSHOOT_CACHED: "with speculative decoding, the recurrent state after the "
+    "overshoot tokens is cached at the last page boundary of the returned tokens",
     Fault.SWA_EARLY_RELEASE: "sliding-window slots of a page are released as soon as its first "
     "token leaves the window, and a hit still reuses the incomplete window",
     Fault.BRANCH_CHECKPOINT_REUSE: "where a request leaves the tree at a branch point, the "

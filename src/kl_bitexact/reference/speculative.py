@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kl_bitexact.reference.checkpoints import CheckpointPolicy
 from kl_bitexact.reference.numerics import Array
 from kl_bitexact.reference.run import Run
 from kl_bitexact.reference.sampling import noise, sample
@@ -80,18 +79,16 @@ def _verify(engine: ReferenceEngine, runs: list[Run], drafts: list[list[int]]) -
         run.state.rewind(consumed, captured[i][consumed])
 
 
-def mislabel_overshoot(
-    run: Run, checkpoints: dict[int, Array], policy: CheckpointPolicy
+def cache_overshoot_as_returned(
+    run: Run, checkpoints: dict[int, Array], page_size: int
 ) -> dict[int, Array]:
-    """The `spec-overshoot-cached` fault: a state tracked inside the overshoot is cached
-    under the last track position of the returned tokens, as if the overshoot had been
-    returned. Correctly, that state is unusable for a follow-up turn (a natural miss)."""
-    returned_end = len(run.request.input_ids) + min(len(run.outputs), run.request.max_new_tokens)
-    if run.last_track is None or run.last_track[0] <= returned_end:
+    """The `spec-overshoot-cached` fault: when the last verify consumed tokens beyond the
+    returned ones, the final recurrent state (which includes them) is cached at the last
+    page boundary of the returned tokens, as if the overshoot had been returned. A follow-up
+    turn then resumes from a state that saw tokens it never sent."""
+    prompt_len = len(run.request.input_ids)
+    returned_end = prompt_len + min(len(run.outputs), run.request.max_new_tokens)
+    label = returned_end // page_size * page_size
+    if run.state.length <= returned_end or label <= prompt_len:
         return checkpoints
-    label = returned_end // policy.interval * policy.interval
-    if label <= len(run.request.input_ids):
-        return checkpoints
-    moved = {q: state for q, state in checkpoints.items() if q != run.last_track[0]}
-    moved[label] = run.last_track[1]
-    return moved
+    return {**checkpoints, label: run.state.recurrent.copy()}

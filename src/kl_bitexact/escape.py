@@ -1,0 +1,98 @@
+"""Escaping untrusted strings for Markdown comments and workflow commands (pure).
+
+Test ids, messages, hints, warnings and suite names come from results written by a run of
+PR code, so a PR controls them. In a comment they must not inject HTML, break a table
+row, start a code span, ping a person or team (`@name`), cross-reference an issue (which
+GitHub records on that issue's timeline), or close a `<details>` early. In a workflow
+command they must not end the command and start another (a newline followed by
+`::set-output`, for instance).
+"""
+
+from __future__ import annotations
+
+import re
+
+# Joins what follows so GitHub's autolinkers no longer see `@name`, `#123`, `GH-1` or a
+# URL, while the reader still does.
+WORD_JOINER = "\u2060"
+
+# Characters that reorder or hide text (Trojan Source), C0/C1 controls, and lone
+# surrogates (JSON can carry them; no UTF-8 writer accepts them).
+_INVISIBLE = re.compile(
+    r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
+_SURROGATES = re.compile(r"[\ud800-\udfff]")
+_LINE_BREAKS = re.compile(r"\r\n|[\r\n\t\u2028\u2029\x85]")
+_AUTOLINKS = re.compile(r"://|www\.|GH-", re.IGNORECASE)
+
+# Quotes are left alone: no untrusted string is ever placed inside an HTML attribute.
+_MARKDOWN = str.maketrans(
+    {
+        "&": "&amp;",
+        "<": "&lt;",
+        ">": "&gt;",
+        "|": "&#124;",
+        "`": "&#96;",
+        "\\": "&#92;",
+        "*": "&#42;",
+        "_": "&#95;",
+        "[": "&#91;",
+        "]": "&#93;",
+        "~": "&#126;",
+        "@": "@" + WORD_JOINER,
+        "#": "#" + WORD_JOINER,
+    }
+)
+
+ELLIPSIS = "…"
+
+
+def clip(value: str, limit: int) -> str:
+    """At most `limit` characters, marking a cut with an ellipsis."""
+    return value if len(value) <= limit else value[: limit - 1] + ELLIPSIS
+
+
+def text(value: str, limit: int = 200) -> str:
+    """One line of inline Markdown, safe in a table cell, a list item or a heading."""
+    flat = _LINE_BREAKS.sub(" ", _INVISIBLE.sub("", value))
+    return _break_autolinks(clip(flat, limit).translate(_MARKDOWN))
+
+
+def code(value: str, limit: int = 200) -> str:
+    """Inline code for an untrusted string.
+
+    A Markdown code span would show our entities literally, so this is an HTML `<code>`
+    element whose content is escaped like any other text.
+    """
+    return f"<code>{text(value, limit)}</code>"
+
+
+def block(value: str, limit: int = 4000) -> str:
+    """A multi-line untrusted string as a `<pre>` block (its lines kept)."""
+    lines = _INVISIBLE.sub("", value).replace("\r\n", "\n").replace("\r", "\n")
+    escaped = _break_autolinks(clip(lines, limit).translate(_MARKDOWN))
+    return f"<pre>{escaped.strip(chr(10))}</pre>"
+
+
+def _break_autolinks(escaped: str) -> str:
+    return _AUTOLINKS.sub(lambda match: _join(match.group(0)), escaped)
+
+
+def _join(token: str) -> str:
+    return token[:-1] + WORD_JOINER + token[-1]
+
+
+# --- workflow commands ------------------------------------------------------------------
+# https://docs.github.com/actions/reference/workflow-commands-for-github-actions: the
+# runner unescapes %25, %0D and %0A in data, and additionally %3A and %2C in properties.
+
+_DATA = str.maketrans({"%": "%25", "\r": "%0D", "\n": "%0A"})
+_PROPERTY = str.maketrans({"%": "%25", "\r": "%0D", "\n": "%0A", ":": "%3A", ",": "%2C"})
+
+
+def command_data(value: str) -> str:
+    return _SURROGATES.sub("\ufffd", value).translate(_DATA)
+
+
+def command_property(value: str) -> str:
+    return _SURROGATES.sub("\ufffd", value).translate(_PROPERTY)

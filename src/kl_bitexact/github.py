@@ -1,0 +1,259 @@
+"""The one place that builds the PyGithub client, and the one that turns its errors into ours.
+
+Where to talk to (API URL, repository, pull request) comes from options first, then the
+environment GitHub Actions sets (`GITHUB_API_URL`, `GITHUB_REPOSITORY`, the event file), so
+GitHub Enterprise Server works unchanged. Retries: 5xx with exponential backoff, secondary
+rate limits after `Retry-After`, the primary rate limit by waiting for its reset when that is
+short and failing clearly when it is not. The token never appears in a message: errors are
+rebuilt from status and GitHub's `message` field, and every message is scrubbed once more.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+from github import Auth, Github, GithubException, GithubRetry
+from github.GithubException import RateLimitExceededExceedsMaxWait, RateLimitExceededException
+from requests.adapters import HTTPAdapter
+from urllib3 import Retry
+from urllib3.exceptions import HTTPError as Urllib3Error
+
+from kl_bitexact.errors import ConfigError, GitHubError
+
+DEFAULT_API_URL = "https://api.github.com"
+_REPOSITORY = re.compile(r"^[\w.-]+/[\w.-]+$")
+_SHA = re.compile(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
+# GitHub caps list pages at 100; fewer round trips on a PR with hundreds of comments.
+PER_PAGE = 100
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """Timeouts, retries and pacing; `from_env` lets tests (and impatient users) shrink them."""
+
+    timeout_s: int = 30
+    retries: int = 5
+    backoff_factor: float = 1.0  # waits 0, 2, 4, 8... seconds between 5xx retries
+    max_rate_limit_wait_s: float = 300.0  # wait for a primary-limit reset at most this long
+    secondary_rate_wait_s: float = 60.0  # when a secondary limit gives no Retry-After
+    seconds_between_requests: float = 0.25
+    seconds_between_writes: float = 1.0  # GitHub asks integrators to pace writes
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> ClientSettings:
+        names = {
+            "timeout_s": "KL_BITEXACT_GITHUB_TIMEOUT",
+            "retries": "KL_BITEXACT_GITHUB_RETRIES",
+            "backoff_factor": "KL_BITEXACT_GITHUB_BACKOFF",
+            "max_rate_limit_wait_s": "KL_BITEXACT_GITHUB_MAX_RATE_WAIT",
+            "secondary_rate_wait_s": "KL_BITEXACT_GITHUB_SECONDARY_WAIT",
+            "seconds_between_requests": "KL_BITEXACT_GITHUB_REQUEST_INTERVAL",
+            "seconds_between_writes": "KL_BITEXACT_GITHUB_WRITE_INTERVAL",
+        }
+        defaults = cls()
+        values = {
+            name: _number(env, variable, type(getattr(defaults, name)))
+            for name, variable in names.items()
+            if env.get(variable)
+        }
+        return cls(**values)
+
+
+def _number(env: Mapping[str, str], variable: str, kind: type) -> Any:
+    try:
+        value = kind(env[variable])
+    except ValueError:
+        raise ConfigError(
+            f"environment variable {variable}={env[variable]!r} is not a number",
+            hint=f"set {variable} to a non-negative {kind.__name__}, or unset it",
+        ) from None
+    if value < 0:
+        raise ConfigError(f"environment variable {variable} must not be negative")
+    return value
+
+
+@dataclass(frozen=True)
+class Target:
+    """Which GitHub, which repository, which pull request, with which token."""
+
+    api_url: str
+    repository: str
+    token: str = field(repr=False)
+    pr_number: int | None = None
+    # The PR head the triggering event saw: the commit that was tested, which is where the
+    # status belongs even if the PR has moved on since.
+    head_sha: str | None = None
+
+    @property
+    def owner_repo(self) -> tuple[str, str]:
+        owner, repo = self.repository.split("/", 1)
+        return owner, repo
+
+
+def resolve_target(
+    env: Mapping[str, str],
+    *,
+    token: str | None = None,
+    repository: str | None = None,
+    pr_number: int | None = None,
+    api_url: str | None = None,
+    head_sha: str | None = None,
+) -> Target:
+    """Options win over the environment; the event file fills in the pull request."""
+    token = token or env.get("GITHUB_TOKEN")
+    if not token:
+        raise ConfigError(
+            "no GitHub token: set GITHUB_TOKEN",
+            hint="in a workflow: env: GITHUB_TOKEN: ${{ github.token }} on the publish step",
+        )
+    repository = repository or env.get("GITHUB_REPOSITORY")
+    if not repository or not _REPOSITORY.match(repository):
+        raise ConfigError(
+            f"repository {repository!r} is not owner/name",
+            hint="set GITHUB_REPOSITORY=owner/name (GitHub Actions sets it for you)",
+        )
+    url = (api_url or env.get("GITHUB_API_URL") or DEFAULT_API_URL).rstrip("/")
+    if head_sha is not None and not _SHA.match(head_sha):
+        raise ConfigError(f"commit {head_sha!r} is not a full hexadecimal SHA")
+    event = read_event(env.get("GITHUB_EVENT_PATH"))
+    number = pr_number if pr_number is not None else _event_pr(event)
+    if pr_number is None or number == _event_pr(event):
+        head_sha = head_sha or _event_head_sha(event)
+    return Target(url, repository, token, number, head_sha)
+
+
+def read_event(event_path: str | None) -> Mapping[str, Any]:
+    """The triggering event's payload (GITHUB_EVENT_PATH), or {} outside Actions."""
+    if not event_path:
+        return {}
+    try:
+        event = json.loads(Path(event_path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise ConfigError(f"{event_path}: cannot read the GitHub event file ({error})") from None
+    return event if isinstance(event, dict) else {}
+
+
+def pr_from_event(event_path: str | None) -> int | None:
+    """The pull request number of the triggering event, if the event has one."""
+    return _event_pr(read_event(event_path))
+
+
+def _event_head_sha(event: Mapping[str, Any]) -> str | None:
+    pull, run = event.get("pull_request"), event.get("workflow_run")
+    head = pull.get("head") if isinstance(pull, dict) else None
+    candidates = (
+        head.get("sha") if isinstance(head, dict) else None,
+        run.get("head_sha") if isinstance(run, dict) else None,
+    )
+    return next((sha for sha in candidates if isinstance(sha, str) and _SHA.match(sha)), None)
+
+
+def _event_pr(event: Mapping[str, Any]) -> int | None:
+    pull = event.get("pull_request")
+    if isinstance(pull, dict) and isinstance(pull.get("number"), int):
+        return int(pull["number"])
+    issue = event.get("issue")  # issue_comment on a PR (e.g. a "/bitexact" command)
+    if isinstance(issue, dict) and "pull_request" in issue and isinstance(issue.get("number"), int):
+        return int(issue["number"])
+    run = event.get("workflow_run")  # the privileged half of a fork-safe two-workflow setup
+    pulls = run.get("pull_requests") if isinstance(run, dict) else None
+    if pulls and isinstance(pulls[0], dict) and isinstance(pulls[0].get("number"), int):
+        return int(pulls[0]["number"])
+    return None
+
+
+def connect(target: Target, settings: ClientSettings | None = None) -> Github:
+    """The PyGithub client; lazy, so objects are fetched only when a field is read."""
+    settings = settings or ClientSettings()
+    retry = GithubRetry(
+        total=settings.retries,
+        backoff_factor=settings.backoff_factor,
+        max_rate_limit_wait=settings.max_rate_limit_wait_s,
+        secondary_rate_wait=settings.secondary_rate_wait_s,
+        # GithubRetry adds 403 and reads its body; secondary limits may also come as 429.
+        status_forcelist=[*range(500, 600), 429],
+        # PATCH and DELETE are idempotent; POST is retried too (GithubRetry's default):
+        # a duplicated comment is cleaned up by the sticky comment's race check.
+        allowed_methods=frozenset({"GET", "HEAD", "POST", "PATCH", "PUT", "DELETE"}),
+        raise_on_status=False,  # after the last retry, PyGithub sees the real error
+    )
+    return Github(
+        auth=Auth.Token(target.token),
+        base_url=target.api_url,
+        timeout=settings.timeout_s,
+        retry=retry,
+        per_page=PER_PAGE,
+        lazy=True,
+        seconds_between_requests=settings.seconds_between_requests or None,
+        seconds_between_writes=settings.seconds_between_writes or None,
+    )
+
+
+def blob_session(settings: ClientSettings | None = None) -> requests.Session:
+    """A plain session for pre-signed download URLs (artifact blobs): retries on 5xx and
+    connection errors, and no token - the URL carries its own short-lived signature."""
+    settings = settings or ClientSettings()
+    retry = Retry(
+        total=settings.retries,
+        backoff_factor=settings.backoff_factor,
+        status_forcelist=range(500, 600),
+        raise_on_status=False,
+    )
+    session = requests.Session()
+    session.mount("https://", HTTPAdapter(max_retries=retry))
+    session.mount("http://", HTTPAdapter(max_retries=retry))
+    return session
+
+
+_HINTS = {
+    401: "the token is invalid or expired: check the GITHUB_TOKEN given to this step",
+    403: "the token lacks a permission: the publish job needs `pull-requests: write`, "
+    "`statuses: write`, `actions: read` and `issues: read`; on a pull request from a fork the "
+    "token is read-only, so publish from a `workflow_run` workflow",
+    404: "check the repository and number, and that the token can see the repository",
+}
+
+
+@contextmanager
+def translated(doing: str, token: str) -> Iterator[None]:
+    """Re-raise PyGithub and network errors as GitHubError saying what we were doing."""
+    try:
+        yield
+    except RateLimitExceededExceedsMaxWait as error:
+        wait = f"{error.wait:.0f} s" if error.wait is not None else "too long"
+        raise GitHubError(
+            redact(f"GitHub rate limit reached while {doing}; it resets in {wait}", token),
+            hint="re-run the job after the reset, or raise KL_BITEXACT_GITHUB_MAX_RATE_WAIT",
+        ) from None
+    except RateLimitExceededException as error:  # still limited after every retry
+        message = redact(f"GitHub rate limit while {doing}: {_reason(error)}", token)
+        raise GitHubError(message, hint="re-run the job in a few minutes") from None
+    except GithubException as error:
+        message = redact(f"GitHub answered {error.status} while {doing}: {_reason(error)}", token)
+        raise GitHubError(message, hint=_HINTS.get(error.status)) from None
+    except requests.HTTPError as error:  # a plain download (artifact blob) refused
+        status = error.response.status_code if error.response is not None else "an error"
+        raise GitHubError(redact(f"the download answered {status} while {doing}", token)) from None
+    except (requests.RequestException, Urllib3Error) as error:
+        raise GitHubError(
+            redact(f"GitHub unreachable while {doing}: {type(error).__name__}", token),
+            hint="check GITHUB_API_URL and the network; retries were exhausted",
+        ) from None
+
+
+def _reason(error: GithubException) -> str:
+    data = error.data
+    if isinstance(data, dict) and isinstance(data.get("message"), str):
+        return str(data["message"])
+    return "no message"
+
+
+def redact(text: str, token: str) -> str:
+    return text.replace(token, "***") if token else text

@@ -1,0 +1,79 @@
+"""Where a repository keeps its registrations, allowlists and workflows.
+
+Defaults follow sglang's layout; a repository overrides them in `.kl-bitexact.yaml`
+under `registry:` (keys below, kebab-case), or points `--config` at another file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kl_bitexact.errors import ConfigError
+from kl_bitexact.registry import yamlio
+
+CONFIG_FILE = ".kl-bitexact.yaml"
+SECTION = "registry"
+
+
+@dataclass(frozen=True)
+class RegistryConfig:
+    # sglang-style test files holding register_*_ci() calls
+    registered: tuple[str, ...] = ("test/registered/**/*.py",)
+    exclude: tuple[str, ...] = ("**/conftest.py", "**/__init__.py")
+    # kl-bitexact suite files (YAML)
+    suite_files: tuple[str, ...] = ("test/bitexact/**/*.yaml", "test/bitexact/**/*.yml")
+    # sglang's allowlist dicts (PER_COMMIT_SUITES, NIGHTLY_SUITES, OTHER_SUITES)
+    python_allowlist: str = "test/run_suite.py"
+    # kl-bitexact's own allowlist (`suites:` and `nightly:` lists)
+    allowlist: str = ".github/kl-bitexact-allowlist.yaml"
+    workflows: tuple[str, ...] = (".github/workflows/*.yml", ".github/workflows/*.yaml")
+    # the runner table: a YAML mapping whose `runner_configs:` keys are the known
+    # runner_configs (sglang's scripts/ci/runner_configs.yml); without it, the
+    # runner_configs the workflows use are the known ones
+    runner_table: str = "scripts/ci/runner_configs.yml"
+    # runner_configs known in addition to the table
+    runners: tuple[str, ...] = ()
+
+
+_FIELDS = {field.name.replace("_", "-"): field for field in dataclasses.fields(RegistryConfig)}
+
+
+def load(root: Path, config_file: Path | None) -> RegistryConfig:
+    """The configuration from `config_file`, else ROOT/.kl-bitexact.yaml, else defaults."""
+    path = config_file or root / CONFIG_FILE
+    if not path.is_file():
+        if config_file is not None:
+            raise ConfigError(f"{path}: config file not found", hint="check the --config path")
+        return RegistryConfig()
+    document = yamlio.load(path.read_text(encoding="utf-8"), str(path))
+    section = document.get(SECTION) if isinstance(document, dict) else None
+    if section is None:
+        return RegistryConfig()
+    if not isinstance(section, dict):
+        raise ConfigError(f"{path}: `{SECTION}` must be a mapping", hint=f"see README, '{SECTION}'")
+    return RegistryConfig(**{_field(path, key).name: _value(path, section, key) for key in section})
+
+
+def _field(path: Path, key: Any) -> dataclasses.Field[Any]:
+    if key not in _FIELDS:
+        close = difflib.get_close_matches(str(key), list(_FIELDS), n=1)
+        hint = f"did you mean `{close[0]}`?" if close else f"known keys: {', '.join(_FIELDS)}"
+        raise ConfigError(f"{path}: unknown key `{SECTION}.{key}`", hint=hint)
+    return _FIELDS[key]
+
+
+def _value(path: Path, section: Any, key: str) -> Any:
+    value = section[key]
+    where = f"{path}:{yamlio.key_line(section, key)}: `{SECTION}.{key}`"
+    if _FIELDS[key].type == "str":
+        if not isinstance(value, str):
+            raise ConfigError(f"{where} must be a path (a string)")
+        return value
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
+        raise ConfigError(f"{where} must be a string or a list of strings")
+    return tuple(str(item) for item in items)

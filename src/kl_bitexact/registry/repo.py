@@ -1,0 +1,88 @@
+"""Read a repository's registrations, allowlists and workflows from disk (the I/O shell)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from kl_bitexact.errors import ConfigError
+from kl_bitexact.registry import allowlists, paths, scan, suitefiles, workflows, yamlio
+from kl_bitexact.registry.allowlists import Allowlist
+from kl_bitexact.registry.config import RegistryConfig
+from kl_bitexact.registry.model import Registration
+from kl_bitexact.registry.scan import ScannedFile
+from kl_bitexact.registry.workflows import Workflows
+
+
+@dataclass(frozen=True)
+class RepoState:
+    config: RegistryConfig
+    files: tuple[ScannedFile, ...]
+    python_allowlist: Allowlist | None  # None: the repository has no such file
+    yaml_allowlist: Allowlist
+    workflows: Workflows
+    suite_files: tuple[str, ...]  # every kl-bitexact suite file, for glob matching
+    runner_table: frozenset[str] | None  # None: the repository has no runner table
+
+    @property
+    def registrations(self) -> tuple[Registration, ...]:
+        return tuple(r for scanned in self.files for r in scanned.registrations)
+
+
+def read(root: Path, config: RegistryConfig) -> RepoState:
+    if not root.is_dir():
+        raise ConfigError(f"{root}: repository root not found", hint="pass --root DIR")
+    tests = paths.list_files(root, config.registered, config.exclude)
+    suites = paths.list_files(root, config.suite_files, config.exclude)
+    scanned = [scan.scan_source(read_text(root, path), path) for path in tests]
+    scanned += [suitefiles.scan_suite_file(read_text(root, path), path) for path in suites]
+    return RepoState(
+        config=config,
+        files=tuple(scanned),
+        python_allowlist=_python_allowlist(root, config.python_allowlist),
+        yaml_allowlist=_yaml_allowlist(root, config.allowlist),
+        workflows=_workflows(root, config),
+        suite_files=tuple(suites),
+        runner_table=_runner_table(root, config.runner_table),
+    )
+
+
+def read_text(root: Path, relative: str) -> str:
+    try:
+        return paths.inside(root, relative).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{relative}: not UTF-8 text") from None
+    except OSError as error:
+        raise ConfigError(f"{relative}: cannot read ({error.strerror})") from None
+
+
+def _python_allowlist(root: Path, relative: str) -> Allowlist | None:
+    if not paths.inside(root, relative).is_file():
+        return None
+    return allowlists.read_python(read_text(root, relative), relative)
+
+
+def _yaml_allowlist(root: Path, relative: str) -> Allowlist:
+    if not paths.inside(root, relative).is_file():
+        return Allowlist()
+    return allowlists.read_yaml(read_text(root, relative), relative)
+
+
+def _runner_table(root: Path, relative: str) -> frozenset[str] | None:
+    if not paths.inside(root, relative).is_file():
+        return None
+    document = yamlio.load(read_text(root, relative), relative)
+    table = document.get("runner_configs") if isinstance(document, dict) else None
+    if not isinstance(table, dict):
+        raise ConfigError(
+            f"{relative}: a runner table needs a `runner_configs:` mapping",
+            hint="key it by runner_config, e.g. `runner_configs: {4-gpu-b200: {...}}`",
+        )
+    return frozenset(str(key) for key in table)
+
+
+def _workflows(root: Path, config: RegistryConfig) -> Workflows:
+    found = Workflows()
+    for path in paths.list_files(root, config.workflows):
+        found += workflows.read_workflow(read_text(root, path), path)
+    return found

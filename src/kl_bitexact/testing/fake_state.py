@@ -1,0 +1,194 @@
+"""What the local GitHub knows: repositories, pull requests, issues, comments, runs.
+
+A plain mutable model guarded by one lock; the HTTP layer (fake_github.py) turns requests
+into calls on it. Seeds and snapshots are JSON so a test in another process (issue 9's
+`act` run) can set the scene and check what arrived.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+import zipfile
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class Comment:
+    id: int
+    issue: int
+    body: str
+    user: str
+    created_at: str
+    updated_at: str
+
+
+@dataclass
+class Pull:
+    number: int
+    state: str = "open"  # open | closed
+    merged: bool = False
+    head_sha: str = "0" * 40
+    head_ref: str = "feature"
+    base_ref: str = "main"
+    title: str = "A pull request"
+
+
+@dataclass
+class Issue:
+    number: int
+    state: str = "open"  # open | closed
+    state_reason: str | None = None  # completed | not_planned | reopened
+    title: str = "An issue"
+
+
+@dataclass
+class Artifact:
+    id: int
+    run_id: int
+    name: str
+    archive: bytes
+    expired: bool = False
+
+
+@dataclass
+class Run:
+    id: int
+    workflow: str  # the workflow file name, e.g. "kl-bitexact.yml"
+    branch: str = "main"
+    event: str = "push"
+    status: str = "completed"
+    conclusion: str | None = "success"
+    head_sha: str = "0" * 40
+    created_at: str = field(default_factory=now_iso)
+
+
+@dataclass
+class Repo:
+    full_name: str
+    pulls: dict[int, Pull] = field(default_factory=dict)
+    issues: dict[int, Issue] = field(default_factory=dict)
+    comments: list[Comment] = field(default_factory=list)
+    statuses: list[dict[str, Any]] = field(default_factory=list)
+    runs: list[Run] = field(default_factory=list)
+    artifacts: list[Artifact] = field(default_factory=list)
+
+
+@dataclass
+class Fault:
+    """An injected answer for the next `times` requests matching method and path regex."""
+
+    method: str
+    path: str
+    status: int
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    times: int = 1
+    # Seconds from now for x-ratelimit-reset (a primary rate limit); None: no such header.
+    reset_in: float | None = None
+
+
+@dataclass
+class Hold:
+    """Keep matching requests waiting until `parties` of them arrived (a forced race)."""
+
+    method: str
+    path: str
+    barrier: threading.Barrier
+
+
+class World:
+    """Everything the fake serves, plus what it saw (requests, spec violations)."""
+
+    def __init__(self, token: str, actor: str = "github-actions[bot]") -> None:
+        self.lock = threading.RLock()
+        self.token = token
+        # Who the token is: comments are created as this login, and only its own
+        # comments may be edited or deleted.
+        self.actor = actor
+        self.repos: dict[str, Repo] = {}
+        self.faults: list[Fault] = []
+        self.holds: list[Hold] = []
+        self.requests: list[dict[str, Any]] = []
+        self.violations: list[str] = []
+        self._next_id = 1000
+
+    def new_id(self) -> int:
+        with self.lock:
+            self._next_id += 1
+            return self._next_id
+
+    def repo(self, full_name: str) -> Repo:
+        with self.lock:
+            return self.repos.setdefault(full_name, Repo(full_name))
+
+    def add_comment(self, full_name: str, issue: int, body: str, user: str = "octocat") -> Comment:
+        stamp = now_iso()
+        comment = Comment(self.new_id(), issue, body, user, stamp, stamp)
+        with self.lock:
+            self.repo(full_name).comments.append(comment)
+        return comment
+
+    def add_run(self, full_name: str, run: Run, files: Mapping[str, bytes], name: str) -> Artifact:
+        artifact = Artifact(self.new_id(), run.id, name, zip_bytes(files))
+        with self.lock:
+            repo = self.repo(full_name)
+            repo.runs.append(run)
+            repo.artifacts.append(artifact)
+        return artifact
+
+    def seed(self, document: Mapping[str, Any]) -> None:
+        """Add what a JSON seed describes (see `python -m kl_bitexact.testing.fake_github -h`)."""
+        for full_name, spec in document.get("repos", {}).items():
+            self._seed_repo(full_name, spec)
+
+    def _seed_repo(self, full_name: str, spec: Mapping[str, Any]) -> None:
+        repo = self.repo(full_name)
+        for pull in spec.get("pulls", ()):
+            repo.pulls[pull["number"]] = Pull(**pull)
+        for issue in spec.get("issues", ()):
+            repo.issues[issue["number"]] = Issue(**issue)
+        for comment in spec.get("comments", ()):
+            user = comment.get("user", "octocat")  # a login ending in [bot] is a bot
+            self.add_comment(full_name, comment["issue"], comment["body"], user)
+        for run_spec in spec.get("runs", ()):
+            self._seed_run(full_name, dict(run_spec))
+
+    def _seed_run(self, full_name: str, run: dict[str, Any]) -> None:
+        artifact = run.pop("artifact", None) or {"name": "kl-bitexact-results", "files": {}}
+        files = {name: text.encode() for name, text in artifact["files"].items()}
+        run.setdefault("id", self.new_id())
+        self.add_run(full_name, Run(**run), files, artifact["name"])
+
+    def snapshot(self) -> dict[str, Any]:
+        """What arrived, as JSON: comments, statuses, requests and spec violations."""
+        with self.lock:
+            return {
+                "repos": {name: _repo_snapshot(repo) for name, repo in self.repos.items()},
+                "requests": list(self.requests),
+                "violations": list(self.violations),
+            }
+
+
+def _repo_snapshot(repo: Repo) -> dict[str, Any]:
+    return {
+        "comments": [asdict(comment) for comment in repo.comments],
+        "statuses": list(repo.statuses),
+        "pulls": [asdict(pull) for pull in repo.pulls.values()],
+        "issues": [asdict(issue) for issue in repo.issues.values()],
+    }
+
+
+def zip_bytes(files: Mapping[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
