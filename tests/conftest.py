@@ -93,3 +93,8 @@ def reference_server() -> Iterator[Callable[..., ReferenceServer]]:
     yield start
     for server in started:
         server.stop()
+
+
+# Suites under tests/fixtures/ are inputs that tests run in a subprocess (some fail on
+# purpose); the main run must not collect them.
+collect_ignore = ["fixtures"]

@@ -12,7 +12,16 @@ import pytest
 from kl_bitexact import __version__, cli
 from kl_bitexact.commands import Command
 
-SUBCOMMANDS = ["run", "serve-reference", "report", "publish", "lint-ci", "shard", "pytest"]
+SUBCOMMANDS = [
+    "run",
+    "serve-reference",
+    "report",
+    "publish",
+    "lint-ci",
+    "shard",
+    "pytest",
+    "import-junit",
+]
 
 
 def test_help_lists_every_subcommand_and_exit_codes(cli):

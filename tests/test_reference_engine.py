@@ -21,22 +21,25 @@ NEW = 18  # one page plus two: with a track interval of two pages, half the turn
 PROMPTS = prompts(16)
 
 
-def expected_decode_cached(prompt_len: int, new: int, page: int, track: int, chunk: int) -> int:
-    """What turn 2 of decode_cache_hit may reuse: the last decode-tracked checkpoint (only
-    the latest is kept) if it is page-aligned, else the last prefill chunk checkpoint."""
-    fed_end = prompt_len + new - 1  # the last generated token is never fed
-    last_track = fed_end // track * track
-    candidates = [prompt_len // chunk * chunk]
-    if last_track > prompt_len and last_track % page == 0:
+def expected_cached(prompt: int, fed: int, limit: int, page: int, track: int, chunk: int) -> int:
+    """What a request may reuse of a sequence whose first `fed` tokens were computed, the
+    first `prompt` of them by prefill: the latest tracked state (only the latest is kept) if
+    it is page-aligned, else the last prefill chunk checkpoint; at most `limit` tokens."""
+    last_track = fed // track * track
+    candidates = list(range(chunk, min(prompt, limit) + 1, chunk))
+    if last_track <= limit and last_track % page == 0:
         candidates.append(last_track)
-    return max(candidates)
+    return max(candidates, default=0)
 
 
 @pytest.mark.parametrize(("page", "track"), [(16, 16), (16, 32), (16, 24), (8, 32)])
 def test_decode_hits_follow_page_and_track_geometry(page, track):
     target = engine(page_size=page, mamba_track_interval=track, chunked_prefill_size=64)
     outcome = decode_cache_hit(target, PROMPTS, NEW)
-    expected = [expected_decode_cached(len(p), NEW, page, track, 64) for p in PROMPTS]
+    # The last generated token is never fed; turn 2 may reuse up to prompt + outputs.
+    expected = [
+        expected_cached(len(p), len(p) + NEW - 1, len(p) + NEW, page, track, 64) for p in PROMPTS
+    ]
     assert list(outcome.cached) == expected
     assert outcome.mismatched == 0
 
@@ -49,10 +52,12 @@ def test_track_interval_twice_the_page_loses_about_half_the_decode_hits():
     assert 0.3 * 32 <= doubled.hits <= 0.7 * 32
 
 
-def test_prefill_hits_land_on_chunk_boundaries():
-    target = engine(page_size=16, chunked_prefill_size=32)
+@pytest.mark.parametrize(("track", "chunk"), [(16, 32), (48, 32), (24, 64)])
+def test_prefill_hits_land_on_chunk_boundaries_or_the_last_track_point(track, chunk):
+    target = engine(page_size=16, mamba_track_interval=track, chunked_prefill_size=chunk)
     outcome = prefill_cache_hit(target, PROMPTS, 4)
-    assert list(outcome.cached) == [(len(p) - 1) // 32 * 32 for p in PROMPTS]
+    expected = [expected_cached(len(p), len(p), len(p) - 1, 16, track, chunk) for p in PROMPTS]
+    assert list(outcome.cached) == expected
     assert outcome.mismatched == 0
 
 
@@ -160,3 +165,18 @@ def test_faults_leave_the_uncached_path_untouched(fault):
     assert [r.output_logprobs for r in generate(faulty, sequences, 6)] == [
         r.output_logprobs for r in generate(healthy, sequences, 6)
     ]
+
+
+def test_plain_arithmetic_drifts_only_in_the_last_bits():
+    target = engine(enable_deterministic_inference=False)
+    target.flush()
+    generate(target, PROMPTS[:8], 0)
+    results = generate(target, PROMPTS[:8], 8)
+    target.flush()
+    fresh = replay(
+        target, [p + list(r.output_ids) for p, r in zip(PROMPTS[:8], results, strict=True)], 8
+    )
+    for result, scored in zip(results, fresh, strict=True):
+        assert result.cached_tokens > 0
+        for decoded, replayed in zip(result.output_logprobs, scored, strict=True):
+            assert abs(decoded - replayed) < 1e-4

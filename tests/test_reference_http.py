@@ -101,7 +101,9 @@ def test_prefill_cache_hit_is_reported(server):
     prompt = list(range(100))
     body = {"input_ids": prompt, "sampling_params": {"max_new_tokens": 0}}
     assert generate(server.url, body).json()["meta_info"]["cached_tokens"] == 0
-    assert generate(server.url, body).json()["meta_info"]["cached_tokens"] == 64
+    assert (
+        generate(server.url, body).json()["meta_info"]["cached_tokens"] == 96
+    )  # the last track point below 100
     requests.post(server.url + "/flush_cache", timeout=10)
     assert generate(server.url, body).json()["meta_info"]["cached_tokens"] == 0
 
@@ -121,6 +123,7 @@ def test_prefill_cache_hit_is_reported(server):
         ({"input_ids": [1, 2], "logprob_start_len": 2}, "logprob_start_len (2) must be less"),
         ({"input_ids": [1] * 4000, "sampling_params": {"max_new_tokens": 97}}, "context length"),
         ([1, 2, 3], "must be a JSON object"),
+        ({"input_ids": [1], "stream": True}, "stream is not supported"),
     ],
 )
 def test_bad_requests_get_400_and_the_server_keeps_serving(server, body, message):
@@ -168,3 +171,11 @@ def test_bad_flag_is_exit_2_without_traceback(cli):
     assert "Traceback" not in result.stderr
     result = cli(["serve-reference", "--port", "0", "--fault", "no-such-fault"])
     assert result.returncode == 2 and "unknown fault" in result.stderr
+
+
+def test_port_in_use_is_exit_2(server, cli):
+    port = server.url.rsplit(":", 1)[1]
+    result = cli(["serve-reference", "--port", port])
+    assert result.returncode == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
+    assert "Traceback" not in result.stderr

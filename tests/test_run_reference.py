@@ -44,7 +44,12 @@ def test_bundled_suite_passes_bit_exact(cli, tmp_path):
         assert test.kl_div == 0.0 and test.exact is not None
         assert test.exact.mismatched == 0 and test.exact.tokens > 0
     assert all(s.server.launch_s for s in loaded.suites)
-    assert "<code>reference-radix::multiturn</code> | 0 |" in (out / "report.md").read_text()
+    comment = (out / "report.md").read_text()
+    assert comment.startswith("<!-- kl-bitexact:kl-bitexact -->")
+    assert "<code>reference-radix::multiturn</code> | 0 |" in comment
+    # The run ends with the PR comment it would post, then the tally.
+    assert comment.rstrip() in result.stdout
+    assert result.stdout.rstrip().endswith(f"and {out / 'report.md'}")
 
 
 # Which bundled test must go red under each fault: the check built for that bug class.

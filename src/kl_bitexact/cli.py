@@ -14,6 +14,7 @@ from pathlib import Path
 from kl_bitexact import __version__
 from kl_bitexact.commands import (
     Command,
+    import_junit,
     lint_ci,
     publish,
     pytest_cmd,
@@ -32,6 +33,7 @@ COMMANDS: tuple[Command, ...] = (
     lint_ci.COMMAND,
     shard.COMMAND,
     pytest_cmd.COMMAND,
+    import_junit.COMMAND,
 )
 
 ISSUES_URL = "https://github.com/org/kl-bitexact/issues"

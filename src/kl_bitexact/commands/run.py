@@ -65,13 +65,22 @@ def run(args: argparse.Namespace) -> int:
     reporter = ConsoleReporter(github=os.environ.get("GITHUB_ACTIONS") == "true")
     final = run_suites(plan, reporter, lambda partial: results.write_atomic(partial, results_path))
     results.write_atomic(final, results_path)
-    report = render.job_summary(compare(final, None), budget=None)
+    # report.md is the PR comment this run would post (no baseline, no resolved blockers:
+    # `publish` adds those), printed last so a local run ends with what reviewers will see.
+    report = render.comment(compare(final, None))
     (out / "report.md").write_text(report, encoding="utf-8")
+    _print_comment(report, github=reporter.github)
     code = exit_code(final)
     print(f"{_tally(final)}; wrote {results_path} and {out / 'report.md'}")
     if code == ExitCode.COULD_NOT_RUN:
         print("kl-bitexact: no test ran to a verdict (see the errors above)")
     return int(code)
+
+
+def _print_comment(report: str, *, github: bool) -> None:
+    print("::group::the PR comment this run would post" if github else "\n" + "-" * 72)
+    print(report.rstrip("\n"))
+    print("::endgroup::" if github else "-" * 72)
 
 
 def load_suites(paths: Sequence[Path]) -> list[Suite]:

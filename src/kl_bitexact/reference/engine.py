@@ -19,11 +19,12 @@ from kl_bitexact.reference.checkpoints import CheckpointPolicy
 from kl_bitexact.reference.config import EngineConfig
 from kl_bitexact.reference.faults import Fault
 from kl_bitexact.reference.model import Model, ModelSpec, init_weights
-from kl_bitexact.reference.numerics import numerics_for
+from kl_bitexact.reference.numerics import Array, numerics_for
 from kl_bitexact.reference.protocol import GenerateRequest, GenerateResult, Limits
 from kl_bitexact.reference.radix_cache import NO_MATCH, CacheGeometry, PrefixMatch, RadixCache
 from kl_bitexact.reference.run import Run
 from kl_bitexact.reference.sampling import sample
+from kl_bitexact.reference.sequence import SequenceState
 
 MODEL_NAME = "kl-bitexact-reference"
 
@@ -92,16 +93,25 @@ class ReferenceEngine:
         starts = [run.state.length for run in runs]
         ends = [len(run.request.input_ids) for run in runs]
         befores = [run.state.recurrent.copy() for run in runs]
-        capture = [self.prefill_policy.capture(s, e) for s, e in zip(starts, ends, strict=True)]
+        capture = [
+            self.prefill_policy.capture(s, e) | self.track_policy.capture(s, e)
+            for s, e in zip(starts, ends, strict=True)
+        ]
         tails = [run.request.input_ids[start:] for run, start in zip(runs, starts, strict=True)]
         hidden, captured = self.model.extend([run.state for run in runs], tails, capture)
-        for run, rows, start, end, cap, before in zip(
-            runs, hidden, starts, ends, captured, befores, strict=True
-        ):
-            run.checkpoints = self.prefill_policy.take(start, end, cap, before)
-            self._prompt_logprobs(run, rows, start)
+        for i, run in enumerate(runs):
+            span = (starts[i], ends[i], captured[i], befores[i])
+            run.checkpoints = self.prefill_policy.take(*span)
+            self.track(run, self.track_policy.take(*span))
+            self._prompt_logprobs(run, hidden[i], starts[i])
 
-    def _prompt_logprobs(self, run: Run, rows: np.ndarray, start: int) -> None:
+    @staticmethod
+    def track(run: Run, tracked: dict[int, Array]) -> None:
+        """Keep only the latest tracked state, as sglang does for a request."""
+        if tracked:
+            run.last_track = max(tracked.items(), key=lambda item: item[0])
+
+    def _prompt_logprobs(self, run: Run, rows: Array, start: int) -> None:
         request = run.request
         if not request.return_logprob:
             run.next_logprobs = self.model.logprobs(rows[-1:])[0]
@@ -116,9 +126,10 @@ class ReferenceEngine:
     def _first_tokens(self, runs: list[Run]) -> None:
         for run in runs:
             if not run.done:
+                assert run.next_logprobs is not None, "prefill scores the next token"
                 self.sample_into(run, run.next_logprobs)
 
-    def sample_into(self, run: Run, logprobs: Any) -> int:
+    def sample_into(self, run: Run, logprobs: Array) -> int:
         request = run.request
         token = sample(logprobs, request.temperature, request.seed, run.position)
         run.commit(token, float(logprobs[token]), self.spec.eos_token_id)
@@ -136,8 +147,7 @@ class ReferenceEngine:
             table = self.model.logprobs(np.concatenate(hidden))
             for i, run in enumerate(active):
                 tracked = self.track_policy.take(starts[i], starts[i] + 1, captured[i], befores[i])
-                if tracked:
-                    run.last_track = max(tracked.items(), key=lambda item: item[0])
+                self.track(run, tracked)
                 self.sample_into(run, table[i])
             active = [run for run in active if not run.done]
 
@@ -152,7 +162,8 @@ class ReferenceEngine:
         self.cache.insert(run.tokens(), run.state, checkpoints)
 
 
-def _restore(state: Any, match: PrefixMatch, page_size: int) -> None:
+def _restore(state: SequenceState, match: PrefixMatch, page_size: int) -> None:
+    """Load a cached prefix into a fresh sequence state."""
     for index, page in enumerate(match.pages):
         span = slice(index * page_size, (index + 1) * page_size)
         state.full_kv[:, :, span] = page.full_kv

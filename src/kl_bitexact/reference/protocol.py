@@ -65,6 +65,8 @@ def parse_generate(body: Any, limits: Limits) -> tuple[list[GenerateRequest], bo
         raise RequestError(
             "input_ids is required (this engine has no tokenizer, so `text` is not supported)"
         )
+    if body.get("stream"):
+        raise RequestError("stream is not supported by the reference engine; send stream: false")
     prompts, batched = _prompts(body["input_ids"], limits)
     params = _per_prompt(body.get("sampling_params", {}), len(prompts), "sampling_params")
     logprob = _flag(body, "return_logprob", False)

@@ -73,9 +73,7 @@ def _verify(engine: ReferenceEngine, runs: list[Run], drafts: list[list[int]]) -
                 break
             accepted += 1
         consumed = starts[i] + 1 + accepted
-        tracked = engine.track_policy.take(starts[i], consumed, captured[i], befores[i])
-        if tracked:
-            run.last_track = max(tracked.items(), key=lambda item: item[0])
+        engine.track(run, engine.track_policy.take(starts[i], consumed, captured[i], befores[i]))
         run.state.rewind(consumed, captured[i][consumed])
 
 

@@ -1,0 +1,18 @@
+"""Names of the JUnit properties the pytest plugin writes and the importer reads.
+
+The plugin adds them to `item.user_properties`; pytest's --junitxml writes them as
+<property name=... value=...> in each <testcase>, so they survive a run on another machine
+and reach `kl-bitexact import-junit` as well as `kl-bitexact pytest`.
+"""
+
+from __future__ import annotations
+
+PREFIX = "kl_bitexact."
+NODEID = PREFIX + "nodeid"
+# "xpass" when a test marked xfail passed (JUnit cannot tell it from a plain pass).
+OUTCOME = PREFIX + "outcome"
+XFAIL_REASON = PREFIX + "xfail_reason"
+BLOCKED_BY = PREFIX + "blocked_by"  # JSON list of "owner/repo#N"
+RESULT = PREFIX + "result"  # JSON of one results.json test, as `kl-bitexact run` writes it
+SUITE = PREFIX + "suite"  # the registered suite name
+SERVER = PREFIX + "server"  # JSON {"engine", "args", "launch_s"} of the server the test used
