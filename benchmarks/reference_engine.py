@@ -62,7 +62,11 @@ def main() -> None:
     for deterministic in (True, False):
         row = measure(deterministic, prompts, args.new)
         mode = "deterministic" if deterministic else "plain"
-        print(f"| {mode} | " + " | ".join(f"{row[c]:.0f}" for c in columns) + " |")
+        print(
+            f"| {mode} | "
+            + " | ".join(f"{row[c]:.1f}" if "ms" in c else f"{row[c]:.0f}" for c in columns)
+            + " |"
+        )
 
 
 if __name__ == "__main__":

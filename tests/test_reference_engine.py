@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 
 from kl_bitexact.reference.faults import Fault
+from kl_bitexact.reference.protocol import parse_generate
 from reference_scenarios import (
     decode_cache_hit,
     engine,
@@ -131,11 +132,13 @@ FAULT_CASES = [
     (Fault.SWA_EARLY_RELEASE, "decode", {}),
     (Fault.SWA_EARLY_RELEASE, "prefill", {}),
     (Fault.HICACHE_LOSSY, "prefill", HICACHE),
-    (Fault.SPEC_OVERSHOOT_CACHED, "decode", SPECULATIVE),
+    (Fault.SPEC_OVERSHOOT_CACHED, "decode-32", SPECULATIVE),
     (Fault.BRANCH_CHECKPOINT_REUSE, "multiturn", {}),
 ]
 SCENARIOS = {
-    "decode": lambda target: decode_cache_hit(target, prompts(32, seed=7), 32),
+    "decode": lambda target: decode_cache_hit(target, PROMPTS[:8], 16),
+    # Overshoot hits only some turns: the sglang-sized scenario.
+    "decode-32": lambda target: decode_cache_hit(target, prompts(32, seed=7), 32),
     "prefill": lambda target: prefill_cache_hit(target, PROMPTS, 8),
     "multiturn": multiturn,
 }
@@ -180,3 +183,18 @@ def test_plain_arithmetic_drifts_only_in_the_last_bits():
         assert result.cached_tokens > 0
         for decoded, replayed in zip(result.output_logprobs, scored, strict=True):
             assert abs(decoded - replayed) < 1e-4
+
+
+@pytest.mark.parametrize("settings", [{}, SPECULATIVE])
+def test_eos_stops_generation_unless_ignored(settings):
+    target = engine(**settings)
+    body = {"max_new_tokens": 300, "temperature": 50, "sampling_seed": 0}
+    requests, _ = parse_generate({"input_ids": [1, 2, 3], "sampling_params": body}, target.limits)
+    stopped = target.generate(requests)[0]
+    assert stopped.finish_reason == {"type": "stop", "matched": 0}
+    assert stopped.output_ids[-1] == 0 and 0 not in stopped.output_ids[:-1]
+    body["ignore_eos"] = True
+    requests, _ = parse_generate({"input_ids": [1, 2, 3], "sampling_params": body}, target.limits)
+    ignored = target.generate(requests)[0]
+    assert ignored.finish_reason == {"type": "length", "length": 300}
+    assert ignored.output_ids[: len(stopped.output_ids)] == stopped.output_ids

@@ -179,3 +179,18 @@ def test_port_in_use_is_exit_2(server, cli):
     assert result.returncode == 2
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_help_lists_every_fault_and_engine_flag(cli):
+    from kl_bitexact.reference.faults import Fault
+
+    result = cli(["serve-reference", "--help"])
+    assert result.returncode == 0
+    for fault in Fault:
+        assert f"{fault.value}: " in result.stdout
+    for flag in [
+        "--page-size", "--mamba-track-interval", "--max-total-tokens", "--disable-radix-cache",
+        "--enable-hierarchical-cache", "--hicache-write-policy", "--speculative-algorithm",
+        "--speculative-num-draft-tokens", "--enable-deterministic-inference", "--context-length",
+    ]:  # fmt: skip
+        assert flag in result.stdout

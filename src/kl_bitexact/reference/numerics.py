@@ -20,8 +20,8 @@ Array = NDArray[np.floating]
 
 # Weights live on this grid in both modes (13 bits of mantissa at most, exact in float32).
 WEIGHT_BITS = 12
-# Grids for activations entering a product; bounds are checked by the property tests:
-# |activation| < 2**8 and |weight| < 1 keep every matmul sum below 2**40.
+# Grids for activations entering a product. Every exact product checks that no partial
+# sum can reach 2**53 (in practice sums stay below 2**45).
 ACTIVATION_BITS = 12
 QK_BITS = 10
 PROB_BITS = 20
@@ -29,8 +29,19 @@ VOCAB_PROB_BITS = 40
 EPS = 1e-6
 
 
+EXACT_LIMIT = float(2**53)
+
+
 def _grid(x: Array, bits: int) -> Array:
     return np.rint(np.asarray(x, dtype=np.float64) * float(2**bits))
+
+
+def _exact_product(a: Array, b: Array) -> Array:
+    """a @ b for integer-valued float64 operands, refused if some order could round."""
+    bound = float(np.abs(a).max(initial=0)) * float(np.abs(b).max(initial=0)) * a.shape[-1]
+    if bound >= EXACT_LIMIT:
+        raise ArithmeticError(f"deterministic arithmetic would round: a sum may reach {bound:.3g}")
+    return np.asarray(a @ b)
 
 
 class Numerics(Protocol):
@@ -61,19 +72,20 @@ class ExactNumerics:
 
     def matmul(self, x: Array, weight: Array) -> Array:
         scale = 2.0 ** -(ACTIVATION_BITS + WEIGHT_BITS)
-        return (_grid(x, ACTIVATION_BITS) @ weight) * scale
+        return _exact_product(_grid(x, ACTIVATION_BITS), weight) * scale
 
     def rms_norm(self, x: Array) -> Array:
-        squares = _grid(x, ACTIVATION_BITS) ** 2
-        mean = squares.sum(axis=-1, keepdims=True) * (2.0 ** (-2 * ACTIVATION_BITS)) / x.shape[-1]
+        grid = _grid(x, ACTIVATION_BITS)
+        squares = _exact_product(grid * grid, np.ones((x.shape[-1], 1)))
+        mean = squares * (2.0 ** (-2 * ACTIVATION_BITS)) / x.shape[-1]
         return np.asarray(x / np.sqrt(mean + EPS))
 
     def attention(self, q: Array, k: Array, v: Array, mask: NDArray[np.bool_]) -> Array:
         scale = 2.0 ** (-2 * QK_BITS) / np.sqrt(q.shape[-1])
-        scores = (_grid(q, QK_BITS) @ _grid(k, QK_BITS).T) * scale
+        scores = _exact_product(_grid(q, QK_BITS), _grid(k, QK_BITS).T) * scale
         weights = _grid(_masked_exp(scores, mask), PROB_BITS)
         total = weights.sum(axis=-1, keepdims=True)
-        return np.asarray((weights @ _grid(v, QK_BITS)) / total * (2.0**-QK_BITS))
+        return np.asarray(_exact_product(weights, _grid(v, QK_BITS)) / total * (2.0**-QK_BITS))
 
     def log_softmax(self, logits: Array) -> Array:
         top = logits.max(axis=-1, keepdims=True)

@@ -62,6 +62,7 @@ class Run:
         )
 
     def _finish_reason(self, count: int) -> Mapping[str, Any]:
-        if self.stopped:
+        # An EOS committed only in speculative overshoot was never returned.
+        if self.stopped and len(self.outputs) <= self.request.max_new_tokens:
             return {"type": "stop", "matched": self.outputs[count - 1]}
         return {"type": "length", "length": count}
