@@ -69,9 +69,12 @@ def main() -> int:
     args = parser.parse_args()
     clock = [0.0]
 
-    def connect(engine: str, base_url: str, *, request_timeout: float) -> Engine:
+    def connect(
+        engine: str, base_url: str, *, request_timeout: float, dialect: str | None = None
+    ) -> Engine:
         return TimedEngine(
-            engines.connect(engine, base_url, request_timeout=request_timeout), clock
+            engines.connect(engine, base_url, request_timeout=request_timeout, dialect=dialect),
+            clock,
         )
 
     plan = Plan(tuple(load_suites(args.suites)), args.out / "logs", connect=connect)

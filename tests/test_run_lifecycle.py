@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kl_bitexact import engines, results
+from kl_bitexact import results
 from kl_bitexact.server import Teardown, stop_group
 
 FAKE = Path(__file__).parent / "fake_sglang_server.py"
@@ -254,13 +254,3 @@ def test_ctrl_c_stops_the_server_and_exits_130(tmp_path):
 
 def _text(path: Path) -> str:
     return path.read_text() if path.exists() else ""
-
-
-def test_an_engine_without_adapter_is_refused_before_any_launch(cli, tmp_path):
-    if "openai" in engines.ADAPTERS:
-        pytest.skip("every engine a suite can name has an adapter now")
-    path = write(tmp_path, suite_yaml("other").replace("engine: sglang", "engine: openai"))
-    result = cli(["run", str(path), "--out", str(tmp_path / "o")])
-    assert result.returncode == 2
-    assert "other: server.engine: engine 'openai' has no adapter" in result.stderr
-    assert not (tmp_path / "o" / "logs").exists()

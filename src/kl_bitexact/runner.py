@@ -143,7 +143,10 @@ def _tests(suite: Suite, running: server.Server | ServerError, plan: Plan) -> It
             yield error(suite, spec, running.message, 0.0)
         return
     engine = plan.connect(
-        suite.server.engine, running.base_url, request_timeout=suite.server.request_timeout
+        suite.server.engine,
+        running.base_url,
+        request_timeout=suite.server.request_timeout,
+        dialect=suite.server.dialect,
     )
     gone: str | None = None
     for spec in suite.tests:

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from kl_bitexact.blockers import parse_ref
+from kl_bitexact.engines.openai_wire import DIALECTS
 from kl_bitexact.errors import ConfigError
 
 ENGINES = ("sglang", "openai", "reference")
@@ -29,6 +30,7 @@ PORT_PLACEHOLDER = "{port}"
 _SUITE_KEYS = ("name", "stage", "runner_config", "est_time", "server", "tests")
 _SERVER_KEYS = (
     "engine",
+    "dialect",
     "command",
     "args",
     "env",
@@ -63,6 +65,8 @@ class ServerSpec:
 
     engine: str
     command: tuple[str, ...] = ()
+    # engine: openai only - vllm | llamacpp; None: told by the server's endpoints.
+    dialect: str | None = None
     env: tuple[tuple[str, str], ...] = ()
     base_url: str | None = None
     startup_timeout: float = 1800.0
@@ -318,11 +322,19 @@ class _Reader:
         return ServerSpec(
             engine=engine,
             command=command,
+            dialect=self.dialect(engine),
             env=self.env(),
             base_url=base_url,
             startup_timeout=self.number("startup_timeout", default_startup, low=1.0),
             request_timeout=self.number("request_timeout", 1800.0, low=1.0),
         )
+
+    def dialect(self, engine: str) -> str | None:
+        if not self.has("dialect"):
+            return None
+        if engine != "openai":
+            raise self.fail("dialect", "only applies to engine: openai", "remove `dialect`")
+        return self.choice("dialect", DIALECTS)
 
     def command(self, engine: str, base_url: str | None) -> tuple[str, ...]:
         if self.has("args") and engine != "reference":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from kl_bitexact.engines import openai
 from kl_bitexact.engines.base import Engine
 from kl_bitexact.engines.sglang import SglangEngine
 from kl_bitexact.errors import ConfigError
@@ -12,13 +13,18 @@ from kl_bitexact.errors import ConfigError
 ADAPTERS: dict[str, Callable[..., Engine]] = {
     "sglang": SglangEngine,
     "reference": SglangEngine,
+    "openai": openai.connect,
 }
 
 
-def connect(engine: str, base_url: str, *, request_timeout: float) -> Engine:
-    """The adapter for a suite's `server.engine`, talking to `base_url`."""
+def connect(
+    engine: str, base_url: str, *, request_timeout: float, dialect: str | None = None
+) -> Engine:
+    """The adapter for a suite's `server.engine`, talking to `base_url`; `dialect` is
+    `server.dialect`, which only `engine: openai` has (the suite loader enforces that)."""
     require(engine, "server.engine")
-    return ADAPTERS[engine](base_url, request_timeout=request_timeout)
+    options = {"dialect": dialect} if dialect else {}
+    return ADAPTERS[engine](base_url, request_timeout=request_timeout, **options)
 
 
 def require(engine: str, where: str) -> None:
