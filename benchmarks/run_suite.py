@@ -50,8 +50,8 @@ class TimedEngine:
     def generate(self, prompts: Sequence[TokenIds], params: SamplingParams) -> list[Generation]:
         return self._timed(lambda: self.inner.generate(prompts, params))
 
-    def replay(self, sequences: Sequence[TokenIds]) -> list[Replay]:
-        return self._timed(lambda: self.inner.replay(sequences))
+    def replay(self, sequences: Sequence[TokenIds], *, last: int | None = None) -> list[Replay]:
+        return self._timed(lambda: self.inner.replay(sequences, last=last))
 
 
 class Quiet:

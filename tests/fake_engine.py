@@ -96,7 +96,9 @@ class FakeEngine:
             )
         return answers
 
-    def replay(self, sequences: Sequence[Sequence[int]]) -> list[Replay]:
+    def replay(
+        self, sequences: Sequence[Sequence[int]], *, last: int | None = None
+    ) -> list[Replay]:
         self.calls.append(f"replay({len(sequences)})")
         out = []
         for seq in sequences:

@@ -83,7 +83,9 @@ def replay_and_pair(
     """Flush, replay `prompt + output` for the kept samples, pair the logprobs."""
     engine.flush()
     sequences = [tuple(prompts[i]) + generations[i].output_ids for i in indices]
-    replays = engine.replay(sequences)
+    # Only the decoded tokens' logprobs are compared: spare the engine the prompt's.
+    needed = max((len(generations[i].output_logprobs) for i in indices), default=0)
+    replays = engine.replay(sequences, last=needed)
     samples = []
     for i, sequence, replay in zip(indices, sequences, replays, strict=True):
         if len(replay.input_logprobs) != len(sequence):

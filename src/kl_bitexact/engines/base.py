@@ -42,16 +42,34 @@ class Generation:
 class Replay:
     """Logprobs of a token sequence scored by a prefill (no generation)."""
 
-    # One entry per input token; position 0 has no logprob (None), as in sglang.
+    # One entry per input token; position 0 has no logprob (None), as in sglang. A replay
+    # asked for only its `last` positions may hold None for the positions before them.
     input_logprobs: tuple[float | None, ...]
     cached_tokens: int | None
 
     def last(self, count: int) -> tuple[float, ...]:
         """The logprobs of the last `count` tokens (aligned with decoded tokens)."""
-        tail = self.input_logprobs[len(self.input_logprobs) - count :] if count else ()
-        if any(value is None for value in tail):
-            raise ValueError("replay asked for the logprob of the first token, which has none")
+        if count > len(self.input_logprobs):
+            raise ValueError(
+                f"replay asked for the last {count} logprobs of {len(self.input_logprobs)} tokens"
+            )
+        tail = self.input_logprobs[len(self.input_logprobs) - count :]
+        missing = [i for i, value in enumerate(tail) if value is None]
+        if missing:
+            position = len(self.input_logprobs) - count + missing[0]
+            raise ValueError(
+                f"replay has no logprob for position {position} (the first token has none, "
+                "and a replay of only the last positions leaves earlier ones out)"
+            )
         return tuple(float(value) for value in tail if value is not None)
+
+
+def tail_start(length: int, last: int | None) -> int:
+    """The first position whose logprob a replay of `length` tokens must score when only the
+    `last` positions are needed (never position 0, which has no logprob)."""
+    if last is None:
+        return 1
+    return max(1, length - last)
 
 
 class Engine(Protocol):
@@ -72,7 +90,11 @@ class Engine(Protocol):
         `max_new_tokens=0` only fills the cache (a warm-up)."""
         ...
 
-    def replay(self, sequences: Sequence[TokenIds]) -> list[Replay]:
+    def replay(self, sequences: Sequence[TokenIds], *, last: int | None = None) -> list[Replay]:
         """Score each sequence by prefill, without using or filling the prefix cache
-        where the engine allows it (the caller flushes first where it does not)."""
+        where the engine allows it (the caller flushes first where it does not).
+
+        `last`: only the logprobs of each sequence's last `last` positions are needed; an
+        adapter may then answer None for earlier positions (every Replay keeps one entry per
+        token), which spares engines that score one position per request most of the work."""
         ...

@@ -9,7 +9,8 @@ What llama-server really offers (read from tools/server in the llama.cpp tree, a
 - `echo` is refused ("Only no echo is supported") and there are no prompt logprobs, so a replay
   scores every position by its own fresh prefill: prompt `sequence[:i]`, `cache_prompt: false`,
   one token forced to `sequence[i]` by `logit_bias` under greedy sampling; the bias does not
-  change the reported logprob (raw logits). One request per scored position.
+  change the reported logprob (raw logits). One request per scored position, so a replay
+  asked for only its `last` positions sends only those requests (earlier entries are None).
 - flush: `POST /slots/{id}?action=erase` for every slot of `GET /slots`, which needs
   `--slot-save-path`. The host-RAM prompt cache (`--cache-ram`, on by default) has no HTTP
   flush: run with `--cache-ram 0` for a complete flush.
@@ -20,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kl_bitexact.engines.base import Generation, Replay, SamplingParams, TokenIds
+from kl_bitexact.engines.base import Generation, Replay, SamplingParams, TokenIds, tail_start
 from kl_bitexact.engines.http import JsonClient
 from kl_bitexact.engines.openai_wire import (
     cached_tokens_from_usage,
@@ -77,10 +78,11 @@ class LlamaCppDialect:
         body.update(n_probs=1, cache_prompt=True, top_k=0, top_p=1.0, min_p=0.0)
         return parse_generation(client.post("/v1/completions", body), params.max_new_tokens)
 
-    def replay_one(self, client: JsonClient, sequence: TokenIds) -> Replay:
-        values: list[float | None] = [None]
+    def replay_one(self, client: JsonClient, sequence: TokenIds, last: int | None) -> Replay:
+        first = tail_start(len(sequence), last)
+        values: list[float | None] = [None] * first
         cached: list[int | None] = []
-        for position in range(1, len(sequence)):
+        for position in range(first, len(sequence)):
             answer = client.post("/v1/completions", self._scoring_body(sequence, position))
             values.append(forced_logprob(answer, sequence[position], position))
             cached.append(cached_tokens(answer))

@@ -37,7 +37,7 @@ class Dialect(Protocol):
         self, client: JsonClient, prompt: TokenIds, params: SamplingParams
     ) -> Generation: ...
 
-    def replay_one(self, client: JsonClient, sequence: TokenIds) -> Replay: ...
+    def replay_one(self, client: JsonClient, sequence: TokenIds, last: int | None) -> Replay: ...
 
 
 class OpenAIEngine:
@@ -58,9 +58,9 @@ class OpenAIEngine:
             prompts, lambda prompt: self.dialect.generate_one(self.client, prompt, params)
         )
 
-    def replay(self, sequences: Sequence[TokenIds]) -> list[Replay]:
+    def replay(self, sequences: Sequence[TokenIds], *, last: int | None = None) -> list[Replay]:
         return self._each(
-            sequences, lambda sequence: self.dialect.replay_one(self.client, sequence)
+            sequences, lambda sequence: self.dialect.replay_one(self.client, sequence, last)
         )
 
     def _each(self, items: Sequence[TokenIds], call: Callable[[TokenIds], T]) -> list[T]:

@@ -8,12 +8,12 @@ never guesses.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import requests
 
-from kl_bitexact.engines.base import Generation, Replay, SamplingParams, TokenIds
+from kl_bitexact.engines.base import Generation, Replay, SamplingParams, TokenIds, tail_start
 from kl_bitexact.errors import EngineError
 
 CONNECT_TIMEOUT_S = 10.0
@@ -59,24 +59,50 @@ class SglangEngine:
         answers = self._batched(prompts, sampling, logprob_start_len=-1)
         return [_generation(answer, self.base_url) for answer in answers]
 
-    def replay(self, sequences: Sequence[TokenIds]) -> list[Replay]:
+    def replay(self, sequences: Sequence[TokenIds], *, last: int | None = None) -> list[Replay]:
+        # sglang scores positions from `logprob_start_len` on and answers null for the first
+        # of them, so the tail starts one position before the first logprob needed.
+        starts = [tail_start(len(sequence), last) - 1 for sequence in sequences]
         sampling = {"temperature": 1, "max_new_tokens": 0, "ignore_eos": True}
-        answers = self._batched(sequences, sampling, logprob_start_len=0)
-        return [_replay(answer, self.base_url) for answer in answers]
+        answers = self._batched(sequences, sampling, logprob_start_len=starts)
+        replays = [
+            _replay(answer, start, self.base_url)
+            for answer, start in zip(answers, starts, strict=True)
+        ]
+        # sglang may take the prefix before `logprob_start_len` from its cache (filled by an
+        # earlier sequence of this very replay); such a replay is no fresh prefill, so it is
+        # scored again from position 0, which sglang never serves from the cache.
+        stale = [i for i, start in enumerate(starts) if start and replays[i].cached_tokens != 0]
+        if stale:
+            fresh = self.replay([sequences[i] for i in stale])
+            for i, replay in zip(stale, fresh, strict=True):
+                replays[i] = replay
+        return replays
 
     # --- transport ----------------------------------------------------------------------
 
     def _batched(
-        self, prompts: Sequence[TokenIds], sampling: Mapping[str, Any], *, logprob_start_len: int
+        self,
+        prompts: Sequence[TokenIds],
+        sampling: Mapping[str, Any],
+        *,
+        logprob_start_len: int | Sequence[int],
     ) -> list[Mapping[str, Any]]:
+        """`logprob_start_len`: one value for every prompt, or one per prompt."""
         answers: list[Mapping[str, Any]] = []
-        for batch in _chunks(prompts, self.batch_size):
+        for offset in range(0, len(prompts), self.batch_size):
+            batch = prompts[offset : offset + self.batch_size]
+            starts = logprob_start_len
+            if not isinstance(starts, int):
+                starts = list(starts[offset : offset + len(batch)])
+                # One value for all, as sglang's own helpers send it, where one will do.
+                starts = starts[0] if len(set(starts)) == 1 else starts
             body = {
                 "input_ids": [list(prompt) for prompt in batch],
                 "sampling_params": dict(sampling),
                 "return_logprob": True,
                 "return_text_in_logprobs": False,
-                "logprob_start_len": logprob_start_len,
+                "logprob_start_len": starts,
             }
             answer = self._call("POST", "/generate", body)
             # sglang answers a batch with a list; be lenient with a one-prompt object.
@@ -113,11 +139,6 @@ class SglangEngine:
             ) from None
 
 
-def _chunks(items: Sequence[TokenIds], size: int) -> Iterator[Sequence[TokenIds]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
 def _reason(error: requests.RequestException) -> str:
     text = str(error)
     return text if len(text) < 300 else text[:300] + "..."
@@ -144,10 +165,14 @@ def _generation(answer: Mapping[str, Any], where: str) -> Generation:
     )
 
 
-def _replay(answer: Mapping[str, Any], where: str) -> Replay:
+def _replay(answer: Mapping[str, Any], start: int, where: str) -> Replay:
+    """Entries from position `start` on; the positions before it are None."""
     meta = _field(answer, "meta_info", Mapping, where)
     logprobs = _logprobs(_field(meta, "input_token_logprobs", list, where), where)
-    return Replay(input_logprobs=logprobs, cached_tokens=_optional_int(meta.get("cached_tokens")))
+    return Replay(
+        input_logprobs=(None,) * start + logprobs,
+        cached_tokens=_optional_int(meta.get("cached_tokens")),
+    )
 
 
 def _logprobs(entries: list[Any], where: str) -> tuple[float | None, ...]:

@@ -64,7 +64,10 @@ class VllmDialect:
         body.update(logprobs=1, top_p=1.0, return_tokens_as_token_ids=True)
         return parse_generation(client.post("/v1/completions", body), params.max_new_tokens)
 
-    def replay_one(self, client: JsonClient, sequence: TokenIds) -> Replay:
+    def replay_one(self, client: JsonClient, sequence: TokenIds, last: int | None) -> Replay:
+        # The one prefill a replay needs scores every prompt position anyway; the full
+        # answer is kept whatever `last` asks for.
+        del last
         body = {
             "model": self.model,
             "prompt": list(sequence),
