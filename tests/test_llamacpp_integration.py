@@ -107,6 +107,16 @@ def test_a_fresh_replay_reports_no_cached_tokens(engine: OpenAIEngine) -> None:
     assert replay.input_logprobs[0] is None and len(replay.input_logprobs) == len(prompt)
 
 
+def test_a_replay_of_the_last_positions_is_the_tail_of_the_full_replay(
+    engine: OpenAIEngine,
+) -> None:
+    sequence = tuple(range(60, 90))
+    [full] = engine.replay([sequence])
+    [tail] = engine.replay([sequence], last=5)
+    assert tail.input_logprobs == (None,) * 25 + full.input_logprobs[25:]
+    assert tail.last(5) == full.last(5) and tail.cached_tokens == 0
+
+
 def test_flush_erases_every_slot(engine: OpenAIEngine) -> None:
     prompt = tuple(range(160, 190))
     engine.generate([prompt], SamplingParams(max_new_tokens=1))

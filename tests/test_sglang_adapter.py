@@ -108,6 +108,28 @@ def test_replay_asks_for_every_input_logprob(served):
     assert body["logprob_start_len"] == 0 and body["sampling_params"]["max_new_tokens"] == 0
 
 
+@pytest.mark.parametrize(("deterministic", "expected"), [(True, [5, 0]), (False, 0)])
+def test_replay_of_the_last_positions_starts_one_before_them(served, deterministic, expected):
+    def reply(path: str, body: Any) -> tuple[int, Any]:
+        if path == "/get_server_info":
+            return 200, {"enable_deterministic_inference": deterministic}
+        starts = body["logprob_start_len"]
+        starts = starts if isinstance(starts, list) else [starts] * len(body["input_ids"])
+        answers = [generation(p[s:], 0) for p, s in zip(body["input_ids"], starts, strict=True)]
+        for answer in answers:
+            answer["meta_info"]["cached_tokens"] = 0
+        return 200, answers
+
+    url, seen = served(reply)
+    sequences = [list(range(10, 20)), [7, 8, 9]]
+    replays = SglangEngine(url).replay(sequences, last=4)
+    [body] = [body for path, body in seen if path == "/generate"]
+    assert body["logprob_start_len"] == expected
+    assert [replay.last(2) for replay in replays] == [(-1.0, -1.0)] * 2
+    assert [len(replay.input_logprobs) for replay in replays] == [10, 3]
+    assert (replays[0].input_logprobs[5] is None) is deterministic
+
+
 def test_server_info_and_flush(served):
     url, seen = served(echo)
     engine = SglangEngine(url)

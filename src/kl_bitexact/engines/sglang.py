@@ -35,6 +35,7 @@ class SglangEngine:
         self.request_timeout = request_timeout
         self.batch_size = batch_size
         self._session = requests.Session()
+        self._rows_alike: bool | None = None  # learnt from the server on the first replay
 
     def server_info(self) -> Mapping[str, Any]:
         info = self._call("GET", "/get_server_info")
@@ -60,6 +61,8 @@ class SglangEngine:
         return [_generation(answer, self.base_url) for answer in answers]
 
     def replay(self, sequences: Sequence[TokenIds], *, last: int | None = None) -> list[Replay]:
+        if not self._scores_rows_alike():
+            last = None
         # sglang scores positions from `logprob_start_len` on and answers null for the first
         # of them, so the tail starts one position before the first logprob needed.
         starts = [tail_start(len(sequence), last) - 1 for sequence in sequences]
@@ -78,6 +81,17 @@ class SglangEngine:
             for i, replay in zip(stale, fresh, strict=True):
                 replays[i] = replay
         return replays
+
+    def _scores_rows_alike(self) -> bool:
+        """Whether a position's logprob keeps its bits however many positions are scored.
+
+        A tail scores fewer rows through the final matmul than a full replay; only with
+        batch-invariant kernels (`--enable-deterministic-inference`) is that guaranteed not
+        to move the last bits, so elsewhere every replay scores every position, as sglang's
+        own KL helpers do."""
+        if self._rows_alike is None:
+            self._rows_alike = self.server_info().get("enable_deterministic_inference") is True
+        return self._rows_alike
 
     # --- transport ----------------------------------------------------------------------
 
