@@ -1,0 +1,62 @@
+"""Time of a llama.cpp replay: every position (before `last`) vs only the compared tail.
+
+Run: python benchmarks/replay.py [--lengths 40 200 1000 3000] [--last 24]
+Starts the real llama-server (scripts/build-llama-server.sh; one thread, as the integration
+tests run it) on the tiny random-weight Llama of tests/tiny_llama_gguf.py and replays one
+sequence of each length twice: `replay([seq])`, which scores every position as every replay
+did before `last` existed, and `replay([seq], last=N)`, which the checks now ask for.
+Prints a Markdown table (docs/engines.md quotes it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+# The integration tests' launcher and model writer, reused rather than copied.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from kl_bitexact.engines.openai import OpenAIEngine, connect
+from llama_server import running_llama_server
+from tiny_llama_gguf import write_tiny_llama
+
+VOCAB = 259
+
+
+def timed(engine: OpenAIEngine, sequence: tuple[int, ...], last: int | None) -> float:
+    engine.flush()
+    start = time.perf_counter()
+    engine.replay([sequence], last=last)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lengths", type=int, nargs="+", default=[40, 200, 1000, 3000])
+    parser.add_argument("--last", type=int, default=24, help="decoded tokens compared")
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+    workdir = Path(tempfile.mkdtemp(prefix="kl-bench-replay-"))
+    model = write_tiny_llama(workdir / "tiny-llama.gguf")
+    print(f"llama-server, tiny Llama (2 layers, 64 wide, 1 thread); tail = last {args.last}")
+    print("| sequence tokens | requests, all positions | s | requests, tail | s | speed-up |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    with running_llama_server(model, workdir) as url:
+        engine = connect(url)
+        for length in args.lengths:
+            sequence = tuple(int(t) for t in rng.integers(1, VOCAB, length))
+            every = timed(engine, sequence, None)
+            tail = timed(engine, sequence, args.last)
+            print(
+                f"| {length} | {length - 1} | {every:.2f} | {min(args.last, length - 1)} "
+                f"| {tail:.2f} | {every / tail:.0f}x |"
+            )
+
+
+if __name__ == "__main__":
+    main()
