@@ -21,11 +21,27 @@ import numpy as np
 # The integration tests' launcher and model writer, reused rather than copied.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+from kl_bitexact import server
 from kl_bitexact.engines.openai import OpenAIEngine, connect
-from llama_server import running_llama_server
+from kl_bitexact.suite import ServerSpec
+from llama_server import STARTUP_TIMEOUT_S, llama_server_command
 from tiny_llama_gguf import write_tiny_llama
 
 VOCAB = 259
+# Four slots share the context; each needs room for the longest sequence.
+CONTEXT_PER_SLOT = 4096
+
+
+def launch(model: Path, workdir: Path) -> server.Server:
+    command = llama_server_command(model, workdir)
+    command[command.index("-c") + 1] = str(4 * CONTEXT_PER_SLOT)
+    spec = ServerSpec(
+        engine="openai",
+        dialect="llamacpp",
+        command=tuple(command),
+        startup_timeout=STARTUP_TIMEOUT_S,
+    )
+    return server.launch(spec, workdir / "llama-server.log", label="llama-server")
 
 
 def timed(engine: OpenAIEngine, sequence: tuple[int, ...], last: int | None) -> float:
@@ -46,16 +62,20 @@ def main() -> None:
     print(f"llama-server, tiny Llama (2 layers, 64 wide, 1 thread); tail = last {args.last}")
     print("| sequence tokens | requests, all positions | s | requests, tail | s | speed-up |")
     print("|---:|---:|---:|---:|---:|---:|")
-    with running_llama_server(model, workdir) as url:
-        engine = connect(url)
+    running = launch(model, workdir)
+    try:
+        engine = connect(running.base_url)
         for length in args.lengths:
             sequence = tuple(int(t) for t in rng.integers(1, VOCAB, length))
             every = timed(engine, sequence, None)
             tail = timed(engine, sequence, args.last)
             print(
                 f"| {length} | {length - 1} | {every:.2f} | {min(args.last, length - 1)} "
-                f"| {tail:.2f} | {every / tail:.0f}x |"
+                f"| {tail:.2f} | {every / tail:.0f}x |",
+                flush=True,
             )
+    finally:
+        running.stop()
 
 
 if __name__ == "__main__":
