@@ -25,7 +25,7 @@ from kl_bitexact import server
 from kl_bitexact.engines.openai import OpenAIEngine, connect
 from kl_bitexact.suite import ServerSpec
 from llama_server import STARTUP_TIMEOUT_S, llama_server_command
-from tiny_llama_gguf import write_tiny_llama
+from tiny_llama_gguf import TinyLlamaShape, write_tiny_llama
 
 VOCAB = 259
 # Four slots share the context; each needs room for the longest sequence.
@@ -58,7 +58,9 @@ def main() -> None:
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     workdir = Path(tempfile.mkdtemp(prefix="kl-bench-replay-"))
-    model = write_tiny_llama(workdir / "tiny-llama.gguf")
+    # The tests' model, trained context raised so llama-server does not cap the slots.
+    shape = TinyLlamaShape(context=CONTEXT_PER_SLOT)
+    model = write_tiny_llama(workdir / "tiny-llama.gguf", shape=shape)
     print(f"llama-server, tiny Llama (2 layers, 64 wide, 1 thread); tail = last {args.last}")
     print("| sequence tokens | requests, all positions | s | requests, tail | s | speed-up |")
     print("|---:|---:|---:|---:|---:|---:|")
