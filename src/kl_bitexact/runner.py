@@ -21,7 +21,15 @@ from kl_bitexact import engines, server
 from kl_bitexact.checks import run_check
 from kl_bitexact.engines.base import Engine
 from kl_bitexact.errors import EngineError, ServerError
-from kl_bitexact.results import Results, RunInfo, ServerInfo, Status, SuiteResult, TestResult
+from kl_bitexact.results import (
+    Results,
+    RunInfo,
+    ServerInfo,
+    Status,
+    SuiteResult,
+    TestResult,
+    join_by_name,
+)
 from kl_bitexact.suite import ServerSpec, Suite, TestSpec
 
 # A crashing server drops its connections a moment before it is seen to exit.
@@ -62,8 +70,18 @@ def launch_groups(suites: tuple[Suite, ...]) -> list[list[Suite]]:
     return list(groups.values())
 
 
-def log_path(log_dir: Path, suite: Suite) -> Path:
-    return log_dir / (re.sub(r"[^\w.-]", "_", suite.name) + ".log")
+def log_paths(log_dir: Path, groups: list[list[Suite]]) -> list[Path]:
+    """`<suite>.log` for each launch group, named after its first suite; a later group of
+    the same name (suite files sharing a name) gets `<suite>.2.log`, `.3`, ..."""
+    paths: list[Path] = []
+    for group in groups:
+        stem = re.sub(r"[^\w.-]", "_", group[0].name)
+        path, n = log_dir / f"{stem}.log", 1
+        while path in paths:
+            n += 1
+            path = log_dir / f"{stem}.{n}.log"
+        paths.append(path)
+    return paths
 
 
 def run_suites(plan: Plan, reporter: Reporter, save: Callable[[Results], None]) -> Results:
@@ -72,26 +90,27 @@ def run_suites(plan: Plan, reporter: Reporter, save: Callable[[Results], None]) 
     def save_with(current: SuiteResult) -> None:
         save(_doc(plan, [*done, current]))
 
-    for group in launch_groups(plan.suites):
+    groups = launch_groups(plan.suites)
+    for group, log in zip(groups, log_paths(plan.log_dir, groups), strict=True):
         # closing(): an interrupt mid-suite still stops the server at once.
-        with closing(_servers(plan, group)) as pairs:
+        with closing(_servers(plan, group, log)) as pairs:
             for suite, running in pairs:
                 done.append(_run_suite(suite, running, plan, reporter, save_with))
     return _doc(plan, done)
 
 
 def _doc(plan: Plan, suites: list[SuiteResult]) -> Results:
-    return Results(run=plan.run, suites=tuple(suites))
+    """Suites of one name from several files (or launches) become one SuiteResult."""
+    return Results(run=plan.run, suites=join_by_name(suites))
 
 
 def _servers(
-    plan: Plan, group: list[Suite]
+    plan: Plan, group: list[Suite], log: Path
 ) -> Generator[tuple[Suite, server.Server | ServerError], None, None]:
     """Each suite of a launch group with its server, launched once and relaunched only
     when it died; stopped when the group is done (or the run is interrupted)."""
     running: server.Server | None = None
-    log = log_path(plan.log_dir, group[0])
-    log.unlink(missing_ok=True)
+    log.unlink(missing_ok=True)  # an earlier run's, into the same directory
     try:
         for suite in group:
             if running is not None and running.exit_code() is not None:
