@@ -19,6 +19,7 @@ from typing import Protocol
 
 from kl_bitexact import engines, server
 from kl_bitexact.checks import run_check
+from kl_bitexact.checks.phases import Phases
 from kl_bitexact.engines.base import Engine
 from kl_bitexact.errors import EngineError, ServerError
 from kl_bitexact.results import (
@@ -55,6 +56,9 @@ class Plan:
     teardown: server.Teardown = field(default_factory=server.Teardown)
     # How an engine adapter is made for a server (a benchmark wraps it to time requests).
     connect: Callable[..., Engine] = engines.connect
+    # Checks of a suite reuse each other's cold phases (checks/phases.py); a benchmark
+    # turns it off to measure what that saves.
+    share_phases: bool = True
 
 
 def test_id(suite: Suite, spec: TestSpec) -> str:
@@ -167,19 +171,22 @@ def _tests(suite: Suite, running: server.Server | ServerError, plan: Plan) -> It
         request_timeout=suite.server.request_timeout,
         dialect=suite.server.dialect,
     )
+    # One per suite: a relaunched server (next suite) starts with nothing to reuse.
+    phases = Phases(engine)
     gone: str | None = None
     for spec in suite.tests:
         if gone is not None:
             yield error(suite, spec, f"not run: the server died earlier in this suite; {gone}", 0.0)
             continue
-        yield _one(suite, spec, engine, running)
+        shared = phases if plan.share_phases else Phases(engine)
+        yield _one(suite, spec, shared, running)
         gone = running.death_report()
 
 
-def _one(suite: Suite, spec: TestSpec, engine: Engine, running: server.Server) -> TestResult:
+def _one(suite: Suite, spec: TestSpec, phases: Phases, running: server.Server) -> TestResult:
     started = time.monotonic()
     try:
-        return run_check(engine, spec, test_id(suite, spec))
+        return run_check(phases.engine, spec, test_id(suite, spec), phases)
     except EngineError as failure:
         death = running.death_report(grace_s=DEATH_GRACE_S)
         message = f"{failure.message}; {death}" if death else failure.message
