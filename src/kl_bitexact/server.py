@@ -70,10 +70,13 @@ class Server:
 
     def death_report(self, grace_s: float = 0.0) -> str | None:
         """Why the server is gone, with its log's tail; None while it is alive.
-        `grace_s`: how long a server that just dropped a connection may take to exit."""
-        if self.process is not None and grace_s > 0:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(timeout=grace_s)
+        `grace_s`: how long a server that no longer answers /health may take to be seen
+        exiting (its connections drop before the process is reaped; on a loaded machine
+        that can take seconds). One that still answers is alive: no wait."""
+        if self.process is not None and grace_s > 0 and self.process.poll() is None:
+            if not _healthy(self.base_url):
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.process.wait(timeout=grace_s)
         code = self.exit_code()
         if code is None:
             return None
