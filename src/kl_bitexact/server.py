@@ -73,10 +73,15 @@ class Server:
         `grace_s`: how long a server that no longer answers /health may take to be seen
         exiting (its connections drop before the process is reaped; on a loaded machine
         that can take seconds). One that still answers is alive: no wait."""
-        if self.process is not None and grace_s > 0 and self.process.poll() is None:
-            if not _healthy(self.base_url):
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    self.process.wait(timeout=grace_s)
+        process = self.process
+        if (
+            grace_s > 0
+            and process is not None
+            and process.poll() is None
+            and not _healthy(self.base_url)
+        ):
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=grace_s)
         code = self.exit_code()
         if code is None:
             return None
