@@ -4,7 +4,8 @@ One bad case never aborts the run: a server that does not start turns its suite'
 into `error`; a server that dies mid-run turns the running test into `error` with the
 log's tail, the rest of that suite too, and the next suite starts a fresh server. After
 every test the caller's `save` receives the results so far (run writes them atomically,
-so a kill -9 keeps every finished test).
+so a kill -9 keeps every finished test). The checks of a suite share cold phases
+(`checks/phases.py`); suites of one name (from several files) are joined in the results.
 """
 
 from __future__ import annotations
