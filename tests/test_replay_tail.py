@@ -19,7 +19,9 @@ from typing import Any
 
 import pytest
 
+from fake_engine import FakeEngine
 from kl_bitexact.checks import run_check
+from kl_bitexact.checks.phases import Phases
 from kl_bitexact.engines.base import Generation, Replay, SamplingParams, TokenIds
 from kl_bitexact.engines.http import JsonClient
 from kl_bitexact.engines.llamacpp import LlamaCppDialect
@@ -39,6 +41,16 @@ def test_last_returns_the_tail_and_refuses_a_missing_value() -> None:
         replay.last(3)
     with pytest.raises(ValueError, match="last 5 logprobs of 4 tokens"):
         replay.last(5)
+
+
+def test_a_shared_replay_is_reused_only_where_it_holds_the_tail_needed() -> None:
+    engine = FakeEngine()
+    phases = Phases(engine)
+    sequences = [(11, 12, 13, 14, 15, 16)]
+    for last in (2, 2, 3, None, 4, None):
+        phases.replay_cold(sequences, last=last)
+    # Sent for 2, 3 and every position; a tail of 2 again and of 4 come from the earlier ones.
+    assert engine.calls.count("replay(1)") == 3 and phases.reused == 3
 
 
 # --- llama.cpp: one request per needed position -------------------------------------------

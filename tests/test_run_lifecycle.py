@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from kl_bitexact import results
-from kl_bitexact.server import Teardown, stop_group
+from kl_bitexact.runner import DEATH_GRACE_S
+from kl_bitexact.server import Server, Teardown, free_port, launch, stop_group
+from kl_bitexact.suite import ServerSpec
 
 FAKE = Path(__file__).parent / "fake_sglang_server.py"
 TEST = (
@@ -106,6 +108,33 @@ def test_out_of_memory_is_called_out_as_infrastructure(cli, tmp_path):
     result = cli(["run", str(path), "--out", str(out)])
     assert result.returncode == 2
     assert "infrastructure: out of memory (torch.OutOfMemoryError" in messages(out)["oom::match"]
+
+
+def test_a_server_slow_to_exit_after_its_connections_drop_is_still_seen_dead(tmp_path):
+    # Under load a crashed server is reaped seconds after its sockets close: the run must
+    # wait for the exit before it says whether the server died (and of what).
+    log = tmp_path / "server.log"
+    log.write_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    slow_exit = "import time; time.sleep(3); raise SystemExit(1)"
+    process = subprocess.Popen([sys.executable, "-c", slow_exit], start_new_session=True)
+    try:
+        dying = Server(f"http://127.0.0.1:{free_port()}", process=process, log_path=log)
+        report = dying.death_report(grace_s=DEATH_GRACE_S)
+    finally:
+        stop_group(process, Teardown(interrupt_s=1, terminate_s=1, kill_s=1))
+    assert report is not None and "server exited with code 1" in report
+    assert "infrastructure: out of memory (torch.OutOfMemoryError" in report
+
+
+def test_a_live_server_is_not_waited_for(tmp_path):
+    command = (sys.executable, str(FAKE), "--port", "{port}")
+    running = launch(ServerSpec("sglang", command, startup_timeout=30), tmp_path / "s.log")
+    try:
+        started = time.monotonic()
+        assert running.death_report(grace_s=DEATH_GRACE_S) is None
+        assert time.monotonic() - started < DEATH_GRACE_S / 2
+    finally:
+        running.stop()
 
 
 def test_a_never_healthy_server_is_an_error_after_the_startup_timeout(cli, tmp_path):

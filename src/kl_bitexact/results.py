@@ -291,26 +291,31 @@ def merge(sources: Sequence[tuple[str, Results]]) -> Results:
     if not sources:
         raise ConfigError("no results to merge", hint="pass at least one results.json")
     seen: dict[str, str] = {}
-    suites: dict[str, SuiteResult] = {}
     for source, results in sources:
-        for suite in results.suites:
-            for test in suite.tests:
-                if test.id in seen:
-                    raise ConfigError(
-                        f"test {test.id!r} appears in both {seen[test.id]} and {source}",
-                        hint="each shard must run a disjoint set of tests",
-                    )
-                seen[test.id] = source
-            suites[suite.name] = _join(suites.get(suite.name), suite)
+        for _, test in results.all_tests():
+            if test.id in seen:
+                raise ConfigError(
+                    f"test {test.id!r} appears in both {seen[test.id]} and {source}",
+                    hint="each shard must run a disjoint set of tests",
+                )
+            seen[test.id] = source
     first = sources[0][1]
     run = dataclasses.replace(first.run, shard=None, started_at=_earliest(sources))
-    return Results(run=run, suites=tuple(suites.values()))
+    return Results(run=run, suites=join_by_name(s for _, r in sources for s in r.suites))
 
 
-def _join(existing: SuiteResult | None, suite: SuiteResult) -> SuiteResult:
-    if existing is None:
-        return suite
-    return dataclasses.replace(existing, tests=existing.tests + suite.tests)
+def join_by_name(suites: Iterable[SuiteResult]) -> tuple[SuiteResult, ...]:
+    """One SuiteResult per suite name, in order of first appearance, holding the tests
+    of every part of that name in order (the first part's server info is kept)."""
+    joined: dict[str, SuiteResult] = {}
+    for suite in suites:
+        existing = joined.get(suite.name)
+        joined[suite.name] = (
+            suite
+            if existing is None
+            else dataclasses.replace(existing, tests=existing.tests + suite.tests)
+        )
+    return tuple(joined.values())
 
 
 def _earliest(sources: Sequence[tuple[str, Results]]) -> str | None:

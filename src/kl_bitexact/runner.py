@@ -4,7 +4,8 @@ One bad case never aborts the run: a server that does not start turns its suite'
 into `error`; a server that dies mid-run turns the running test into `error` with the
 log's tail, the rest of that suite too, and the next suite starts a fresh server. After
 every test the caller's `save` receives the results so far (run writes them atomically,
-so a kill -9 keeps every finished test).
+so a kill -9 keeps every finished test). The checks of a suite share cold phases
+(`checks/phases.py`); suites of one name (from several files) are joined in the results.
 """
 
 from __future__ import annotations
@@ -19,13 +20,24 @@ from typing import Protocol
 
 from kl_bitexact import engines, server
 from kl_bitexact.checks import run_check
+from kl_bitexact.checks.phases import Phases
 from kl_bitexact.engines.base import Engine
 from kl_bitexact.errors import EngineError, ServerError
-from kl_bitexact.results import Results, RunInfo, ServerInfo, Status, SuiteResult, TestResult
+from kl_bitexact.results import (
+    Results,
+    RunInfo,
+    ServerInfo,
+    Status,
+    SuiteResult,
+    TestResult,
+    join_by_name,
+)
 from kl_bitexact.suite import ServerSpec, Suite, TestSpec
 
-# A crashing server drops its connections a moment before it is seen to exit.
-DEATH_GRACE_S = 2.0
+# A crashing server drops its connections a moment before it is seen to exit; under load
+# that moment can last seconds. Waited only while the server does not answer /health, and
+# only until it exits, so a generous bound costs a live server nothing.
+DEATH_GRACE_S = 15.0
 
 
 class Reporter(Protocol):
@@ -47,6 +59,9 @@ class Plan:
     teardown: server.Teardown = field(default_factory=server.Teardown)
     # How an engine adapter is made for a server (a benchmark wraps it to time requests).
     connect: Callable[..., Engine] = engines.connect
+    # Checks of a suite reuse each other's cold phases (checks/phases.py); a benchmark
+    # turns it off to measure what that saves.
+    share_phases: bool = True
 
 
 def test_id(suite: Suite, spec: TestSpec) -> str:
@@ -62,8 +77,18 @@ def launch_groups(suites: tuple[Suite, ...]) -> list[list[Suite]]:
     return list(groups.values())
 
 
-def log_path(log_dir: Path, suite: Suite) -> Path:
-    return log_dir / (re.sub(r"[^\w.-]", "_", suite.name) + ".log")
+def log_paths(log_dir: Path, groups: list[list[Suite]]) -> list[Path]:
+    """`<suite>.log` for each launch group, named after its first suite; a later group of
+    the same name (suite files sharing a name) gets `<suite>.2.log`, `.3`, ..."""
+    paths: list[Path] = []
+    for group in groups:
+        stem = re.sub(r"[^\w.-]", "_", group[0].name)
+        path, n = log_dir / f"{stem}.log", 1
+        while path in paths:
+            n += 1
+            path = log_dir / f"{stem}.{n}.log"
+        paths.append(path)
+    return paths
 
 
 def run_suites(plan: Plan, reporter: Reporter, save: Callable[[Results], None]) -> Results:
@@ -72,26 +97,27 @@ def run_suites(plan: Plan, reporter: Reporter, save: Callable[[Results], None]) 
     def save_with(current: SuiteResult) -> None:
         save(_doc(plan, [*done, current]))
 
-    for group in launch_groups(plan.suites):
+    groups = launch_groups(plan.suites)
+    for group, log in zip(groups, log_paths(plan.log_dir, groups), strict=True):
         # closing(): an interrupt mid-suite still stops the server at once.
-        with closing(_servers(plan, group)) as pairs:
+        with closing(_servers(plan, group, log)) as pairs:
             for suite, running in pairs:
                 done.append(_run_suite(suite, running, plan, reporter, save_with))
     return _doc(plan, done)
 
 
 def _doc(plan: Plan, suites: list[SuiteResult]) -> Results:
-    return Results(run=plan.run, suites=tuple(suites))
+    """Suites of one name from several files (or launches) become one SuiteResult."""
+    return Results(run=plan.run, suites=join_by_name(suites))
 
 
 def _servers(
-    plan: Plan, group: list[Suite]
+    plan: Plan, group: list[Suite], log: Path
 ) -> Generator[tuple[Suite, server.Server | ServerError], None, None]:
     """Each suite of a launch group with its server, launched once and relaunched only
     when it died; stopped when the group is done (or the run is interrupted)."""
     running: server.Server | None = None
-    log = log_path(plan.log_dir, group[0])
-    log.unlink(missing_ok=True)
+    log.unlink(missing_ok=True)  # an earlier run's, into the same directory
     try:
         for suite in group:
             if running is not None and running.exit_code() is not None:
@@ -148,19 +174,22 @@ def _tests(suite: Suite, running: server.Server | ServerError, plan: Plan) -> It
         request_timeout=suite.server.request_timeout,
         dialect=suite.server.dialect,
     )
+    # One per suite: a relaunched server (next suite) starts with nothing to reuse.
+    phases = Phases(engine)
     gone: str | None = None
     for spec in suite.tests:
         if gone is not None:
             yield error(suite, spec, f"not run: the server died earlier in this suite; {gone}", 0.0)
             continue
-        yield _one(suite, spec, engine, running)
+        shared = phases if plan.share_phases else Phases(engine)
+        yield _one(suite, spec, shared, running)
         gone = running.death_report()
 
 
-def _one(suite: Suite, spec: TestSpec, engine: Engine, running: server.Server) -> TestResult:
+def _one(suite: Suite, spec: TestSpec, phases: Phases, running: server.Server) -> TestResult:
     started = time.monotonic()
     try:
-        return run_check(engine, spec, test_id(suite, spec))
+        return run_check(phases.engine, spec, test_id(suite, spec), phases)
     except EngineError as failure:
         death = running.death_report(grace_s=DEATH_GRACE_S)
         message = f"{failure.message}; {death}" if death else failure.message

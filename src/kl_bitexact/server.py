@@ -70,10 +70,18 @@ class Server:
 
     def death_report(self, grace_s: float = 0.0) -> str | None:
         """Why the server is gone, with its log's tail; None while it is alive.
-        `grace_s`: how long a server that just dropped a connection may take to exit."""
-        if self.process is not None and grace_s > 0:
+        `grace_s`: how long a server that no longer answers /health may take to be seen
+        exiting (its connections drop before the process is reaped; on a loaded machine
+        that can take seconds). One that still answers is alive: no wait."""
+        process = self.process
+        if (
+            grace_s > 0
+            and process is not None
+            and process.poll() is None
+            and not _healthy(self.base_url)
+        ):
             with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(timeout=grace_s)
+                process.wait(timeout=grace_s)
         code = self.exit_code()
         if code is None:
             return None

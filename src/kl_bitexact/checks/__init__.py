@@ -1,6 +1,7 @@
-"""The bit-exact checks, each a plain function `run(engine, spec, test_id) -> TestResult`.
+"""The bit-exact checks, each a plain function `run(phases, spec, test_id) -> TestResult`.
 
-Every check is a short plan of phases against `engines.base.Engine`; scoring and the
+Every check is a short plan of phases against `engines.base.Engine`, the cold ones
+through `phases.Phases` so checks of one suite share them; scoring and the
 verdict are shared (`scoring.py`), the numbers are pure (`metrics.py`). A transport
 failure raises `errors.EngineError`; the caller decides what becomes of the test.
 """
@@ -10,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kl_bitexact.checks import decode_cache_hit, match, multiturn, prefill_cache_hit
+from kl_bitexact.checks.phases import Phases
 from kl_bitexact.engines.base import Engine
 from kl_bitexact.results import TestResult
 from kl_bitexact.suite import TestSpec
 
-Check = Callable[[Engine, TestSpec, "str | None"], TestResult]
+Check = Callable[[Phases, TestSpec, "str | None"], TestResult]
 
 CHECKS: dict[str, Check] = {
     "match": match.run,
@@ -24,6 +26,9 @@ CHECKS: dict[str, Check] = {
 }
 
 
-def run_check(engine: Engine, spec: TestSpec, test_id: str | None = None) -> TestResult:
-    """Run the check `spec.check` names."""
-    return CHECKS[spec.check](engine, spec, test_id)
+def run_check(
+    engine: Engine, spec: TestSpec, test_id: str | None = None, phases: Phases | None = None
+) -> TestResult:
+    """Run the check `spec.check` names; `phases` (over `engine`) shares cold phases
+    with earlier checks of the suite, none when omitted."""
+    return CHECKS[spec.check](phases or Phases(engine), spec, test_id)

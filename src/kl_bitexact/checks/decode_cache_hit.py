@@ -9,21 +9,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kl_bitexact.checks import metrics, prompts, scoring
+from kl_bitexact.checks.phases import Phases
 from kl_bitexact.checks.scoring import Context
-from kl_bitexact.engines.base import Engine, Generation
+from kl_bitexact.engines.base import Generation
 from kl_bitexact.results import CacheHits, TestResult
 from kl_bitexact.suite import TestSpec
 
 
-def run(engine: Engine, spec: TestSpec, test_id: str | None = None) -> TestResult:
-    context = scoring.begin(engine, spec, test_id)
+def run(phases: Phases, spec: TestSpec, test_id: str | None = None) -> TestResult:
+    context = scoring.begin(phases.engine, spec, test_id)
     if not context.geometry.radix_cache:
         return scoring.not_run(context, scoring.RADIX_DISABLED)
     first = prompts.single_turn(spec, context.info)
-    engine.flush()
-    turn1 = engine.generate(first, scoring.sampling(spec))
+    # Always sent (turn 2 needs the state it leaves); a later `match` may reuse it.
+    turn1 = phases.generate_cold(first, scoring.sampling(spec))
     second = [p + g.output_ids + spec.separator_ids for p, g in zip(first, turn1, strict=True)]
-    generations = engine.generate(second, scoring.sampling(spec))
+    generations = phases.engine.generate(second, scoring.sampling(spec))
     if scoring.unreported(generations):
         return scoring.not_run(context, scoring.NO_CACHED_TOKENS)
     kept = [i for i, g in enumerate(generations) if (g.cached_tokens or 0) > len(first[i]) + 1]
@@ -35,7 +36,7 @@ def run(engine: Engine, spec: TestSpec, test_id: str | None = None) -> TestResul
             f"{at_risk} samples may miss because the last checkpoint falls in overshoot tokens",
         )
     measured = scoring.Measured(
-        samples=scoring.replay_and_pair(engine, second, generations, kept),
+        samples=scoring.replay_and_pair(phases, second, generations, kept),
         hits=CacheHits(len(kept), len(first), spec.min_cache_hit_ratio, expected),
         hit_label="decode",
         warnings=notes,

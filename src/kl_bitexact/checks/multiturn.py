@@ -17,6 +17,7 @@ import numpy as np
 
 from kl_bitexact.checks import prompts, scoring
 from kl_bitexact.checks.metrics import Geometry
+from kl_bitexact.checks.phases import Phases
 from kl_bitexact.checks.scoring import sampling
 from kl_bitexact.engines.base import Engine, Generation, SamplingParams
 from kl_bitexact.results import CacheHits, TestResult
@@ -27,7 +28,8 @@ Prompt = prompts.Prompt
 Expectation = tuple[int, int | None]
 
 
-def run(engine: Engine, spec: TestSpec, test_id: str | None = None) -> TestResult:
+def run(phases: Phases, spec: TestSpec, test_id: str | None = None) -> TestResult:
+    engine = phases.engine
     context = scoring.begin(engine, spec, test_id)
     if not context.geometry.radix_cache:
         return scoring.not_run(context, scoring.RADIX_DISABLED)
@@ -50,7 +52,7 @@ def run(engine: Engine, spec: TestSpec, test_id: str | None = None) -> TestResul
         spec.samples - len(missed), spec.samples, spec.min_cache_hit_ratio, spec.samples
     )
     measured = scoring.Measured(
-        samples=scoring.replay_and_pair(engine, current, generations, range(spec.samples)),
+        samples=scoring.replay_and_pair(phases, current, generations, range(spec.samples)),
         hits=hits,
         hit_label="multiturn",
         problems=tuple(problems),

@@ -14,6 +14,7 @@ from typing import Any
 
 from kl_bitexact.checks import metrics
 from kl_bitexact.checks.metrics import Geometry, Sample
+from kl_bitexact.checks.phases import Phases
 from kl_bitexact.engines.base import Engine, Generation, SamplingParams
 from kl_bitexact.errors import EngineError
 from kl_bitexact.results import CacheHits, ExactMatch, Status, TestResult
@@ -75,17 +76,16 @@ class Measured:
 
 
 def replay_and_pair(
-    engine: Engine,
+    phases: Phases,
     prompts: Sequence[Sequence[int]],
     generations: Sequence[Generation],
     indices: Sequence[int],
 ) -> tuple[Sample, ...]:
     """Flush, replay `prompt + output` for the kept samples, pair the logprobs."""
-    engine.flush()
     sequences = [tuple(prompts[i]) + generations[i].output_ids for i in indices]
     # Only the decoded tokens' logprobs are compared: spare the engine the prompt's.
     needed = max((len(generations[i].output_logprobs) for i in indices), default=0)
-    replays = engine.replay(sequences, last=needed)
+    replays = phases.replay_cold(sequences, last=needed)
     samples = []
     for i, sequence, replay in zip(indices, sequences, replays, strict=True):
         if len(replay.input_logprobs) != len(sequence):

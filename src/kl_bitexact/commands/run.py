@@ -87,15 +87,18 @@ def load_suites(paths: Sequence[Path]) -> list[Suite]:
     if not paths:
         return suite.load_bundled()
     loaded = [s for path in paths for s in suite.load(path)]
+    # A suite name may span files (`shard` splits a suite's files); a test id may not.
     seen: dict[str, str] = {}
     for item in loaded:
-        if item.name in seen:
-            raise ConfigError(
-                f"suite {item.name!r} is defined in both {seen[item.name]} and {item.source}",
-                hint="suite names must be unique across the files of one run",
-            )
-        seen[item.name] = item.source
         engines.require(item.server.engine, f"{item.source}: {item.name}: server.engine")
+        for spec in item.tests:
+            identifier = test_id(item, spec)
+            if identifier in seen:
+                raise ConfigError(
+                    f"test {identifier!r} is defined in both {seen[identifier]} and {item.source}",
+                    hint="rename one: test ids (SUITE::TEST) are unique in a run",
+                )
+            seen[identifier] = item.source
     return loaded
 
 
