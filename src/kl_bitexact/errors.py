@@ -45,10 +45,6 @@ class GitHubError(FatalError):
     """GitHub refused or could not be reached."""
 
 
-class NotAvailableError(FatalError):
-    """A subcommand that exists in the contract but is not built yet."""
-
-
 class EngineError(ServerError):
     """A request to a running inference server failed: timeout, HTTP error, bad answer.
 

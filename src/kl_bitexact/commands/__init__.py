@@ -6,8 +6,6 @@ import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kl_bitexact.errors import NotAvailableError
-
 Handler = Callable[[argparse.Namespace], int]
 
 
@@ -21,13 +19,3 @@ class Command:
     add_arguments: Callable[[argparse.ArgumentParser], None]
     handler: Handler
 
-
-def not_built_yet(name: str, issue: int) -> Handler:
-    """Handler for a contract subcommand whose implementation has not landed."""
-
-    def handler(args: argparse.Namespace) -> int:
-        raise NotAvailableError(
-            f"`kl-bitexact {name}` is not available yet (tracked in issue #{issue})"
-        )
-
-    return handler
