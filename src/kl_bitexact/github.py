@@ -91,11 +91,6 @@ class Target:
     # status belongs even if the PR has moved on since.
     head_sha: str | None = None
 
-    @property
-    def owner_repo(self) -> tuple[str, str]:
-        owner, repo = self.repository.split("/", 1)
-        return owner, repo
-
 
 def resolve_target(
     env: Mapping[str, str],
