@@ -56,7 +56,7 @@ class BlockerState(str, Enum):
 
 
 class BlockedVerdict(str, Enum):
-    """What a blocked test means for the gate (the table in issue 7)."""
+    """What a blocked test means for the gate (the table in README "The report and the gate")."""
 
     EXPECTED_RED = "expected_red"  # not gating
     UNEXPECTED_GREEN = "unexpected_green"  # warning; gating in strict mode

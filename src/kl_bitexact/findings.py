@@ -1,7 +1,7 @@
 """Registration findings as printed by `kl-bitexact lint-ci --format json`, read back.
 
 The document is `{"findings": [{"file", "line", "code", "severity", "message", "fix"}]}`
-(the contract between issue 8 and the report). It is read from a file a CI step wrote,
+(the contract between `lint-ci` and `report --findings`). It is read from a file a CI step wrote,
 so it is checked field by field and errors name the file and the bad entry.
 """
 

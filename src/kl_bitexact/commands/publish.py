@@ -153,7 +153,7 @@ def _run(
         print(command)
     _write_summary(os.environ, render.job_summary(comparison, findings=found))
     published = _publish(args, target, client, pull, comparison, found)
-    # Contract: the action's step (issue 9) reads the comment id from this line.
+    # Contract: `kl-bitexact action` (action.yml's publish step) reads the comment id here.
     print(
         f"kl-bitexact: comment {published.comment.action} (id {published.comment.comment_id}); "
         f"status {published.status_state}: {published.status_description}"

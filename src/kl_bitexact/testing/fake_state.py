@@ -1,7 +1,7 @@
 """What the local GitHub knows: repositories, pull requests, issues, comments, runs.
 
 A plain mutable model guarded by one lock; the HTTP layer (fake_github.py) turns requests
-into calls on it. Seeds and snapshots are JSON so a test in another process (issue 9's
+into calls on it. Seeds and snapshots are JSON so a test in another process (the
 `act` run) can set the scene and check what arrived.
 """
 
