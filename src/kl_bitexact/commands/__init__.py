@@ -18,4 +18,3 @@ class Command:
     description: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
     handler: Handler
-
