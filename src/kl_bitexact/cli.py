@@ -112,7 +112,3 @@ def _write_crash_log() -> Path:
     header = f"kl-bitexact {__version__} on Python {sys.version.split()[0]}\n\n"
     path.write_text(header + traceback.format_exc(), encoding="utf-8")
     return path
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
