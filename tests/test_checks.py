@@ -93,6 +93,15 @@ def test_decode_phases_are_batched_and_flush_before_each_cold_phase():
     assert engine.calls == ["flush", "generate(6, 12)", "generate(6, 12)", "flush", "replay(6)"]
 
 
+@pytest.mark.parametrize("samples", [32, 4])
+def test_multiturn_sends_groups_x_branches_whatever_samples_says(samples):
+    # A spec built in code keeps `samples` at its single-turn default (32) or any value;
+    # only the suite parser sets it to groups x branches.
+    result = run_check(FakeEngine(page_size=4), spec("multiturn", samples=samples))
+    assert result.status is Status.PASSED, result.message
+    assert result.cache_hits is not None and result.cache_hits.total == 2 * 3
+
+
 def test_multiturn_detects_a_wrong_cached_token_count():
     engine = FakeEngine(page_size=4)
     result = run_check(engine, spec("multiturn", prefix_tokens=26))  # 26 is not page aligned

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import yaml
 
-from kl_bitexact.errors import ConfigError, EngineError
+from kl_bitexact.errors import ConfigError
 from kl_bitexact.pytest_record import Recorder
 from kl_bitexact.results import ServerInfo, Status, TestResult
 
@@ -185,21 +184,6 @@ def kl_check(
 
 
 def _checked(kl_server: KLServer, spec: suite.TestSpec, nodeid: str) -> TestResult:
-    from kl_bitexact.checks import run_check
-    from kl_bitexact.runner import DEATH_GRACE_S
+    from kl_bitexact.runner import checked
 
-    started = time.monotonic()
-    try:
-        return run_check(kl_server.engine, spec, nodeid)
-    except EngineError as failure:
-        death = kl_server.running.death_report(grace_s=DEATH_GRACE_S)
-        message = f"{failure.message}; {death}" if death else failure.message
-        return TestResult(
-            id=nodeid,
-            check=spec.check,
-            status=Status.ERROR,
-            kl_threshold=spec.kl_threshold,
-            blocked_by=spec.blocked_by,
-            duration_s=time.monotonic() - started,
-            message=message,
-        )
+    return checked(kl_server.engine, spec, nodeid, kl_server.running)

@@ -187,18 +187,33 @@ def _tests(suite: Suite, running: server.Server | ServerError, plan: Plan) -> It
 
 
 def _one(suite: Suite, spec: TestSpec, phases: Phases, running: server.Server) -> TestResult:
+    return checked(phases.engine, spec, test_id(suite, spec), running, phases)
+
+
+def checked(
+    engine: Engine,
+    spec: TestSpec,
+    result_id: str,
+    running: server.Server,
+    phases: Phases | None = None,
+) -> TestResult:
+    """Run one check; a transport failure becomes an `error` naming a server death."""
     started = time.monotonic()
     try:
-        return run_check(phases.engine, spec, test_id(suite, spec), phases)
+        return run_check(engine, spec, result_id, phases)
     except EngineError as failure:
         death = running.death_report(grace_s=DEATH_GRACE_S)
         message = f"{failure.message}; {death}" if death else failure.message
-        return error(suite, spec, message, time.monotonic() - started)
+        return _error(result_id, spec, message, time.monotonic() - started)
 
 
 def error(suite: Suite, spec: TestSpec, message: str, duration_s: float) -> TestResult:
+    return _error(test_id(suite, spec), spec, message, duration_s)
+
+
+def _error(result_id: str, spec: TestSpec, message: str, duration_s: float) -> TestResult:
     return TestResult(
-        id=test_id(suite, spec),
+        id=result_id,
         check=spec.check,
         status=Status.ERROR,
         kl_threshold=spec.kl_threshold,

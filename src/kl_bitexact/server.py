@@ -96,8 +96,8 @@ class Server:
                 return line.strip()[:300]
         return None
 
-    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
-        return "\n".join(_read_lines(self.log_path)[-lines:])
+    def log_tail(self) -> str:
+        return "\n".join(_read_lines(self.log_path)[-LOG_TAIL_LINES:])
 
     def stop(self) -> None:
         if self.process is not None:

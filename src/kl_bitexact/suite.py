@@ -81,7 +81,7 @@ class TestSpec:
 
     name: str
     check: str
-    samples: int = 32
+    samples: int = 32  # multiturn sends groups x branches instead
     prompt_tokens: tuple[int, int] = (1024, 1024)  # inclusive length range
     prompts: tuple[tuple[int, ...], ...] | None = None
     max_new_tokens: int = 256

@@ -33,26 +33,25 @@ def run(phases: Phases, spec: TestSpec, test_id: str | None = None) -> TestResul
     context = scoring.begin(engine, spec, test_id)
     if not context.geometry.radix_cache:
         return scoring.not_run(context, scoring.RADIX_DISABLED)
+    count = sample_count(spec)
     prefixes, suffixes = conversation(spec, prompts.vocab_size(spec, context.info))
-    current = [prefixes[i // spec.branches] + suffixes[0][i] for i in range(spec.samples)]
+    current = [prefixes[i // spec.branches] + suffixes[0][i] for i in range(count)]
     engine.flush()
     engine.generate(prefixes, sampling(spec, max_new_tokens=0))
     generations = in_waves(engine, current, sampling(spec), spec.groups, spec.branches)
     if scoring.unreported(generations):
         return scoring.not_run(context, scoring.NO_CACHED_TOKENS)
     expected = prefill_expectation(len(prefixes[0]), context.geometry, spec.cache_assert)
-    problems = [f"{p} (turn 1)" for p in violations(generations, [expected] * spec.samples)]
+    problems = [f"{p} (turn 1)" for p in violations(generations, [expected] * count)]
     for turn, turn_suffixes in enumerate(suffixes[1:], start=2):
         current, generations, found = next_turn(
             engine, context, current, generations, turn_suffixes
         )
         problems += [f"{problem} (turn {turn})" for problem in found]
     missed = {problem.split(":", 1)[0] for problem in problems}
-    hits = CacheHits(
-        spec.samples - len(missed), spec.samples, spec.min_cache_hit_ratio, spec.samples
-    )
+    hits = CacheHits(count - len(missed), count, spec.min_cache_hit_ratio, count)
     measured = scoring.Measured(
-        samples=scoring.replay_and_pair(phases, current, generations, range(spec.samples)),
+        samples=scoring.replay_and_pair(phases, current, generations, range(count)),
         hits=hits,
         hit_label="multiturn",
         problems=tuple(problems),
@@ -80,12 +79,18 @@ def next_turn(
     return current, generations, violations(generations, expected)
 
 
+def sample_count(spec: TestSpec) -> int:
+    """groups x branches, whatever `spec.samples` says (a spec built in code keeps the
+    single-turn default there; only the suite parser fills it)."""
+    return spec.groups * spec.branches
+
+
 def conversation(spec: TestSpec, vocab: int) -> tuple[list[Prompt], list[list[Prompt]]]:
     """One prefix per group; per turn, one suffix per sample (seeded)."""
     rng = np.random.default_rng(spec.seed)
     prefixes = [prompts.token_ids(rng, spec.prefix_tokens, vocab) for _ in range(spec.groups)]
     suffixes = [
-        [prompts.token_ids(rng, length, vocab) for _ in range(spec.samples)]
+        [prompts.token_ids(rng, length, vocab) for _ in range(sample_count(spec))]
         for length in spec.turn_suffix_tokens
     ]
     return prefixes, suffixes

@@ -70,7 +70,7 @@ class Measured:
 
     samples: tuple[Sample, ...]
     hits: CacheHits | None = None
-    hit_label: str = ""  # "prefill", "decode": the words of sglang's message
+    hit_label: str = ""  # "prefill", "decode", "multiturn": in "Too few ... cache hits"
     problems: tuple[str, ...] = ()  # cached-token assertions that did not hold
     warnings: tuple[str, ...] = ()
 

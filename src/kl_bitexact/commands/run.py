@@ -141,8 +141,8 @@ def run_info() -> RunInfo:
 
 
 def exit_code(final: Results) -> ExitCode:
-    """1 for any failed or not_run test (a check that measured nothing is not a pass);
-    otherwise 2 if any test errored or none reached a verdict; else 0."""
+    """2 when no test reached a verdict (passed or failed); otherwise 1 for any failed or
+    not_run test (a check that measured nothing is not a pass), 2 if any errored; else 0."""
     statuses = [test.status for _, test in final.all_tests()]
     if not any(s in (Status.PASSED, Status.FAILED) for s in statuses):
         return ExitCode.COULD_NOT_RUN
