@@ -69,7 +69,7 @@ def test_id(suite: Suite, spec: TestSpec) -> str:
 
 
 def launch_groups(suites: tuple[Suite, ...]) -> list[list[Suite]]:
-    """Suites with an identical server spec, adjacent, in order of first appearance:
+    """Suites with an identical server spec, grouped in order of first appearance:
     each group shares one launch (a launch costs minutes on real runners)."""
     groups: dict[ServerSpec, list[Suite]] = {}
     for suite in suites:
