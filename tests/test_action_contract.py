@@ -129,9 +129,9 @@ def test_no_token_reaches_jobs_other_than_publish():
 
 def test_run_job_waits_for_the_trust_decision():
     jobs = load(REUSABLE)["jobs"]
-    assert jobs["run"]["if"] == "needs.plan.outputs.trusted == 'true'"
+    assert jobs["shards"]["if"] == "needs.plan.outputs.trusted == 'true'"
     assert jobs["plan"]["steps"][0]["with"]["command"] == "trust"
-    checkout = jobs["run"]["steps"][0]
+    checkout = jobs["shards"]["steps"][0]
     assert checkout["uses"].startswith("actions/checkout@")
     # The approved head, never the default (the base branch under pull_request_target).
     assert checkout["with"]["ref"] == "${{ github.event.pull_request.head.sha || github.sha }}"
