@@ -24,6 +24,7 @@ import jsonschema
 
 from kl_bitexact import __version__
 from kl_bitexact.errors import ConfigError
+from kl_bitexact.jsonfile import read_json
 
 SCHEMA_VERSION = 1
 TOOL_NAME = "kl-bitexact"
@@ -192,29 +193,14 @@ def schema() -> dict[str, Any]:
 
 def load(path: Path, *, max_bytes: int = MAX_RESULTS_BYTES) -> Results:
     """Read, bound, validate and decode one results file; errors name the file."""
-    try:
-        size = path.stat().st_size
-    except OSError as error:
-        raise ConfigError(
-            f"{path}: cannot read results file ({error.strerror})",
-            hint="pass the results.json written by `kl-bitexact run`",
-        ) from None
-    if size > max_bytes:
-        raise ConfigError(f"{path}: {size} bytes is over the {max_bytes}-byte limit for results")
-    return from_json(_parse(path.read_bytes(), path), source=str(path))
+    hint = "pass the results.json written by `kl-bitexact run`"
+    document = read_json(path, what="results file", max_bytes=max_bytes, hint=hint)
+    return from_json(document, source=str(path))
 
 
-def _parse(raw: bytes, path: Path) -> Any:
-    try:
-        return json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not UTF-8 text, so not a results file") from None
-    except json.JSONDecodeError as error:
-        truncated = error.pos >= len(raw.rstrip())
-        why = "the file ends early (truncated upload?)" if truncated else error.msg
-        raise ConfigError(
-            f"{path}: invalid JSON at line {error.lineno} column {error.colno}: {why}"
-        ) from None
+def load_merged(paths: Sequence[Path]) -> Results:
+    """Several results files (the shards of one run) loaded and merged into one."""
+    return merge([(str(path), load(path)) for path in paths])
 
 
 def from_json(document: Any, *, source: str = "<results>") -> Results:

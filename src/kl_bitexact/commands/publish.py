@@ -122,7 +122,7 @@ class Published:
 
 
 def handle(args: argparse.Namespace) -> int:
-    head = results.merge([(str(path), results.load(path)) for path in args.results])
+    head = results.load_merged(args.results)
     found = findings.load(args.findings) if args.findings else ()
     target = _target(args, os.environ)
     client = connect(target, ClientSettings.from_env(os.environ))

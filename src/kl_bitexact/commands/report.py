@@ -131,7 +131,7 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> Comparison:
-    head = results.merge([(str(path), results.load(path)) for path in args.results])
+    head = results.load_merged(args.results)
     policy = Policy(FailOn(args.fail_on), args.strict, args.allow_unknown_blockers)
     states = blocker_states.load(args.blockers) if args.blockers else None
     return compare(
