@@ -12,10 +12,10 @@ import argparse
 import time
 from collections.abc import Callable
 
-from kl_bitexact import render
-from kl_bitexact import results as r
-from kl_bitexact.blockers import BlockerState
-from kl_bitexact.compare import compare
+from kl_bitexact.compare.blockers import BlockerState
+from kl_bitexact.compare.comparison import compare
+from kl_bitexact.report import render
+from kl_bitexact.results import model as r
 
 TARGET_S = 1.0
 BLOCKER = "sgl-project/sglang#29792"

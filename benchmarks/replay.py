@@ -2,7 +2,7 @@
 
 Run: python benchmarks/replay.py [--lengths 40 200 1000 3000] [--last 24]
 Starts the real llama-server (scripts/build-llama-server.sh; one thread, as the integration
-tests run it) on the tiny random-weight Llama of tests/tiny_llama_gguf.py and replays one
+tests run it) on the tiny random-weight Llama of tests/helpers/tiny_llama_gguf.py and replays one
 sequence of each length twice: `replay([seq])`, which scores every position as every replay
 did before `last` existed, and `replay([seq], last=N)`, which the checks now ask for.
 Prints a Markdown table (docs/engines.md quotes it).
@@ -21,11 +21,12 @@ import numpy as np
 # The integration tests' launcher and model writer, reused rather than copied.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from kl_bitexact import server
-from kl_bitexact.engines.openai import OpenAIEngine, connect
-from kl_bitexact.suite import ServerSpec
 from llama_server import STARTUP_TIMEOUT_S, llama_server_command
 from tiny_llama_gguf import TinyLlamaShape, write_tiny_llama
+
+from kl_bitexact.run import server
+from kl_bitexact.run.engines.openai import OpenAIEngine, connect
+from kl_bitexact.suite.spec import ServerSpec
 
 VOCAB = 259
 # Four slots share the context; each needs room for the longest sequence.

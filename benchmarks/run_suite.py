@@ -20,12 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kl_bitexact import engines, results
 from kl_bitexact.commands.run import load_suites
-from kl_bitexact.engines.base import Engine, Generation, Replay, SamplingParams, TokenIds
-from kl_bitexact.results import SuiteResult, TestResult
-from kl_bitexact.runner import Plan, run_suites
-from kl_bitexact.suite import Suite
+from kl_bitexact.results import io as results_io
+from kl_bitexact.results import model as results
+from kl_bitexact.results.model import SuiteResult, TestResult
+from kl_bitexact.run import engines
+from kl_bitexact.run.engines.base import Engine, Generation, Replay, SamplingParams, TokenIds
+from kl_bitexact.run.runner import Plan, run_suites
+from kl_bitexact.suite.spec import Suite
 
 HARNESS_BUDGET = 0.05
 T = TypeVar("T")
@@ -91,7 +93,7 @@ def measure(suites: Sequence[Path], out: Path, *, share: bool) -> Measured:
 
     def save(partial: results.Results) -> None:
         started = time.perf_counter()
-        results.write_atomic(partial, out / "results.json")
+        results_io.write_atomic(partial, out / "results.json")
         saving[0] += time.perf_counter() - started
 
     started = time.perf_counter()

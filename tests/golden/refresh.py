@@ -14,7 +14,7 @@ import difflib
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
 
 from golden_scenarios import all_scenarios, golden_path
 

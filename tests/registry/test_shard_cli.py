@@ -6,9 +6,10 @@ import json
 
 import pytest
 
-from kl_bitexact import results as r
 from kl_bitexact.registry import durations
 from kl_bitexact.registry.model import SUITE_FILE_BACKEND, Registration
+from kl_bitexact.results import io as results_io
+from kl_bitexact.results import model as r
 
 SUITE = "extra-b-test-4-gpu-b200"
 HICACHE = "test/registered/kl/test_hicache_bitexact.py"
@@ -44,7 +45,7 @@ def results_file(path, tests, suite=SUITE, launch_s=None):
             ),
         )
     )
-    r.write_atomic(document, path)
+    results_io.write_atomic(document, path)
     return path
 
 
@@ -133,7 +134,7 @@ def test_duration_mapping_rules(tmp_path):
         Registration("t/b.py", 1, "cuda", "s", 10.0),
         Registration("suites/x.yaml", 1, SUITE_FILE_BACKEND, "bitexact-x", 10.0),
     ]
-    run1 = r.load(
+    run1 = results_io.load(
         results_file(
             tmp_path / "1.json",
             [
@@ -144,13 +145,13 @@ def test_duration_mapping_rules(tmp_path):
             suite="s",
         )
     )
-    run2 = r.load(
+    run2 = results_io.load(
         results_file(tmp_path / "2.json", [("t/a.py::T::one", "passed", 20.0)], suite="s")
     )
-    run3 = r.load(
+    run3 = results_io.load(
         results_file(tmp_path / "3.json", [("t/a.py::T::one", "passed", 30.0)], suite="s")
     )
-    suite_run = r.load(
+    suite_run = results_io.load(
         results_file(
             tmp_path / "4.json",
             [("bitexact-x::match", "passed", 40.0), ("bitexact-x::decode", "not_run", 1.0)],

@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kl_bitexact import results as results_model
 from kl_bitexact.errors import ConfigError, ExitCode
+from kl_bitexact.results import io as results_io
 
 CONCLUSIONS = {
     ExitCode.GATE_PASSED: "success",
@@ -29,7 +29,7 @@ def status_counts(results_files: Sequence[Path]) -> dict[str, int]:
     counts: Counter[str] = Counter()
     for path in results_files:
         try:
-            loaded = results_model.load(path)
+            loaded = results_io.load(path)
         except ConfigError:
             continue
         counts.update(test.status.value for _, test in loaded.all_tests())

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from kl_bitexact.results import Results, RunInfo, ServerInfo, Status, SuiteResult, TestResult
+from kl_bitexact.results.model import Results, RunInfo, ServerInfo, Status, SuiteResult, TestResult
 
 ARTIFACT_PREFIX = "results-"
 

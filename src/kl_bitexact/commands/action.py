@@ -20,13 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kl_bitexact import results as results_model
 from kl_bitexact.action import argv as command_lines
 from kl_bitexact.action import outputs, shards, trust
 from kl_bitexact.action.inputs import ActionInputs, read_inputs
 from kl_bitexact.commands import Command
 from kl_bitexact.errors import ConfigError, ExitCode, FatalError
-from kl_bitexact.github import pr_from_event
+from kl_bitexact.publish.client import pr_from_event
+from kl_bitexact.results import io as results_io
+from kl_bitexact.results import model as results_model
 
 _HINT = "fix the `with:` of the kl-bitexact step in your workflow"
 
@@ -222,7 +223,7 @@ def _write_stand_ins(stand_ins: Sequence[tuple[str, results_model.Results]]) -> 
     paths = []
     for name, document in stand_ins:
         path = directory / name / "results.json"
-        results_model.write_atomic(document, path)
+        results_io.write_atomic(document, path)
         paths.append(path)
     return paths
 

@@ -6,13 +6,20 @@ import argparse
 import sys
 from pathlib import Path
 
-from kl_bitexact import junit, results
 from kl_bitexact.commands import Command
 from kl_bitexact.commands.run import exit_code, run_info
 from kl_bitexact.errors import ConfigError, ExitCode
-from kl_bitexact.junit_results import SGLANG_MIN_CACHE_HIT_RATIO, Options, node_id, to_results
-from kl_bitexact.log_split import split_log
-from kl_bitexact.results import Results
+from kl_bitexact.ingest import junit
+from kl_bitexact.ingest.junit_results import (
+    SGLANG_MIN_CACHE_HIT_RATIO,
+    Options,
+    node_id,
+    to_results,
+)
+from kl_bitexact.ingest.log_split import split_log
+from kl_bitexact.results import io as results_io
+from kl_bitexact.results import model as results
+from kl_bitexact.results.model import Results
 
 MAX_LOG_BYTES = 256 * 1024 * 1024
 
@@ -70,7 +77,7 @@ def import_and_write(
     log_output = split_log(log, [node_id(case) for case in cases]) if log else None
     options = Options(min_cache_hit_ratio=args.min_cache_hit_ratio, log_output=log_output)
     imported = to_results(cases, run_info(), options)
-    results.write_atomic(imported, out_path)
+    results_io.write_atomic(imported, out_path)
     _print_summary(imported, out_path)
     code = exit_code(imported)
     if code is ExitCode.COULD_NOT_RUN:

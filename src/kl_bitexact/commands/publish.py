@@ -18,23 +18,21 @@ from github import Github
 from github.GithubObject import NotSet
 from github.PullRequest import PullRequest
 
-from kl_bitexact import (
-    baseline,
-    baseline_fetch,
-    blocker_states,
-    findings,
-    render,
-    results,
-    sticky,
-)
-from kl_bitexact.baseline import Baseline
-from kl_bitexact.blockers import BlockerState
 from kl_bitexact.commands import Command
 from kl_bitexact.commands.report import add_input_arguments, add_policy_arguments, write_output
-from kl_bitexact.compare import Comparison, compare
+from kl_bitexact.compare import baseline
+from kl_bitexact.compare.baseline import Baseline
+from kl_bitexact.compare.blockers import BlockerState
+from kl_bitexact.compare.comparison import Comparison, compare
+from kl_bitexact.compare.gate import Decision, FailOn, Policy
 from kl_bitexact.errors import ConfigError, ExitCode
-from kl_bitexact.gate import Decision, FailOn, Policy
-from kl_bitexact.github import ClientSettings, Target, connect, resolve_target, translated
+from kl_bitexact.publish import baseline_fetch, sticky
+from kl_bitexact.publish import blocker_lookup as blocker_states
+from kl_bitexact.publish.client import ClientSettings, Target, connect, resolve_target, translated
+from kl_bitexact.registry import findings_file as findings
+from kl_bitexact.report import render
+from kl_bitexact.results import io as results_io
+from kl_bitexact.results import model as results
 
 STATUS_CONTEXT = "kl-bitexact"
 MAX_STATUS_DESCRIPTION = 140  # GitHub refuses longer status descriptions
@@ -122,7 +120,7 @@ class Published:
 
 
 def handle(args: argparse.Namespace) -> int:
-    head = results.load_merged(args.results)
+    head = results_io.load_merged(args.results)
     found = findings.load(args.findings) if args.findings else ()
     target = _target(args, os.environ)
     client = connect(target, ClientSettings.from_env(os.environ))

@@ -18,7 +18,7 @@ from typing import IO
 from kl_bitexact.commands import Command
 from kl_bitexact.commands.import_junit import add_common_arguments, import_and_write
 from kl_bitexact.errors import ConfigError, FatalError
-from kl_bitexact.pytest_fixtures import LOG_DIR_ENV
+from kl_bitexact.pytest_plugin.fixtures import LOG_DIR_ENV
 
 # pytest's own exit codes (pytest.ExitCode), named here for the messages.
 _PYTEST_USAGE_ERROR = 4

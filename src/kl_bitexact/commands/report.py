@@ -12,11 +12,15 @@ import os
 import sys
 from pathlib import Path
 
-from kl_bitexact import baseline, blocker_states, findings, render, results
 from kl_bitexact.commands import Command
-from kl_bitexact.compare import Comparison, compare
+from kl_bitexact.compare import baseline
+from kl_bitexact.compare.comparison import Comparison, compare
+from kl_bitexact.compare.gate import FailOn, Policy
 from kl_bitexact.errors import ConfigError
-from kl_bitexact.gate import FailOn, Policy
+from kl_bitexact.publish import blocker_lookup as blocker_states
+from kl_bitexact.registry import findings_file as findings
+from kl_bitexact.report import render
+from kl_bitexact.results import io as results_io
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -131,7 +135,7 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> Comparison:
-    head = results.load_merged(args.results)
+    head = results_io.load_merged(args.results)
     policy = Policy(FailOn(args.fail_on), args.strict, args.allow_unknown_blockers)
     states = blocker_states.load(args.blockers) if args.blockers else None
     return compare(

@@ -10,14 +10,17 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
-from kl_bitexact import engines, escape, render, results, suite
 from kl_bitexact.commands import Command
-from kl_bitexact.compare import compare
+from kl_bitexact.compare.comparison import compare
 from kl_bitexact.errors import ConfigError, ExitCode
-from kl_bitexact.results import Results, RunInfo, Status, SuiteResult, TestResult
-from kl_bitexact.runner import Plan, run_suites, test_id
-from kl_bitexact.suite import Suite
-from kl_bitexact.wording import fmt_kl
+from kl_bitexact.report import escape, render
+from kl_bitexact.report.wording import fmt_kl
+from kl_bitexact.results import io as results_io
+from kl_bitexact.results.model import Results, RunInfo, Status, SuiteResult, TestResult
+from kl_bitexact.run import engines
+from kl_bitexact.run.runner import Plan, run_suites, test_id
+from kl_bitexact.suite import spec as suite
+from kl_bitexact.suite.spec import Suite
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,8 +66,10 @@ def run(args: argparse.Namespace) -> int:
     results_path = out / "results.json"
     plan = Plan(tuple(suites), out / "logs", run=run_info(), base_url=args.base_url)
     reporter = ConsoleReporter(github=os.environ.get("GITHUB_ACTIONS") == "true")
-    final = run_suites(plan, reporter, lambda partial: results.write_atomic(partial, results_path))
-    results.write_atomic(final, results_path)
+    final = run_suites(
+        plan, reporter, lambda partial: results_io.write_atomic(partial, results_path)
+    )
+    results_io.write_atomic(final, results_path)
     # report.md is the PR comment this run would post (no baseline, no resolved blockers:
     # `publish` adds those), printed last so a local run ends with what reviewers will see.
     report = render.comment(compare(final, None))

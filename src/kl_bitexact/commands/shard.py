@@ -9,12 +9,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from kl_bitexact import results
 from kl_bitexact.commands import Command
 from kl_bitexact.commands.lint_ci import add_repository_arguments
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.registry import config, durations, repo, shard
 from kl_bitexact.registry.model import Registration
+from kl_bitexact.results import io as results_io
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -67,7 +67,7 @@ def handle(args: argparse.Namespace) -> int:
         raise ConfigError("give --partitions N, or --timeout MIN to derive it")
     state = repo.read(args.root, config.load(args.root, args.config))
     members = _suite_registrations(state.registrations, args.suite, args.hw)
-    runs = [results.load(path) for path in args.durations]
+    runs = [results_io.load(path) for path in args.durations]
     units = shard.units(members, durations.measured(runs, members))
     count = args.partitions or _needed(units, args.timeout, args.suite)
     plan = shard.partition(units, min(count, len(units)))

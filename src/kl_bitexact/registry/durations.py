@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
 from kl_bitexact.registry.model import SUITE_FILE_BACKEND, Registration
-from kl_bitexact.results import Results, Status, SuiteResult
+from kl_bitexact.results.model import Results, Status, SuiteResult
 
 _RAN = (Status.PASSED, Status.FAILED, Status.ERROR)
 

@@ -1,12 +1,12 @@
 """The registration fields of kl-bitexact suite files (YAML): name or stage+runner_config,
-est_time and tests[].blocked_by. The full suite schema belongs to `kl_bitexact.suite`; this
+est_time and tests[].blocked_by. The full suite schema belongs to `kl_bitexact.suite.spec`; this
 reader needs only what CI registration depends on, and tolerates everything else."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from kl_bitexact.blockers import parse_ref
+from kl_bitexact.compare.blockers import parse_ref
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.registry import yamlio
 from kl_bitexact.registry.findings import Code, Finding, error, warning

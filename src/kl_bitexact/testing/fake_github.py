@@ -6,7 +6,7 @@ recorded under `violations`, so a test that talks to the fake cannot pass on a r
 real API would refuse. Injected faults (502s, rate limits) are answered as given and are
 not checked: GitHub documents none of them per endpoint.
 
-Run it standalone (tests/test_act_e2e.py drives it under `act`):
+Run it standalone (tests/action/test_act_e2e.py drives it under `act`):
 
     python -m kl_bitexact.testing.fake_github --port 0 --token T [--seed seed.json] [--prefix P]
 

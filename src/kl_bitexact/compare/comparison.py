@@ -1,0 +1,189 @@
+"""Head results against base results: per-test deltas, transitions and the gate (pure).
+
+Tests are matched by id (ids are unique across a run: `results.merge` enforces it). A
+base that is missing or unreadable is carried as a reason, never as an empty run: an
+empty base would turn every test "new" and every red test into a regression of this PR.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+
+from kl_bitexact.compare import gate
+from kl_bitexact.compare.baseline import Baseline
+from kl_bitexact.compare.blockers import BlockerRef, BlockerState, parse_ref
+from kl_bitexact.compare.gate import RED, Decision, Policy, Verdict
+from kl_bitexact.errors import ConfigError
+from kl_bitexact.results.model import Results, Status, TestResult
+
+
+class Transition(str, Enum):
+    """How a test moved from the base branch to this head."""
+
+    REGRESSED = "regressed"  # red now, not red on the base
+    NEWLY_NOT_RUN = "newly_not_run"  # measured on the base, not now
+    STILL_FAILING = "still_failing"
+    FIXED = "fixed"
+    NEW = "new"
+    REMOVED = "removed"
+    UNCHANGED = "unchanged"
+    NO_BASE = "no_base"  # no usable base to compare with
+
+
+@dataclass(frozen=True)
+class Blocker:
+    """One `blocked_by` reference as written, its canonical form and its resolved state."""
+
+    text: str
+    ref: str | None  # canonical owner/repo#N; None when the text is not a reference
+    state: BlockerState
+
+
+@dataclass(frozen=True)
+class TestDelta:
+    """One test id: head and base values, its transition and its gate verdict."""
+
+    __test__ = False  # not a pytest test class despite the name
+
+    suite: str
+    id: str
+    head: TestResult | None  # None: removed on this head
+    base: TestResult | None  # None: new, or no base
+    transition: Transition
+    verdict: Verdict | None  # None for removed tests
+    blockers: tuple[Blocker, ...] = ()
+    gating: bool = False
+
+    @property
+    def kl_change(self) -> float | None:
+        head = self.head.kl_div if self.head else None
+        base = self.base.kl_div if self.base else None
+        return None if head is None or base is None else head - base
+
+
+@dataclass(frozen=True)
+class Comparison:
+    head: Results
+    baseline: Baseline
+    deltas: tuple[TestDelta, ...]
+    decision: Decision
+    policy: Policy = field(default_factory=Policy)
+    blockers_resolved: bool = False
+
+    @property
+    def verdicts(self) -> Counter[Verdict]:
+        return Counter(d.verdict for d in self.deltas if d.verdict is not None)
+
+    @property
+    def transitions(self) -> Counter[Transition]:
+        return Counter(d.transition for d in self.deltas)
+
+    @property
+    def suite_count(self) -> int:
+        return len({suite.name for suite in self.head.suites})
+
+
+def compare(
+    head: Results,
+    base: Results | Baseline | None,
+    *,
+    blockers: Mapping[str, BlockerState] | Mapping[BlockerRef, BlockerState] | None = None,
+    policy: Policy | None = None,
+    default_repo: str | None = None,
+) -> Comparison:
+    """Compare `head` with `base` and decide the gate.
+
+    `blockers` maps references (`BlockerRef` or canonical `owner/repo#N`) to their state; None means
+    nobody resolved them, so every blocker is unknown. `default_repo` (owner/repo)
+    completes short `#N` references.
+    """
+    policy = policy or Policy()
+    baseline = base if isinstance(base, Baseline) else Baseline.of(base)
+    base_tests = _index(baseline.results)
+    resolve = _Resolver(blockers or {}, default_repo)
+    deltas = [
+        _delta(suite.name, test, base_tests.pop(test.id, None), baseline, resolve, policy)
+        for suite, test in head.all_tests()
+    ]
+    deltas.extend(_removed(suite, test) for suite, test in base_tests.values())
+    decision = gate.decide(_gating(deltas), _executed(head), policy)
+    return Comparison(head, baseline, tuple(deltas), decision, policy, blockers is not None)
+
+
+def _index(results: Results | None) -> dict[str, tuple[str, TestResult]]:
+    if results is None:
+        return {}
+    return {test.id: (suite.name, test) for suite, test in results.all_tests()}
+
+
+def _delta(
+    suite: str,
+    test: TestResult,
+    base: tuple[str, TestResult] | None,
+    baseline: Baseline,
+    resolve: _Resolver,
+    policy: Policy,
+) -> TestDelta:
+    base_test = base[1] if base else None
+    blockers = tuple(resolve(text) for text in test.blocked_by)
+    verdict = gate.verdict(test, [blocker.state for blocker in blockers])
+    gating = gate.gates(verdict, test, policy)
+    if gating and policy.fail_on is gate.FailOn.REGRESSION:
+        gating = not gate.excused_by_base(verdict, test, base_test)
+    transition = transition_of(test, base_test, baseline.results is not None)
+    return TestDelta(suite, test.id, test, base_test, transition, verdict, blockers, gating)
+
+
+def _removed(suite: str, base: TestResult) -> TestDelta:
+    return TestDelta(suite, base.id, None, base, Transition.REMOVED, None)
+
+
+def transition_of(head: TestResult, base: TestResult | None, have_base: bool) -> Transition:
+    if not have_base:
+        return Transition.NO_BASE
+    if base is None:
+        return Transition.NEW
+    head_red, base_red = head.status in RED, base.status in RED
+    if head.status in (Status.NOT_RUN, Status.SKIPPED) and base.status in gate.EXECUTED:
+        return Transition.NEWLY_NOT_RUN
+    if head_red:
+        return Transition.STILL_FAILING if base_red else Transition.REGRESSED
+    if base_red and head.status is Status.PASSED:
+        return Transition.FIXED
+    return Transition.UNCHANGED
+
+
+def _gating(deltas: list[TestDelta]) -> Counter[Verdict]:
+    return Counter(d.verdict for d in deltas if d.gating and d.verdict is not None)
+
+
+def _executed(results: Results) -> int:
+    return sum(1 for _, test in results.all_tests() if test.status in gate.EXECUTED)
+
+
+class _Resolver:
+    """Canonicalises blocked_by texts once each and looks their states up."""
+
+    def __init__(
+        self,
+        states: Mapping[str, BlockerState] | Mapping[BlockerRef, BlockerState],
+        default_repo: str | None,
+    ) -> None:
+        self._states = {str(key).lower(): state for key, state in states.items()}
+        self._default_repo = default_repo
+        self._seen: dict[str, Blocker] = {}
+
+    def __call__(self, text: str) -> Blocker:
+        if text not in self._seen:
+            self._seen[text] = self._resolve(text)
+        return self._seen[text]
+
+    def _resolve(self, text: str) -> Blocker:
+        try:
+            ref = str(parse_ref(text, self._default_repo))
+        except ConfigError:
+            return Blocker(text, None, BlockerState.UNKNOWN)
+        return Blocker(text, ref, self._states.get(ref.lower(), BlockerState.UNKNOWN))

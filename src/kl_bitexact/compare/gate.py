@@ -1,0 +1,164 @@
+"""The merge gate: one verdict per test, and whether the run as a whole passes (pure).
+
+A test's verdict follows from its status and the state of its blockers (the table in
+README "The report and the gate"); the run's decision adds the maintainers' policy
+(`--fail-on`, `--strict`) and, in `regression` mode, what the base branch already showed.
+
+How statuses other than passed/failed count:
+- `error` is red: with an open blocker it is expected red (a feature that does not exist
+  yet may well crash); without one it is `infra` and gates.
+- `not_run` measured nothing (cache disabled, no sample kept). It is never a pass: it is
+  `infra` and gates in `failure` and `regression` mode, whatever its blockers say.
+- `skipped` was asked for (the suite or a marker skipped it). It is shown and counted but
+  does not gate; a test that ran on the base branch and is skipped now is still flagged
+  by its transition ("newly not run").
+A run in which no test executed at all could not run: exit 2, never a pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from kl_bitexact.compare.blockers import BlockerState, classify, effective_state
+from kl_bitexact.errors import ExitCode
+from kl_bitexact.results.model import Status, TestResult
+
+RED = frozenset({Status.FAILED, Status.ERROR})
+EXECUTED = frozenset({Status.PASSED, Status.FAILED})
+
+
+class Verdict(str, Enum):
+    """What one test means for the merge, most severe first."""
+
+    REGRESSION = "regression"  # red, nothing excuses it (or its blocker merged)
+    INFRA = "infra"  # error or not_run: the check did not measure
+    UNKNOWN = "unknown"  # a blocker whose state nobody could tell
+    STALE_MARKER = "stale_marker"  # blocker closed without merging
+    EXPECTED_RED = "expected_red"  # red while its blocker is open
+    UNEXPECTED_GREEN = "unexpected_green"  # green while its blocker is open
+    UNBLOCKED = "unblocked"  # blocker merged and green: remove the marker
+    SKIPPED = "skipped"
+    OK = "ok"
+
+
+SEVERITY = {verdict: rank for rank, verdict in enumerate(Verdict)}
+
+
+class FailOn(str, Enum):
+    """`--fail-on`: which red tests fail the gate."""
+
+    REGRESSION = "regression"  # red now and not already red on the base branch
+    FAILURE = "failure"  # any red test that is not expected red
+    NEVER = "never"  # report only
+
+
+@dataclass(frozen=True)
+class Policy:
+    fail_on: FailOn = FailOn.REGRESSION
+    strict: bool = False  # unexpected green gates too
+    allow_unknown: bool = False  # a blocker of unknown state does not gate
+
+
+def verdict(test: TestResult, states: Sequence[BlockerState]) -> Verdict:
+    """The verdict of one test given the resolved states of its blockers (in order)."""
+    if test.status is Status.NOT_RUN:
+        return Verdict.INFRA
+    if test.status is Status.SKIPPED:
+        return Verdict.SKIPPED
+    red = test.status in RED
+    if states:
+        return Verdict(classify(effective_state(list(states)), red).value)
+    if test.status is Status.ERROR:
+        return Verdict.INFRA
+    return Verdict.REGRESSION if red else Verdict.OK
+
+
+def gates(verdict: Verdict, test: TestResult, policy: Policy) -> bool:
+    """Whether this verdict fails the gate under `policy`, before the base is considered."""
+    if policy.fail_on is FailOn.NEVER:
+        return False
+    if verdict is Verdict.STALE_MARKER:
+        return test.status in RED
+    if verdict is Verdict.UNKNOWN:
+        return not policy.allow_unknown
+    if verdict is Verdict.UNEXPECTED_GREEN:
+        return policy.strict
+    return verdict in (Verdict.REGRESSION, Verdict.INFRA)
+
+
+def pre_existing(test: TestResult, base: TestResult | None) -> bool:
+    """The base branch was already in the same bad state, so this PR did not cause it.
+
+    Without a base nothing is known to pre-exist: the gate fails closed.
+    """
+    if base is None or test.status is Status.PASSED:
+        return False
+    both_red = test.status in RED and base.status in RED
+    return both_red or base.status is test.status
+
+
+def excused_by_base(verdict: Verdict, test: TestResult, base: TestResult | None) -> bool:
+    """In `regression` mode a plain red test that was red on the base does not gate.
+
+    A blocker that merged is different: the test was promised green, so it gates.
+    """
+    plain = not test.blocked_by and verdict in (Verdict.REGRESSION, Verdict.INFRA)
+    return plain and pre_existing(test, base)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The run's gate: passed or not, the exit code, and why, in words."""
+
+    passed: bool
+    exit_code: ExitCode
+    reasons: tuple[str, ...]
+    report_only: bool = False  # `--fail-on never`: passed because nothing may gate
+
+    @property
+    def verdict(self) -> str:
+        """`passed`, `failed` or `could_not_run`, for machines."""
+        if self.exit_code is ExitCode.COULD_NOT_RUN:
+            return "could_not_run"
+        return "passed" if self.passed else "failed"
+
+    @property
+    def label(self) -> str:
+        if self.exit_code is ExitCode.COULD_NOT_RUN:
+            return "could not run"
+        if self.report_only:
+            return "report only (gate off)"
+        return "gate passed" if self.passed else "gate failed"
+
+
+def decide(gating: Mapping[Verdict, int], executed: int, policy: Policy) -> Decision:
+    """The run's decision from the count of gating tests per verdict."""
+    if executed == 0:
+        reason = "no test executed (all skipped, not run, or no tests at all)"
+        return Decision(False, ExitCode.COULD_NOT_RUN, (reason,))
+    if policy.fail_on is FailOn.NEVER:
+        return Decision(True, ExitCode.GATE_PASSED, (), report_only=True)
+    reasons = tuple(_describe(verdict, count) for verdict, count in _ordered(gating.items()))
+    if reasons:
+        return Decision(False, ExitCode.GATE_FAILED, reasons)
+    return Decision(True, ExitCode.GATE_PASSED, ())
+
+
+def _ordered(items: Iterable[tuple[Verdict, int]]) -> list[tuple[Verdict, int]]:
+    return sorted(((v, n) for v, n in items if n), key=lambda item: SEVERITY[item[0]])
+
+
+_REASONS = {
+    Verdict.REGRESSION: ("regression", "regressions"),
+    Verdict.INFRA: ("test that did not measure", "tests that did not measure"),
+    Verdict.UNKNOWN: ("blocker of unknown state", "blockers of unknown state"),
+    Verdict.STALE_MARKER: ("red test with a stale marker", "red tests with stale markers"),
+    Verdict.UNEXPECTED_GREEN: ("unexpected green (strict)", "unexpected greens (strict)"),
+}
+
+
+def _describe(verdict: Verdict, count: int) -> str:
+    one, many = _REASONS[verdict]
+    return f"{count} {one if count == 1 else many}"

@@ -1,0 +1,246 @@
+"""JUnit test cases (+ what they printed, + what the plugin recorded) -> Results (pure).
+
+Status mapping (docs/pytest.md explains it to users):
+- passed, failed, error, skipped map to themselves;
+- xfail (expected failure) -> skipped, message "xfail: REASON": it neither passed nor
+  regressed; a test that must stay red until a PR merges belongs under `blocked_by`;
+- xpass (marked xfail but passed) -> passed with a warning; strict xpass is a pytest failure;
+- a test whose sglang helper found the radix cache disabled -> not_run (sglang passes it
+  vacuously), and a check the plugin recorded as not_run stays not_run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from kl_bitexact.errors import ConfigError
+from kl_bitexact.ingest import properties as prop
+from kl_bitexact.ingest.junit import JUnitCase, Outcome
+from kl_bitexact.ingest.sglang_output import KLBlock, recover
+from kl_bitexact.results import io as results_io
+from kl_bitexact.results import model as results
+from kl_bitexact.results.model import (
+    CacheHits,
+    Results,
+    RunInfo,
+    ServerInfo,
+    Status,
+    SuiteResult,
+    TestResult,
+)
+
+# sglang's kl_test_utils asserts `kept > 0.5 * total`; its output never prints the ratio.
+SGLANG_MIN_CACHE_HIT_RATIO = 0.5
+UNKNOWN_ENGINE = "unknown"
+PLAIN_CHECK = "pytest"  # a test that printed no KL lines and recorded nothing
+MAX_MESSAGE = 4000
+
+_STATUS = {
+    Outcome.PASSED: Status.PASSED,
+    Outcome.FAILED: Status.FAILED,
+    Outcome.ERROR: Status.ERROR,
+    Outcome.SKIPPED: Status.SKIPPED,
+    Outcome.XFAIL: Status.SKIPPED,
+}
+
+
+@dataclass(frozen=True)
+class Options:
+    min_cache_hit_ratio: float = SGLANG_MIN_CACHE_HIT_RATIO
+    # Extra output per node id (from `import-junit --log`), used for cases whose JUnit
+    # entry captured no KL lines.
+    log_output: Mapping[str, str] | None = None
+
+
+def to_results(cases: Sequence[JUnitCase], run: RunInfo, options: Options) -> Results:
+    """One suite per registered suite name (else per test file), tests in file order.
+
+    A node id seen twice (a rerun plugin, or XML files concatenated) keeps its last
+    outcome, with a warning: results.json ids are unique.
+    """
+    latest: dict[str, tuple[JUnitCase, TestResult]] = {}
+    for case in cases:
+        test = to_test(case, options)
+        if test.id in latest:
+            test = replace(test, warnings=(*test.warnings, "reported more than once; last kept"))
+            del latest[test.id]
+        latest[test.id] = (case, test)
+    suites: dict[str, tuple[ServerInfo, list[TestResult]]] = {}
+    for case, test in latest.values():
+        name = case.property(prop.SUITE) or test.id.split("::", 1)[0]
+        _, tests = suites.setdefault(name, (_server(case), []))
+        tests.append(test)
+    return Results(
+        run=run,
+        suites=tuple(
+            SuiteResult(name=name, server=server, tests=tuple(tests))
+            for name, (server, tests) in suites.items()
+        ),
+    )
+
+
+def to_test(case: JUnitCase, options: Options) -> TestResult:
+    nodeid = node_id(case)
+    recorded = _recorded(case, nodeid)
+    base = recorded if recorded is not None else _from_output(case, nodeid, options)
+    status = _combined_status(_STATUS[case.outcome], base.status)
+    # A recorded check that did not pass explains itself better than pytest's wrapper.
+    own_words = status is Status.PASSED or (
+        recorded is not None and recorded.status is not Status.PASSED
+    )
+    return replace(
+        base,
+        id=nodeid,
+        status=status,
+        duration_s=case.time_s,
+        message=base.message if own_words else _message(case, base),
+        blocked_by=_blocked_by(case, base),
+        warnings=(*base.warnings, *_outcome_warnings(case)),
+    )
+
+
+def node_id(case: JUnitCase) -> str:
+    """pytest's node id: from the plugin's property, else rebuilt from classname/file."""
+    recorded = case.property(prop.NODEID)
+    if recorded:
+        return recorded
+    parts = case.classname.split(".") if case.classname else []
+    if case.file and case.file.endswith(".py"):
+        module = case.file[: -len(".py")].replace("/", ".").split(".")
+        if parts[: len(module)] == module:
+            return "::".join([case.file, *parts[len(module) :], case.name])
+    # No file attribute (xunit2): classes are the trailing capitalised parts.
+    split = len(parts)
+    while split > 1 and parts[split - 1][:1].isupper():
+        split -= 1
+    path = "/".join(parts[:split]) + ".py" if split else ""
+    return "::".join(item for item in [path, *parts[split:], case.name] if item)
+
+
+def _recorded(case: JUnitCase, nodeid: str) -> TestResult | None:
+    text = case.property(prop.RESULT)
+    if text is None:
+        return None
+    test = _parse_json(text, nodeid, prop.RESULT)
+    if isinstance(test, dict):
+        test = {**test, "id": nodeid}
+    document = {
+        "schema_version": results.SCHEMA_VERSION,
+        "tool": {"name": results.TOOL_NAME, "version": "recorded"},
+        "run": {},
+        "suites": [{"name": "recorded", "server": {"engine": UNKNOWN_ENGINE}, "tests": [test]}],
+    }
+    decoded = results_io.from_json(document, source=f"{nodeid} property {prop.RESULT}")
+    return decoded.suites[0].tests[0]
+
+
+def _parse_json(text: str, nodeid: str, name: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ConfigError(
+            f"{nodeid}: JUnit property {name} is not JSON ({error.msg} at column {error.colno})",
+            hint="record metrics through the kl_bitexact pytest plugin, not by hand",
+        ) from None
+
+
+def _from_output(case: JUnitCase, nodeid: str, options: Options) -> TestResult:
+    output = case.system_out + "\n" + case.system_err
+    blocks = recover(output, case.message + "\n" + case.details).blocks
+    if not blocks and options.log_output and nodeid in options.log_output:
+        blocks = recover(options.log_output[nodeid], case.message + "\n" + case.details).blocks
+    if not blocks:
+        return TestResult(id=nodeid, check=PLAIN_CHECK, status=Status.PASSED)
+    return _from_blocks(nodeid, blocks, case.outcome, options.min_cache_hit_ratio)
+
+
+def _from_blocks(
+    nodeid: str, blocks: Sequence[KLBlock], outcome: Outcome, min_ratio: float
+) -> TestResult:
+    block, warnings = _chosen(blocks, outcome)
+    hits = block.cache_hits()
+    status = Status.NOT_RUN if block.cache_disabled else Status.PASSED
+    message = (
+        "the radix cache is disabled: sglang's helper returned without measuring"
+        if block.cache_disabled
+        else ""
+    )
+    return TestResult(
+        id=nodeid,
+        check=block.check,
+        status=status,
+        kl_div=block.kl_div,
+        kl_threshold=block.kl_threshold,
+        kl_per_sample=block.kl_per_sample or (),
+        cache_hits=CacheHits(hits.hit, hits.total, min_ratio) if hits else None,
+        message=message,
+        warnings=(*warnings, *block.warnings),
+    )
+
+
+def _chosen(blocks: Sequence[KLBlock], outcome: Outcome) -> tuple[KLBlock, tuple[str, ...]]:
+    """One block per test: the one that failed (an assert ends the test, so the last one),
+    else the one with the highest KL."""
+    if len(blocks) == 1:
+        return blocks[0], ()
+    if outcome in (Outcome.FAILED, Outcome.ERROR):
+        return blocks[-1], (f"{len(blocks)} KL helpers ran in this test; shown: the last",)
+    worst = max(blocks, key=lambda block: -1.0 if block.kl_div is None else block.kl_div)
+    disabled = [block for block in blocks if block.cache_disabled]
+    chosen = disabled[0] if disabled else worst
+    return chosen, (f"{len(blocks)} KL helpers ran in this test; shown: the weakest",)
+
+
+def _combined_status(pytest_status: Status, measured: Status) -> Status:
+    """A measurement that could not run says so; else pytest's red wins; a measurement
+    that ran nothing or failed is never a pass."""
+    if measured is Status.ERROR:
+        return measured
+    if pytest_status in (Status.FAILED, Status.ERROR):
+        return pytest_status
+    if measured in (Status.NOT_RUN, Status.FAILED, Status.ERROR):
+        return measured
+    return pytest_status
+
+
+def _message(case: JUnitCase, base: TestResult) -> str:
+    if case.outcome is Outcome.XFAIL:
+        reason = case.property(prop.XFAIL_REASON) or case.message or "expected failure"
+        text = f"xfail: {reason}"
+    else:
+        text = case.message or base.message
+    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 1] + "…"
+
+
+def _blocked_by(case: JUnitCase, base: TestResult) -> tuple[str, ...]:
+    text = case.property(prop.BLOCKED_BY)
+    marked = _parse_json(text, node_id(case), prop.BLOCKED_BY) if text else []
+    if not isinstance(marked, list) or not all(isinstance(item, str) for item in marked):
+        raise ConfigError(f"{node_id(case)}: JUnit property {prop.BLOCKED_BY} is not a list")
+    return tuple(dict.fromkeys([*base.blocked_by, *marked]))
+
+
+def _outcome_warnings(case: JUnitCase) -> tuple[str, ...]:
+    if case.property(prop.OUTCOME) == "xpass":
+        reason = case.property(prop.XFAIL_REASON) or "no reason given"
+        return (f"xpass: marked xfail ({reason}) but passed; remove the marker",)
+    return ()
+
+
+def _server(case: JUnitCase) -> ServerInfo:
+    text = case.property(prop.SERVER)
+    if not text:
+        return ServerInfo(engine=UNKNOWN_ENGINE)
+    info = _parse_json(text, node_id(case), prop.SERVER)
+    if not isinstance(info, dict) or not isinstance(info.get("engine"), str):
+        raise ConfigError(f"{node_id(case)}: JUnit property {prop.SERVER} has no engine")
+    args = info.get("args", [])
+    launch_s = info.get("launch_s")
+    return ServerInfo(
+        engine=info["engine"],
+        args=tuple(str(arg) for arg in args) if isinstance(args, list) else (),
+        launch_s=float(launch_s) if isinstance(launch_s, (int, float)) else None,
+    )

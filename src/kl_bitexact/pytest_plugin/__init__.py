@@ -1,0 +1,120 @@
+"""The pytest plugin (entry point `pytest11`): markers, and what each test records.
+
+Loaded in every pytest session of an environment where kl-bitexact is installed, so it
+stays cheap and silent: it registers markers and adds a few JUnit properties
+(`pytest_properties`) that `kl-bitexact pytest` / `import-junit` read back.
+
+- `@pytest.mark.blocked_by("owner/repo#N", ...)`: the test is expected red until these merge.
+- `@pytest.mark.register_ci(backend, est_time, suite=..., ...)`: sglang's registration
+  fields (`register_cuda_ci(...)`) as a marker; the suite name groups results, and
+  `disabled="reason"` skips the test.
+- `@pytest.mark.kl_suite(spec)` and the fixtures `kl_server`, `kl_check`, `kl_record`
+  (`pytest_fixtures`): servers and checks from a suite-style spec.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from kl_bitexact.compare.blockers import parse_ref
+from kl_bitexact.errors import ConfigError
+from kl_bitexact.ingest import properties as prop
+from kl_bitexact.pytest_plugin.fixtures import kl_check, kl_module_server, kl_record, kl_server
+from kl_bitexact.pytest_plugin.registration import RegisterMarker, from_marker
+
+# Fixtures are found by name in the plugin module.
+__all__ = ["kl_check", "kl_module_server", "kl_record", "kl_server"]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--kl-base-url",
+        metavar="URL",
+        help="kl_server: use the server running at URL instead of launching the kl_suite's",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "blocked_by(*refs): expected red until these pull requests merge "
+        "(owner/repo#N, #N with GITHUB_REPOSITORY set, or a pull/issue URL)",
+    )
+    config.addinivalue_line(
+        "markers",
+        "register_ci(backend, est_time, suite=None, nightly=False, disabled=None, *, "
+        "stage=None, runner_config=None): the CI registration of a test (sglang's "
+        "register_<backend>_ci fields)",
+    )
+    config.addinivalue_line(
+        "markers",
+        "kl_suite(spec, name=None): the suite-style spec (YAML path relative to the test file, "
+        "or a mapping) whose server the kl_server fixture launches",
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        item.user_properties.append((prop.NODEID, item.nodeid))
+        blocked = _blocked_by(item)
+        if blocked:
+            item.user_properties.append((prop.BLOCKED_BY, json.dumps(blocked)))
+        registration = _registration(item)
+        if registration is not None:
+            item.user_properties.append((prop.SUITE, registration.suite_name))
+            if registration.disabled:
+                item.add_marker(pytest.mark.skip(reason=f"disabled: {registration.disabled}"))
+
+
+def _blocked_by(item: pytest.Item) -> list[str]:
+    default_repo = os.environ.get("GITHUB_REPOSITORY")
+    refs: list[str] = []
+    for marker in item.iter_markers("blocked_by"):
+        if not marker.args or marker.kwargs:
+            raise pytest.UsageError(
+                f"{item.nodeid}: write @pytest.mark.blocked_by('owner/repo#N', ...)"
+            )
+        for text in marker.args:
+            refs.append(_parse(item, text, default_repo))
+    return list(dict.fromkeys(refs))
+
+
+def _parse(item: pytest.Item, text: Any, default_repo: str | None) -> str:
+    written = str(text).strip()
+    try:
+        # The placeholder only lets `#N` pass the syntax check when no repository is
+        # known here; `#N` is then kept as written, for the resolver to complete.
+        ref = parse_ref(written, default_repo or "owner/repo")
+    except ConfigError as error:
+        raise pytest.UsageError(f"{item.nodeid}: {error.message} ({error.hint})") from None
+    return str(ref) if default_repo or not written.startswith("#") else written
+
+
+def _registration(item: pytest.Item) -> RegisterMarker | None:
+    marker = item.get_closest_marker("register_ci")
+    if marker is None:
+        return None
+    try:
+        return from_marker(marker.args, marker.kwargs)
+    except ConfigError as error:
+        raise pytest.UsageError(f"{item.nodeid}: {error.message}") from None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, Any, None]:
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    reason = getattr(report, "wasxfail", None)
+    if reason is None or report.when != "call":
+        return
+    item.user_properties.append((prop.XFAIL_REASON, reason.removeprefix("reason: ")))
+    if report.passed:
+        # JUnit writes a non-strict xpass as a plain pass; say what it was.
+        item.user_properties.append((prop.OUTCOME, "xpass"))

@@ -1,0 +1,294 @@
+"""A Comparison as the PR comment, the job summary and workflow annotations (pure).
+
+The comment answers at a glance whether anything regressed, what changed against the
+base branch, which red is expected and whether the merge is gated; the details below
+let a reviewer drill down (the body is built in `sections`). Every string that comes
+from results is untrusted and goes through `escape`; the comment is fitted into GitHub's
+65,536-character limit by `budget`, which drops details first and never the headline or
+a gating row.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from kl_bitexact import __version__
+from kl_bitexact.compare.comparison import Comparison, TestDelta, Transition
+from kl_bitexact.compare.gate import Verdict
+from kl_bitexact.errors import ExitCode
+from kl_bitexact.registry.findings_file import Finding
+from kl_bitexact.report import escape, sections
+from kl_bitexact.report.budget import KEEP, Block, Section, fit
+from kl_bitexact.report.wording import ICON, LABEL, TRANSITION, measured, plural
+
+COMMENT_LIMIT = 65_536  # GitHub rejects longer issue comments
+
+
+SUMMARY_LIMIT = 1_000_000  # the job summary allows 1 MiB per step
+
+
+NOTICE_RESERVE = 800  # room kept for the "what was cut" notice
+
+
+DEFAULT_KEY = "kl-bitexact"
+
+
+_SAFE_URL = re.compile(r"^https?://[A-Za-z0-9\-._~:/?#@!$&*+,;=%]+$")
+
+
+_SAFE_KEY = re.compile(r"[^\w.\-/ ()]")
+
+
+@dataclass(frozen=True)
+class Links:
+    """Where the full run lives, when the environment says (GitHub Actions does)."""
+
+    run: str | None = None
+    artifact: str | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Links:
+        env = os.environ if env is None else env
+        server, repo = env.get("GITHUB_SERVER_URL"), env.get("GITHUB_REPOSITORY")
+        run_id = env.get("GITHUB_RUN_ID")
+        run = f"{server}/{repo}/actions/runs/{run_id}" if server and repo and run_id else None
+        return cls(_safe_url(run), _safe_url(env.get("KL_BITEXACT_ARTIFACT_URL")))
+
+
+def _safe_url(url: str | None) -> str | None:
+    return url if url and _SAFE_URL.match(url) else None
+
+
+def marker(key: str) -> str:
+    """The hidden marker that finds the sticky comment again (`--`, `>` cannot end it)."""
+    return f"<!-- kl-bitexact:{_SAFE_KEY.sub('_', key).replace('--', '-_')} -->"
+
+
+# --- entry points -----------------------------------------------------------------------
+
+
+def comment(
+    comparison: Comparison,
+    *,
+    key: str = DEFAULT_KEY,
+    findings: Sequence[Finding] = (),
+    links: Links | None = None,
+    budget: int | None = COMMENT_LIMIT,
+) -> str:
+    """The sticky PR comment: starts with the marker, fits `budget` (None: no limit)."""
+    mark = marker(key) + "\n"
+    room = None if budget is None else budget - len(mark)
+    return mark + document(comparison, findings, links or Links(), room)
+
+
+def job_summary(
+    comparison: Comparison,
+    *,
+    findings: Sequence[Finding] = (),
+    links: Links | None = None,
+    budget: int | None = SUMMARY_LIMIT,
+) -> str:
+    """The Markdown for `$GITHUB_STEP_SUMMARY`: the same report with a larger budget."""
+    return document(comparison, findings, links or Links(), budget)
+
+
+def document(
+    comparison: Comparison, findings: Sequence[Finding], links: Links, budget: int | None
+) -> str:
+    sections = _sections(comparison, findings, links)
+    texts, cut = fit(sections, None if budget is None else budget - NOTICE_RESERVE)
+    if cut:
+        texts.insert(1, _cut_notice(cut, links))
+    return "".join(texts)
+
+
+def _sections(comparison: Comparison, findings: Sequence[Finding], links: Links) -> list[Section]:
+    return [
+        Section([Block(KEEP, partial(_headline, comparison, links))]),
+        *sections.body(comparison, findings),
+        Section([Block(KEEP, partial(_footer, comparison))]),
+    ]
+
+
+# --- headline ---------------------------------------------------------------------------
+
+
+def _headline(comparison: Comparison, links: Links) -> str:
+    decision = comparison.decision
+    could_not_run = decision.exit_code is ExitCode.COULD_NOT_RUN
+    icon = "⚠️" if could_not_run or decision.report_only else "✅" if decision.passed else "❌"
+    why = f": {', '.join(decision.reasons)}" if decision.reasons else ""
+    lines = [
+        f"## {icon} kl-bitexact: {decision.label}{why}",
+        "",
+        _counts_line(comparison),
+        _base_line(comparison),
+        _policy_line(comparison, links),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _counts_line(comparison: Comparison) -> str:
+    counts = comparison.verdicts
+    total = sum(counts.values())
+    parts = [
+        f"{ICON[verdict]} {_count(verdict, counts[verdict])}"
+        for verdict in Verdict
+        if counts[verdict]
+    ]
+    suites = comparison.suite_count
+    head = f"**{plural(total, 'test')}** in {plural(suites, 'suite')}"
+    return " · ".join([head, *parts]) + "  "
+
+
+def _count(verdict: Verdict, count: int) -> str:
+    if verdict in (Verdict.REGRESSION, Verdict.STALE_MARKER):
+        return plural(count, LABEL[verdict])
+    return f"{count:,} {LABEL[verdict]}"
+
+
+def _base_line(comparison: Comparison) -> str:
+    baseline = comparison.baseline
+    if baseline.results is None:
+        return f"⚠️ baseline unavailable: {escape.text(baseline.unavailable, 300)}  "
+    transitions = comparison.transitions
+    parts = [
+        f"{transitions[t]:,} {TRANSITION[t]}"
+        for t in Transition
+        if transitions[t] and t != Transition.NO_BASE
+    ]
+    commit = baseline.results.run.commit
+    against = f" {escape.code(commit[:12])}" if commit else ""
+    return f"Against base{against}: " + " · ".join(parts or ["no tests on either side"]) + "  "
+
+
+def _policy_line(comparison: Comparison, links: Links) -> str:
+    policy = comparison.policy
+    parts = [f"fails on {policy.fail_on.value}"]
+    if policy.strict:
+        parts.append("strict: unexpected green gates")
+    if not comparison.blockers_resolved and any(d.blockers for d in comparison.deltas):
+        parts.append("blocker states not resolved (pass `--blockers`): treated as unknown")
+    parts.extend(_link_parts(links))
+    return "Gate " + " · ".join(parts)
+
+
+def _link_parts(links: Links) -> list[str]:
+    parts = []
+    if links.run:
+        parts.append(f"[run and job summary]({links.run})")
+    if links.artifact:
+        parts.append(f"[results artifact]({links.artifact})")
+    return parts
+
+
+def _cut_notice(cut: Counter[str], links: Links) -> str:
+    what = ", ".join(f"{label}: {count:,}" for label, count in sorted(cut.items()))
+    where = (
+        " and ".join(_link_parts(links)) or "`kl-bitexact report RESULTS.json --full --out FILE`"
+    )
+    return (
+        f"\n> ✂️ Trimmed to fit GitHub's size limit. Left out: {what}. The full report: {where}.\n"
+    )
+
+
+def _footer(comparison: Comparison) -> str:
+    tool = comparison.head.tool
+    version = escape.text(tool.version, 40)
+    return f"\n<sub>kl-bitexact {__version__} · results written by {version}</sub>\n"
+
+
+# --- annotations ------------------------------------------------------------------------
+
+
+MAX_ANNOTATIONS = 10  # GitHub shows at most 10 of each level per step
+
+
+def workflow_commands(comparison: Comparison) -> list[str]:
+    """Workflow commands (`::error title=...::message`) for the tests that matter."""
+    by_level: dict[str, list[TestDelta]] = {"error": [], "warning": [], "notice": []}
+    for delta in comparison.deltas:
+        level = _level(delta)
+        if level:
+            by_level[level].append(delta)
+    lines: list[str] = []
+    for level, deltas in by_level.items():
+        lines.extend(_annotation(level, d) for d in deltas[: MAX_ANNOTATIONS - 1])
+        if len(deltas) >= MAX_ANNOTATIONS:
+            rest = len(deltas) - (MAX_ANNOTATIONS - 1)
+            lines.append(_command(level, "kl-bitexact", f"{rest} more; see the job summary"))
+    return lines
+
+
+def _level(delta: TestDelta) -> str | None:
+    if delta.gating:
+        return "error"
+    if delta.verdict in (Verdict.UNEXPECTED_GREEN, Verdict.STALE_MARKER, Verdict.UNKNOWN):
+        return "warning"
+    if delta.verdict is Verdict.UNBLOCKED or delta.transition is Transition.NEWLY_NOT_RUN:
+        return "notice"
+    return None
+
+
+def _annotation(level: str, delta: TestDelta) -> str:
+    assert delta.verdict is not None
+    test = delta.head
+    detail = test.message if test and test.message else measured(test) if test else ""
+    title = f"kl-bitexact {LABEL[delta.verdict]}: {delta.suite} {delta.id}"
+    return _command(level, escape.clip(title, 200), escape.clip(detail, 1000))
+
+
+def _command(level: str, title: str, message: str) -> str:
+    return f"::{level} title={escape.command_property(title)}::{escape.command_data(message)}"
+
+
+# --- machine-readable verdict -----------------------------------------------------------
+
+
+def as_json(comparison: Comparison) -> dict[str, Any]:
+    """The verdict for downstream steps (`kl-bitexact report --json`).
+
+    `verdict` is `passed`, `failed` or `could_not_run`; `exit_code` is what the command
+    returns; `tests` lists every test id with its verdict, transition and whether it gates.
+    """
+    decision, baseline = comparison.decision, comparison.baseline
+    return {
+        "verdict": decision.verdict,
+        "headline": decision.label,
+        "passed": decision.passed,
+        "exit_code": int(decision.exit_code),
+        "reasons": list(decision.reasons),
+        "policy": {
+            "fail_on": comparison.policy.fail_on.value,
+            "strict": comparison.policy.strict,
+            "allow_unknown": comparison.policy.allow_unknown,
+        },
+        "baseline": {
+            "available": baseline.results is not None,
+            "reason": baseline.unavailable if baseline.results is None else None,
+        },
+        "counts": {v.value: n for v, n in comparison.verdicts.items()},
+        "transitions": {t.value: n for t, n in comparison.transitions.items()},
+        "tests": [_test_json(d) for d in comparison.deltas],
+    }
+
+
+def _test_json(delta: TestDelta) -> dict[str, Any]:
+    head, base = delta.head, delta.base
+    return {
+        "suite": delta.suite,
+        "id": delta.id,
+        "status": head.status.value if head else None,
+        "verdict": delta.verdict.value if delta.verdict else None,
+        "transition": delta.transition.value,
+        "gating": delta.gating,
+        "kl_div": head.kl_div if head else None,
+        "base_kl_div": base.kl_div if base else None,
+        "blocked_by": {b.ref or b.text: b.state.value for b in delta.blockers},
+    }

@@ -1,0 +1,334 @@
+"""The body of the report: test table, blocked tests, warnings, findings, details (pure).
+
+Each part is a `budget.Section` of lazily rendered blocks with a priority, so the
+comment can be trimmed to its budget without rendering what will not fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from functools import partial
+
+from kl_bitexact.compare.blockers import effective_state
+from kl_bitexact.compare.comparison import Blocker, Comparison, TestDelta, Transition
+from kl_bitexact.compare.gate import SEVERITY, Verdict
+from kl_bitexact.registry.findings_file import Finding
+from kl_bitexact.report import charts, escape
+from kl_bitexact.report.budget import Block, Section
+from kl_bitexact.report.wording import ICON, LABEL, MISSING, TRANSITION, fmt_kl, measured, plural
+from kl_bitexact.results.model import CacheHits, ExactMatch, ServerInfo, Status, TestResult
+
+# Tiers of the budget, filled in this order: only the headline and footer are KEEP;
+# gating rows come right after, so they are cut only if they alone overflow. Details are
+# trimmed first, except the drill-down of gating tests (their first divergences), which
+# a reviewer needs more than the rows of passing tests.
+GATING, ATTENTION, NOTES, GATING_DETAILS, OTHER_ROWS, DETAILS = 1, 2, 3, 4, 5, 6
+_REMOVED_RANK = SEVERITY[Verdict.SKIPPED]  # removed tests sort with the skipped ones
+
+
+def body(comparison: Comparison, findings: Sequence[Finding]) -> list[Section]:
+    """The sections between the headline and the footer, in reading order."""
+    attention, others = _split_rows(comparison.deltas)
+    return [
+        _attention_table(attention),
+        _blocked_section(comparison),
+        _warnings_section(comparison.deltas),
+        _findings_section(findings),
+        _other_rows(others),
+        *_details_sections(comparison),
+    ]
+
+
+# --- the table --------------------------------------------------------------------------
+
+_TABLE_HEAD = (
+    "|  | suite | test | avg KL | Δ KL | differing logprobs | cache hits | status |\n"
+    "|---|---|---|---|---|---|---|---|\n"
+)
+
+
+def _split_rows(deltas: Iterable[TestDelta]) -> tuple[list[TestDelta], list[TestDelta]]:
+    attention: list[TestDelta] = []
+    others: list[TestDelta] = []
+    for delta in deltas:
+        (attention if _needs_attention(delta) else others).append(delta)
+    attention.sort(key=lambda d: (not d.gating, _rank(d)))
+    return attention, others
+
+
+def _needs_attention(delta: TestDelta) -> bool:
+    if delta.transition in (Transition.REMOVED, Transition.NEWLY_NOT_RUN):
+        return True
+    return delta.verdict not in (Verdict.OK, Verdict.SKIPPED)
+
+
+def _rank(delta: TestDelta) -> int:
+    return _REMOVED_RANK if delta.verdict is None else SEVERITY[delta.verdict]
+
+
+def _attention_table(rows: Sequence[TestDelta]) -> Section:
+    blocks = [
+        Block(
+            GATING if d.gating else ATTENTION, partial(_row, d), "rows of tests needing attention"
+        )
+        for d in rows
+    ]
+    return Section(blocks, head="\n### Needs attention\n\n" + _TABLE_HEAD)
+
+
+def _other_rows(rows: Sequence[TestDelta]) -> Section:
+    blocks = [Block(OTHER_ROWS, partial(_row, d), "rows of passing or skipped tests") for d in rows]
+    summary = f"{plural(len(rows), 'passing or skipped test')}"
+    head = f"\n<details><summary>{summary}</summary>\n\n" + _TABLE_HEAD
+    return Section(blocks, head=head, tail="\n</details>\n")
+
+
+def _row(delta: TestDelta) -> str:
+    head, base = delta.head, delta.base
+    cells = [
+        ICON[delta.verdict] if delta.verdict else "🗑️",
+        escape.text(delta.suite, 80),
+        escape.code(delta.id, 160),
+        fmt_kl(head.kl_div) if head else MISSING,
+        _kl_change_cell(delta),
+        _exact_cell(head.exact if head else None, base.exact if base else None),
+        _hits_cell(head.cache_hits if head else None, base.cache_hits if base else None),
+        _status_cell(delta),
+    ]
+    return "| " + " | ".join(cells) + " |\n"
+
+
+def _kl_change_cell(delta: TestDelta) -> str:
+    change = delta.kl_change
+    if change is None:
+        return TRANSITION[delta.transition] if delta.transition is Transition.NEW else MISSING
+    return "0" if change == 0 else f"{change:+.2e}"
+
+
+def _exact_cell(head: ExactMatch | None, base: ExactMatch | None) -> str:
+    if head is None:
+        return MISSING
+    now = f"{head.mismatched}/{head.tokens}"
+    if base is None or base.mismatched == head.mismatched:
+        return now
+    return f"{base.mismatched} → {now}"
+
+
+def _hits_cell(head: CacheHits | None, base: CacheHits | None) -> str:
+    if head is None:
+        return MISSING
+    predicted = f", predicted {head.expected}" if head.expected is not None else ""
+    now = f"{head.hit}/{head.total} (min {head.min_ratio:g}{predicted})"
+    if base is None or base.hit == head.hit:
+        return now
+    return f"{base.hit} → {now}"
+
+
+def _status_cell(delta: TestDelta) -> str:
+    label = LABEL[delta.verdict] if delta.verdict else "removed"
+    parts = [f"**{label}**" if delta.gating else label]
+    if delta.head is not None and delta.head.status.value != label:
+        parts.append(delta.head.status.value)
+    if delta.transition not in (Transition.UNCHANGED, Transition.NO_BASE, Transition.REMOVED):
+        parts.append(TRANSITION[delta.transition])
+    if delta.gating:
+        parts.append("gates the merge")
+    return " · ".join(parts)
+
+
+# --- blocked tests, warnings, findings --------------------------------------------------
+
+
+def _blocked_section(comparison: Comparison) -> Section:
+    blocked = [d for d in comparison.deltas if d.blockers and d.head is not None]
+    blocked.sort(key=_rank)
+    blocks = [Block(NOTES, partial(_blocked_item, d), "blocked-test notes") for d in blocked]
+    return Section(blocks, head="\n### Blocked tests\n\n")
+
+
+def _blocked_item(delta: TestDelta) -> str:
+    assert delta.head is not None and delta.verdict is not None
+    sentence = _BLOCKED_SENTENCE[delta.verdict].format(
+        refs=_refs(delta.blockers),
+        state=effective_state([b.state for b in delta.blockers]).value,
+        measured=measured(delta.head),
+    )
+    test = f"{escape.code(delta.id, 160)} ({escape.text(delta.suite, 80)})"
+    return f"- {ICON[delta.verdict]} {test}: {sentence}\n"
+
+
+def _refs(blockers: Sequence[Blocker]) -> str:
+    """One reference plainly; several with the state of each, since they may differ."""
+    if len(blockers) == 1:
+        return _ref(blockers[0])
+    return ", ".join(f"{_ref(b)} ({b.state.value})" for b in blockers)
+
+
+def _ref(blocker: Blocker) -> str:
+    # A canonical ref only has [\w.-/#] characters: written plainly so GitHub links it.
+    if blocker.ref is not None:
+        return blocker.ref
+    return f"{escape.code(blocker.text, 120)} (unresolvable reference)"
+
+
+_BLOCKED_SENTENCE = {
+    Verdict.EXPECTED_RED: "expected red until {refs} merges - {state}; {measured}",
+    Verdict.UNEXPECTED_GREEN: "green although {refs} is still open - check that the "
+    "test still detects the bug, or remove the marker; {measured}",
+    Verdict.REGRESSION: "{refs} merged but this test is still red; {measured}",
+    Verdict.UNBLOCKED: "{refs} merged and the test is green: remove the `blocked_by` marker",
+    Verdict.STALE_MARKER: "{refs} was closed without merging: update or remove the "
+    "marker; {measured}",
+    Verdict.UNKNOWN: "state of {refs} is unknown (GitHub could not tell, or blockers were "
+    "not resolved); {measured}",
+    Verdict.INFRA: "blocked by {refs}, but the check did not measure; {measured}",
+    Verdict.SKIPPED: "blocked by {refs}; skipped",
+    Verdict.OK: "blocked by {refs}; {measured}",
+}
+
+
+def _warnings_section(deltas: Sequence[TestDelta]) -> Section:
+    by_text: dict[str, list[str]] = {}
+    for delta in deltas:
+        for warning in delta.head.warnings if delta.head else ():
+            by_text.setdefault(warning, []).append(delta.id)
+    blocks = [
+        Block(NOTES, partial(_warning_item, text, ids), "warnings") for text, ids in by_text.items()
+    ]
+    return Section(blocks, head="\n### Warnings\n\n")
+
+
+def _warning_item(warning: str, ids: Sequence[str]) -> str:
+    names = ", ".join(escape.code(test_id, 80) for test_id in ids[:3])
+    more = f" and {len(ids) - 3} more" if len(ids) > 3 else ""
+    return f"- ⚠️ {escape.text(warning, 400)} ({names}{more})\n"
+
+
+def _findings_section(findings: Sequence[Finding]) -> Section:
+    blocks = [Block(NOTES, partial(_finding_row, f), "registration findings") for f in findings]
+    head = (
+        "\n### Registration findings\n\n"
+        "|  | where | code | finding | fix |\n|---|---|---|---|---|\n"
+    )
+    return Section(blocks, head=head)
+
+
+def _finding_row(finding: Finding) -> str:
+    icon = "❌" if finding.severity == "error" else "⚠️"
+    where = finding.file + (f":{finding.line}" if finding.line is not None else "")
+    cells = [
+        icon,
+        escape.code(where, 160),
+        escape.code(finding.code, 40),
+        escape.text(finding.message, 400),
+        escape.text(finding.fix, 300),
+    ]
+    return "| " + " | ".join(cells) + " |\n"
+
+
+# --- details per suite ------------------------------------------------------------------
+
+
+def _details_sections(comparison: Comparison) -> list[Section]:
+    by_suite: dict[str, list[TestDelta]] = {}
+    for delta in comparison.deltas:
+        if delta.head is not None and _worth_details(delta.head):
+            by_suite.setdefault(delta.suite, []).append(delta)
+    servers = {suite.name: suite.server for suite in comparison.head.suites}
+    return [_suite_details(name, servers[name], deltas) for name, deltas in by_suite.items()]
+
+
+def _suite_details(name: str, server: ServerInfo, deltas: Sequence[TestDelta]) -> Section:
+    args = " ".join(server.args)
+    summary = f"Details: {escape.text(name, 80)} ({plural(len(deltas), 'test')})"
+    head = (
+        f"\n<details><summary>{summary}</summary>\n\n"
+        f"Server: {escape.code(server.engine, 40)} {escape.code(args, 600) if args else ''}\n"
+    )
+    blocks = [
+        Block(GATING_DETAILS if d.gating else DETAILS, partial(_test_details, d), "test details")
+        for d in deltas
+    ]
+    return Section(blocks, head=head, tail="\n</details>\n")
+
+
+def _worth_details(test: TestResult) -> bool:
+    nonzero = any(test.kl_per_sample)  # a float is true unless it is zero
+    return bool(
+        nonzero or test.first_divergence or test.message or test.status is not Status.PASSED
+    )
+
+
+MAX_SAMPLES_LISTED = 64
+
+
+MAX_DIVERGENCES = 32
+
+
+def _test_details(delta: TestDelta) -> str:
+    test = delta.head
+    assert test is not None
+    parts = [
+        f"\n#### {escape.text(test.id, 200)}\n\n"
+        f"check {escape.code(test.check, 60)} · {test.status.value} · "
+        f"avg KL {_kl_with_context(delta)} · {test.duration_s:.1f} s\n"
+    ]
+    if test.message:
+        parts.append("\n" + escape.block(test.message, 2000) + "\n")
+    if test.kl_per_sample:
+        parts.append(_per_sample(test.kl_per_sample))
+    if test.first_divergence:
+        parts.append(_divergences(test))
+    return "".join(parts)
+
+
+def _kl_with_context(delta: TestDelta) -> str:
+    """Head KL, with the threshold and the base's KL when they are known."""
+    assert delta.head is not None
+    context = []
+    if delta.head.kl_threshold is not None:
+        context.append(f"threshold {fmt_kl(delta.head.kl_threshold)}")
+    if delta.base is not None and delta.base.kl_div is not None:
+        context.append(f"base {fmt_kl(delta.base.kl_div)}")
+    suffix = f" ({', '.join(context)})" if context else ""
+    return fmt_kl(delta.head.kl_div) + suffix
+
+
+def _per_sample(values: Sequence[float]) -> str:
+    nonzero = sum(1 for value in values if value != 0)
+    if not nonzero:
+        return f"\nKL per sample: 0 in all {plural(len(values), 'sample')}\n"
+    listed = " · ".join(fmt_kl(value) for value in values[:MAX_SAMPLES_LISTED])
+    more = (
+        f" · … {len(values) - MAX_SAMPLES_LISTED} more" if len(values) > MAX_SAMPLES_LISTED else ""
+    )
+    text = f"\nKL per sample ({len(values)} samples, {nonzero} nonzero): {listed}{more}\n"
+    chart = charts.per_sample_kl(values)
+    return text + ("\n" + chart if chart else "")
+
+
+def _divergences(test: TestResult) -> str:
+    rows = [
+        "\nFirst divergence of each differing sample:\n\n"
+        "| sample | token | cached tokens | decode logprob | replay logprob | hint |\n"
+        "|---|---|---|---|---|---|\n"
+    ]
+    for item in test.first_divergence[:MAX_DIVERGENCES]:
+        cells = [
+            str(item.sample),
+            str(item.token_index),
+            MISSING if item.cached_tokens is None else str(item.cached_tokens),
+            _logprob(item.decode_logprob),
+            _logprob(item.replay_logprob),
+            escape.text(item.hint, 200),
+        ]
+        rows.append("| " + " | ".join(cells) + " |\n")
+    hidden = len(test.first_divergence) - MAX_DIVERGENCES
+    if hidden > 0:
+        rows.append(f"\n… and {hidden} more differing samples\n")
+    return "".join(rows)
+
+
+def _logprob(value: float | None) -> str:
+    # repr: the shortest text that round-trips, so a one-ulp difference shows.
+    return MISSING if value is None else repr(value)

@@ -1,0 +1,121 @@
+"""The results model: what a run measured, as frozen values (results.json's shape)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+
+from kl_bitexact import __version__
+
+SCHEMA_VERSION = 1
+TOOL_NAME = "kl-bitexact"
+
+
+class Status(str, Enum):
+    """What the runner observed. The gate verdict is derived later, never stored."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    ERROR = "error"
+    SKIPPED = "skipped"
+    # The check could not measure anything (cache disabled, no sample kept, no token
+    # compared). Never counted as a pass: see SGLANG-PROTOCOL.md on vacuous passes.
+    NOT_RUN = "not_run"
+
+
+@dataclass(frozen=True)
+class ExactMatch:
+    """Logprob pairs compared (decode vs replay) and how many differ in any bit."""
+
+    tokens: int
+    mismatched: int
+
+
+@dataclass(frozen=True)
+class CacheHits:
+    """Samples that hit the cache out of those sent, against the required ratio."""
+
+    hit: int
+    total: int
+    min_ratio: float
+    # Hits the server geometry allows (page size, track interval, speculative block);
+    # None when the geometry is unknown.
+    expected: int | None = None
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Where one sample's decode and replay logprobs first differ."""
+
+    sample: int
+    token_index: int
+    cached_tokens: int | None = None
+    decode_logprob: float | None = None
+    replay_logprob: float | None = None
+    # Human hint relating the position to page / track boundaries.
+    hint: str = ""
+
+
+@dataclass(frozen=True)
+class TestResult:
+    """One check of one suite."""
+
+    __test__ = False  # not a pytest test class despite the name
+
+    id: str
+    check: str
+    status: Status
+    kl_div: float | None = None
+    kl_threshold: float | None = None
+    kl_per_sample: tuple[float, ...] = ()
+    exact: ExactMatch | None = None
+    cache_hits: CacheHits | None = None
+    first_divergence: tuple[Divergence, ...] = ()
+    blocked_by: tuple[str, ...] = ()
+    duration_s: float = 0.0
+    message: str = ""
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    engine: str
+    args: tuple[str, ...] = ()
+    launch_s: float | None = None
+
+
+@dataclass(frozen=True)
+class SuiteResult:
+    name: str
+    server: ServerInfo
+    tests: tuple[TestResult, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    commit: str | None = None
+    ref: str | None = None
+    shard: str | None = None
+    started_at: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolInfo:
+    name: str = TOOL_NAME
+    version: str = __version__
+
+
+@dataclass(frozen=True)
+class Results:
+    """A whole results.json document."""
+
+    run: RunInfo = field(default_factory=RunInfo)
+    suites: tuple[SuiteResult, ...] = ()
+    tool: ToolInfo = field(default_factory=ToolInfo)
+    schema_version: int = SCHEMA_VERSION
+
+    def all_tests(self) -> Iterable[tuple[SuiteResult, TestResult]]:
+        for suite in self.suites:
+            for test in suite.tests:
+                yield suite, test

@@ -1,0 +1,34 @@
+"""The bit-exact checks, each a plain function `run(phases, spec, test_id) -> TestResult`.
+
+Every check is a short plan of phases against `engines.base.Engine`, the cold ones
+through `phases.Phases` so checks of one suite share them; scoring and the
+verdict are shared (`scoring.py`), the numbers are pure (`metrics.py`). A transport
+failure raises `errors.EngineError`; the caller decides what becomes of the test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kl_bitexact.results.model import TestResult
+from kl_bitexact.run.checks import decode_cache_hit, match, multiturn, prefill_cache_hit
+from kl_bitexact.run.checks.phases import Phases
+from kl_bitexact.run.engines.base import Engine
+from kl_bitexact.suite.spec import TestSpec
+
+Check = Callable[[Phases, TestSpec, "str | None"], TestResult]
+
+CHECKS: dict[str, Check] = {
+    "match": match.run,
+    "prefill_cache_hit": prefill_cache_hit.run,
+    "decode_cache_hit": decode_cache_hit.run,
+    "multiturn": multiturn.run,
+}
+
+
+def run_check(
+    engine: Engine, spec: TestSpec, test_id: str | None = None, phases: Phases | None = None
+) -> TestResult:
+    """Run the check `spec.check` names; `phases` (over `engine`) shares cold phases
+    with earlier checks of the suite, none when omitted."""
+    return CHECKS[spec.check](phases or Phases(engine), spec, test_id)

@@ -1,0 +1,20 @@
+"""`match`: decode logprobs vs a fresh prefill replay, no cache involved.
+
+Phases: flush, generate, flush, replay (sglang's input_output_logprobs_match). Both are
+cold phases: an earlier check's identical turn-1 generation or replay is reused.
+"""
+
+from __future__ import annotations
+
+from kl_bitexact.results.model import TestResult
+from kl_bitexact.run.checks import prompts, scoring
+from kl_bitexact.run.checks.phases import Phases
+from kl_bitexact.suite.spec import TestSpec
+
+
+def run(phases: Phases, spec: TestSpec, test_id: str | None = None) -> TestResult:
+    context = scoring.begin(phases.engine, spec, test_id)
+    batch = prompts.single_turn(spec, context.info)
+    generations = phases.cold_outputs(batch, scoring.sampling(spec))
+    samples = scoring.replay_and_pair(phases, batch, generations, range(len(batch)))
+    return scoring.judge(context, scoring.Measured(samples=samples))

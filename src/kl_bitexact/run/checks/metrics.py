@@ -1,0 +1,221 @@
+"""The numbers of a bit-exact check, as pure functions of plain values.
+
+- k3 KL exactly as sglang computes it (kl_test_utils.compare_kl_divergence):
+  `r = replay - decode`, `kl_i = mean(exp(r) - 1 - r)`, `avg = mean_i(kl_i)`.
+- exact-match counts: logprob pairs compared and how many differ in any bit.
+- where each differing sample first diverges, related to the cache geometry.
+- how many samples the server's geometry lets hit the cache at all (PR 34405's lesson).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kl_bitexact.results.model import Divergence
+
+# JSON has no infinity (results.dumps uses allow_nan=False). A logprob of -inf on one side
+# only is an infinite divergence; it is recorded as the largest finite float, which fails
+# every threshold and survives a JSON round trip.
+KL_INFINITE = sys.float_info.max
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One prompt's decoded logprobs beside the replay's logprobs of the same tokens."""
+
+    index: int
+    # Tokens before the first decoded one (the prompt of the turn being scored).
+    prompt_len: int
+    cached_tokens: int | None
+    decode: tuple[float, ...]
+    replay: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """The server settings that decide where the cache can resume (sglang's names)."""
+
+    page_size: int = 1
+    # Recurrent-state checkpoint spacing (--mamba-track-interval); None: no such state.
+    track_interval: int | None = None
+    # Speculative tokens per verify block (--speculative-num-draft-tokens); 1: none.
+    speculative_block: int = 1
+    radix_cache: bool = True
+    # Where a hybrid model's prefill leaves checkpoints (sglang's mamba prefill rule:
+    # chunk boundaries); None: prefill can resume at any resume_step.
+    prefill_chunk: int | None = None
+
+    @classmethod
+    def from_server_info(cls, info: Mapping[str, Any]) -> Geometry:
+        speculative = info.get("speculative_algorithm")
+        block = _positive(info.get("speculative_num_draft_tokens")) if speculative else None
+        interval = _positive(info.get("mamba_track_interval"))
+        return cls(
+            page_size=_positive(info.get("page_size")) or 1,
+            track_interval=interval,
+            speculative_block=block or 1,
+            radix_cache=not info.get("disable_radix_cache", False),
+            prefill_chunk=_positive(info.get("chunked_prefill_size")) if interval else None,
+        )
+
+    @property
+    def resume_step(self) -> int:
+        """Positions where a cached prefix can end: a page boundary that is also a
+        checkpoint (a decode checkpoint survives only on a page boundary)."""
+        if self.track_interval is None:
+            return self.page_size
+        return math.lcm(self.page_size, self.track_interval)
+
+    @property
+    def prefill_step(self) -> int:
+        """Positions where a prefix cached by a prefill (no decoding) can end."""
+        if self.prefill_chunk is None:
+            return self.resume_step
+        return math.lcm(self.page_size, self.prefill_chunk)
+
+
+def _positive(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+# --- KL and exact match ---------------------------------------------------------------
+
+
+def k3(decode: Sequence[float], replay: Sequence[float]) -> float:
+    """sglang's per-sample KL estimate; identical values (even both -inf) count 0."""
+    a, b = np.asarray(decode, dtype=np.float64), np.asarray(replay, dtype=np.float64)
+    same = a == b
+    if not np.all(np.isfinite(a[~same])) or not np.all(np.isfinite(b[~same])):
+        return KL_INFINITE
+    with np.errstate(over="ignore", invalid="ignore"):
+        r = np.where(same, 0.0, b - a)
+        # exp(r) - 1, not expm1: the same rounding as sglang, so values match its logs.
+        value = float(np.mean((np.exp(r) - 1) - r)) if r.size else 0.0
+    return value if math.isfinite(value) else KL_INFINITE
+
+
+def average(values: Sequence[float]) -> float:
+    """Unweighted mean over samples, as sglang; saturates instead of overflowing."""
+    total = sum(values) / len(values)  # plain left-to-right sum, as sglang
+    return total if math.isfinite(total) else KL_INFINITE
+
+
+def enough_hits(hit: int, total: int, min_ratio: float) -> bool:
+    """sglang's strict `hit > ratio * total`, except that all samples hitting always
+    suffices (so a ratio of 1.0 is satisfiable)."""
+    return total > 0 and (hit == total or hit > min_ratio * total)
+
+
+def mismatched(decode: Sequence[float], replay: Sequence[float]) -> int:
+    return sum(1 for a, b in zip(decode, replay, strict=True) if a != b)
+
+
+# --- where it diverges ------------------------------------------------------------------
+
+
+def first_divergence(sample: Sample, geometry: Geometry) -> Divergence | None:
+    for index, (a, b) in enumerate(zip(sample.decode, sample.replay, strict=True)):
+        if a != b:
+            position = sample.prompt_len + index
+            return Divergence(
+                sample=sample.index,
+                token_index=index,
+                cached_tokens=sample.cached_tokens,
+                decode_logprob=_finite_or_none(a),
+                replay_logprob=_finite_or_none(b),
+                hint=boundary_hint(position, sample.cached_tokens, geometry, first=index == 0),
+            )
+    return None
+
+
+def _finite_or_none(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def boundary_hint(
+    position: int, cached_tokens: int | None, geometry: Geometry, *, first: bool = False
+) -> str:
+    """Relate a sequence position to the restored prefix, pages and checkpoints."""
+    # Only decoded tokens are compared: at the first one the damage may lie earlier.
+    seen = " (the first decoded token: the cause may be earlier)" if first else ""
+    parts = [f"diverges at position {position}{seen}"]
+    if cached_tokens:
+        offset = position - cached_tokens
+        if offset == 0:
+            parts.append(f"= first token after the restored prefix ({cached_tokens} cached)")
+        else:
+            parts.append(
+                f"{offset:+d} from the end of the restored prefix ({cached_tokens} cached)"
+            )
+    elif cached_tokens == 0:
+        parts.append("with no cached prefix")
+    parts.append(_nearest("page", position, geometry.page_size))
+    if geometry.track_interval:
+        parts.append(_nearest("checkpoint", position, geometry.track_interval))
+    return "; ".join(part for part in parts if part)
+
+
+def _nearest(kind: str, position: int, step: int) -> str:
+    if step <= 1:
+        return ""
+    below = position // step * step
+    if position == below:
+        return f"on a {kind} boundary ({kind} size {step})"
+    return f"{position - below} after the {kind} boundary at {below} ({kind} size {step})"
+
+
+# --- how many samples can hit -----------------------------------------------------------
+
+
+def prefill_hit_possible(prompt_len: int, geometry: Geometry) -> bool:
+    """After a warm-up with the same prompt, can any prefix be reused? A hit must
+    leave at least one token to compute, and ends on a resume position."""
+    return geometry.radix_cache and (prompt_len - 1) // geometry.prefill_step >= 1
+
+
+def decode_hit_possible(prompt_len: int, output_len: int, geometry: Geometry) -> bool:
+    """sglang counts a decode hit when turn 2 reuses more than `prompt + 1` tokens,
+    so a resume position must fall inside turn 1's decoded tokens."""
+    if not geometry.radix_cache:
+        return False
+    step = geometry.resume_step
+    # The last decoded token was sampled, never fed back: its state does not exist.
+    last_state = prompt_len + output_len - 1
+    return last_state // step * step > prompt_len + 1
+
+
+def overshoot_may_miss(prompt_len: int, output_len: int, geometry: Geometry) -> bool:
+    """Speculative decoding commits whole verify blocks: up to `speculative_block` tokens
+    past the returned ones are consumed, and when the latest checkpoint lands there it
+    cannot serve the next turn (PR 35293's natural misses)."""
+    if geometry.speculative_block <= 1:
+        return False
+    step = geometry.resume_step
+    last_state = prompt_len + output_len - 1
+    return (last_state + geometry.speculative_block) // step > last_state // step
+
+
+def geometry_warning(expected: int, total: int, min_ratio: float, geometry: Geometry) -> str:
+    """Say so when the configuration, not the engine, limits the hits."""
+    if total == 0 or expected >= total:
+        return ""
+    share = f"only {expected}/{total} (~{round(100 * expected / total)}%) samples can hit"
+    interval, page = geometry.track_interval, geometry.page_size
+    if interval and interval % page:
+        fix = f"set --mamba-track-interval {page} (a multiple of --page-size {page})"
+    elif interval and interval > page:
+        fix = f"set --mamba-track-interval {page} to checkpoint on every page"
+    else:
+        fix = "use longer prompts or more max_new_tokens relative to the page size"
+    weak = (
+        " (below min_cache_hit_ratio: this check cannot pass)"
+        if expected <= min_ratio * total
+        else ""
+    )
+    return f"server geometry: {share}{weak}; {fix}"

@@ -1,0 +1,37 @@
+"""`prefill_cache_hit`: generate from prompts whose prefix the cache already holds.
+
+Phases: flush, warm (max_new_tokens=0), generate the same prompts, keep samples that
+hit (cached_tokens > 0), flush, replay (a cold phase: not sent again when an earlier
+check of the suite replayed exactly these sequences, as `match` does in a bit-exact
+run). Radix cache disabled -> not_run (sglang returns early and passes; that would be a
+vacuous pass).
+"""
+
+from __future__ import annotations
+
+from kl_bitexact.results.model import CacheHits, TestResult
+from kl_bitexact.run.checks import metrics, prompts, scoring
+from kl_bitexact.run.checks.phases import Phases
+from kl_bitexact.suite.spec import TestSpec
+
+
+def run(phases: Phases, spec: TestSpec, test_id: str | None = None) -> TestResult:
+    engine = phases.engine
+    context = scoring.begin(engine, spec, test_id)
+    if not context.geometry.radix_cache:
+        return scoring.not_run(context, scoring.RADIX_DISABLED)
+    batch = prompts.single_turn(spec, context.info)
+    engine.flush()
+    engine.generate(batch, scoring.sampling(spec, max_new_tokens=0))
+    generations = engine.generate(batch, scoring.sampling(spec))
+    if scoring.unreported(generations):
+        return scoring.not_run(context, scoring.NO_CACHED_TOKENS)
+    kept = [i for i, g in enumerate(generations) if g.cached_tokens]
+    expected = sum(metrics.prefill_hit_possible(len(p), context.geometry) for p in batch)
+    measured = scoring.Measured(
+        samples=scoring.replay_and_pair(phases, batch, generations, kept),
+        hits=CacheHits(len(kept), len(batch), spec.min_cache_hit_ratio, expected),
+        hit_label="prefill",
+        warnings=scoring.geometry_warnings(context, expected, len(batch)),
+    )
+    return scoring.judge(context, measured)

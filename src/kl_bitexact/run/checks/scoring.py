@@ -1,0 +1,175 @@
+"""The shared last phases of every check: replay, score, and the verdict.
+
+Verdict rules (never vacuous): too few cache hits or a failed cached-token assertion
+fails; nothing compared is `not_run`; avg KL >= threshold fails (strict, as sglang);
+in exact mode any differing logprob fails.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kl_bitexact.errors import EngineError
+from kl_bitexact.report.wording import fmt_kl
+from kl_bitexact.results.model import CacheHits, ExactMatch, Status, TestResult
+from kl_bitexact.run.checks import metrics
+from kl_bitexact.run.checks.metrics import Geometry, Sample
+from kl_bitexact.run.checks.phases import Phases
+from kl_bitexact.run.engines.base import Engine, Generation, SamplingParams
+from kl_bitexact.suite.spec import TestSpec
+
+# Enough to localise a bug; a run where every sample diverges need not list all 32.
+MAX_DIVERGENCES = 8
+RADIX_DISABLED = "radix cache disabled on the server (disable_radix_cache); nothing to hit"
+NO_CACHED_TOKENS = "the server does not report cached_tokens, so hits cannot be counted"
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a check knows before its first phase."""
+
+    spec: TestSpec
+    test_id: str
+    info: Mapping[str, Any]
+    geometry: Geometry
+    started: float
+
+
+def begin(engine: Engine, spec: TestSpec, test_id: str | None) -> Context:
+    started = time.monotonic()
+    info = engine.server_info()
+    return Context(spec, test_id or spec.name, info, Geometry.from_server_info(info), started)
+
+
+def sampling(spec: TestSpec, max_new_tokens: int | None = None) -> SamplingParams:
+    """The suite's sampling settings (`max_new_tokens=0`: a warm-up that only fills)."""
+    return SamplingParams(
+        max_new_tokens=spec.max_new_tokens if max_new_tokens is None else max_new_tokens,
+        temperature=spec.temperature,
+        seed=spec.seed,
+    )
+
+
+def unreported(generations: Sequence[Generation]) -> bool:
+    """True when the server does not say how many tokens it reused."""
+    return any(g.cached_tokens is None for g in generations)
+
+
+def geometry_warnings(context: Context, expected: int, total: int) -> tuple[str, ...]:
+    ratio = context.spec.min_cache_hit_ratio
+    text = metrics.geometry_warning(expected, total, ratio, context.geometry)
+    return (text,) if text else ()
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What a check's phases produced, before the verdict."""
+
+    samples: tuple[Sample, ...]
+    hits: CacheHits | None = None
+    hit_label: str = ""  # "prefill", "decode", "multiturn": in "Too few ... cache hits"
+    problems: tuple[str, ...] = ()  # cached-token assertions that did not hold
+    warnings: tuple[str, ...] = ()
+
+
+def replay_and_pair(
+    phases: Phases,
+    prompts: Sequence[Sequence[int]],
+    generations: Sequence[Generation],
+    indices: Sequence[int],
+) -> tuple[Sample, ...]:
+    """Flush, replay `prompt + output` for the kept samples, pair the logprobs."""
+    sequences = [tuple(prompts[i]) + generations[i].output_ids for i in indices]
+    # Only the decoded tokens' logprobs are compared: spare the engine the prompt's.
+    needed = max((len(generations[i].output_logprobs) for i in indices), default=0)
+    replays = phases.replay_cold(sequences, last=needed)
+    samples = []
+    for i, sequence, replay in zip(indices, sequences, replays, strict=True):
+        if len(replay.input_logprobs) != len(sequence):
+            raise EngineError(
+                f"replay of sample {i}: {len(replay.input_logprobs)} input logprobs "
+                f"for {len(sequence)} tokens (is logprob_start_len honoured?)"
+            )
+        decoded = generations[i].output_logprobs
+        samples.append(
+            Sample(
+                index=i,
+                prompt_len=len(prompts[i]),
+                cached_tokens=generations[i].cached_tokens,
+                decode=decoded,
+                replay=replay.last(len(decoded)),
+            )
+        )
+    return tuple(samples)
+
+
+def not_run(context: Context, reason: str) -> TestResult:
+    spec = context.spec
+    return TestResult(
+        id=context.test_id,
+        check=spec.check,
+        status=Status.NOT_RUN,
+        kl_threshold=spec.kl_threshold,
+        blocked_by=spec.blocked_by,
+        duration_s=time.monotonic() - context.started,
+        message=reason,
+    )
+
+
+def judge(context: Context, measured: Measured) -> TestResult:
+    spec, samples = context.spec, measured.samples
+    kl_per_sample = tuple(metrics.k3(s.decode, s.replay) for s in samples)
+    kl = metrics.average(kl_per_sample) if samples else None
+    exact = ExactMatch(
+        tokens=sum(len(s.decode) for s in samples),
+        mismatched=sum(metrics.mismatched(s.decode, s.replay) for s in samples),
+    )
+    divergences = [d for s in samples if (d := metrics.first_divergence(s, context.geometry))]
+    failures = _failures(spec, measured, kl, exact)
+    status = Status.FAILED if failures else Status.PASSED
+    if not failures and exact.tokens == 0:
+        status, failures = Status.NOT_RUN, ["no logprob was compared (no sample kept)"]
+    return TestResult(
+        id=context.test_id,
+        check=spec.check,
+        status=status,
+        kl_div=kl,
+        kl_threshold=spec.kl_threshold,
+        kl_per_sample=kl_per_sample,
+        exact=exact,
+        cache_hits=measured.hits,
+        first_divergence=tuple(divergences[:MAX_DIVERGENCES]),
+        blocked_by=spec.blocked_by,
+        duration_s=time.monotonic() - context.started,
+        message="; ".join(failures) or _summary(kl, exact, measured.hits),
+        warnings=measured.warnings,
+    )
+
+
+def _failures(spec: TestSpec, measured: Measured, kl: float | None, exact: ExactMatch) -> list[str]:
+    failures = []
+    hits = measured.hits
+    if hits is not None and not metrics.enough_hits(hits.hit, hits.total, hits.min_ratio):
+        failures.append(
+            f"Too few {measured.hit_label} cache hits: {hits.hit}/{hits.total} "
+            f"(need more than {hits.min_ratio:g} x {hits.total})"
+        )
+    if measured.problems:
+        shown = "; ".join(measured.problems[:3])
+        more = f" (+{len(measured.problems) - 3} more)" if len(measured.problems) > 3 else ""
+        failures.append(f"cached_tokens assertion failed: {shown}{more}")
+    if kl is not None and not kl < spec.kl_threshold:
+        failures.append(f"avg KL {kl:.3e} >= threshold {spec.kl_threshold:g}")
+    if spec.exact and exact.mismatched:
+        failures.append(f"exact: {exact.mismatched}/{exact.tokens} logprobs differ")
+    return failures
+
+
+def _summary(kl: float | None, exact: ExactMatch, hits: CacheHits | None) -> str:
+    text = f"avg KL {fmt_kl(kl)}; {exact.mismatched}/{exact.tokens} logprobs differ"
+    if hits is not None:
+        text += f"; cache hits {hits.hit}/{hits.total}"
+    return text

@@ -1,0 +1,222 @@
+"""sglang's native HTTP API (/generate, /flush_cache, /get_server_info) behind `Engine`.
+
+The shapes are those sglang's own KL helpers use (docs: SGLANG-PROTOCOL.md). Every request
+has a timeout, and every failure - refused connection, timeout, HTTP error, an answer
+missing a field - becomes an EngineError naming the endpoint, so a check never hangs and
+never guesses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import requests
+
+from kl_bitexact.errors import EngineError
+from kl_bitexact.run.engines.base import Generation, Replay, SamplingParams, TokenIds, tail_start
+
+CONNECT_TIMEOUT_S = 10.0
+# sglang schedules a big batch itself; splitting bounds one request's size and duration.
+DEFAULT_BATCH_SIZE = 64
+
+
+class SglangEngine:
+    """One server, reached at `base_url`."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        request_timeout: float = 1800.0,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.request_timeout = request_timeout
+        self.batch_size = batch_size
+        self._session = requests.Session()
+        self._rows_alike: bool | None = None  # learnt from the server on the first replay
+
+    def server_info(self) -> Mapping[str, Any]:
+        info = self._call("GET", "/get_server_info")
+        if not isinstance(info, Mapping):
+            raise EngineError(
+                f"{self.base_url}/get_server_info answered {type(info).__name__}, not an object"
+            )
+        return info
+
+    def flush(self) -> None:
+        # sglang answers with plain text ("Cache flushed."), not JSON.
+        self._call("POST", "/flush_cache", expect_json=False)
+
+    def generate(self, prompts: Sequence[TokenIds], params: SamplingParams) -> list[Generation]:
+        sampling: dict[str, Any] = {
+            "temperature": params.temperature,
+            "max_new_tokens": params.max_new_tokens,
+            "ignore_eos": params.ignore_eos,
+        }
+        if params.seed is not None:
+            sampling["sampling_seed"] = params.seed
+        answers = self._batched(prompts, sampling, logprob_start_len=-1)
+        return [_generation(answer, self.base_url) for answer in answers]
+
+    def replay(self, sequences: Sequence[TokenIds], *, last: int | None = None) -> list[Replay]:
+        if not self._scores_rows_alike():
+            last = None
+        # sglang scores positions from `logprob_start_len` on and answers null for the first
+        # of them, so the tail starts one position before the first logprob needed.
+        starts = [tail_start(len(sequence), last) - 1 for sequence in sequences]
+        sampling = {"temperature": 1, "max_new_tokens": 0, "ignore_eos": True}
+        answers = self._batched(sequences, sampling, logprob_start_len=starts)
+        replays = [
+            _replay(answer, start, self.base_url)
+            for answer, start in zip(answers, starts, strict=True)
+        ]
+        # sglang may take the prefix before `logprob_start_len` from its cache (filled by an
+        # earlier sequence of this very replay); such a replay is no fresh prefill, so it is
+        # scored again from position 0, which sglang never serves from the cache.
+        stale = [i for i, start in enumerate(starts) if start and replays[i].cached_tokens != 0]
+        if stale:
+            fresh = self.replay([sequences[i] for i in stale])
+            for i, replay in zip(stale, fresh, strict=True):
+                replays[i] = replay
+        return replays
+
+    def _scores_rows_alike(self) -> bool:
+        """Whether a position's logprob keeps its bits however many positions are scored.
+
+        A tail scores fewer rows through the final matmul than a full replay; only with
+        batch-invariant kernels (`--enable-deterministic-inference`) is that guaranteed not
+        to move the last bits, so elsewhere every replay scores every position, as sglang's
+        own KL helpers do."""
+        if self._rows_alike is None:
+            self._rows_alike = self.server_info().get("enable_deterministic_inference") is True
+        return self._rows_alike
+
+    # --- transport ----------------------------------------------------------------------
+
+    def _batched(
+        self,
+        prompts: Sequence[TokenIds],
+        sampling: Mapping[str, Any],
+        *,
+        logprob_start_len: int | Sequence[int],
+    ) -> list[Mapping[str, Any]]:
+        """`logprob_start_len`: one value for every prompt, or one per prompt."""
+        answers: list[Mapping[str, Any]] = []
+        for offset in range(0, len(prompts), self.batch_size):
+            batch = prompts[offset : offset + self.batch_size]
+            starts = logprob_start_len
+            if not isinstance(starts, int):
+                starts = list(starts[offset : offset + len(batch)])
+                # One value for all, as sglang's own helpers send it, where one will do.
+                starts = starts[0] if len(set(starts)) == 1 else starts
+            body = {
+                "input_ids": [list(prompt) for prompt in batch],
+                "sampling_params": dict(sampling),
+                "return_logprob": True,
+                "return_text_in_logprobs": False,
+                "logprob_start_len": starts,
+            }
+            answer = self._call("POST", "/generate", body)
+            # sglang answers a batch with a list; be lenient with a one-prompt object.
+            items = answer if isinstance(answer, list) else [answer]
+            if len(items) != len(batch) or not all(isinstance(i, Mapping) for i in items):
+                raise EngineError(
+                    f"{self.base_url}/generate: {len(items)} answers for {len(batch)} prompts"
+                )
+            answers.extend(items)
+        return answers
+
+    def _call(self, method: str, path: str, body: Any = None, *, expect_json: bool = True) -> Any:
+        url = self.base_url + path
+        try:
+            response = self._session.request(
+                method, url, json=body, timeout=(CONNECT_TIMEOUT_S, self.request_timeout)
+            )
+        except requests.Timeout:
+            raise EngineError(
+                f"{url} did not answer within {self.request_timeout:g} s",
+                hint="raise server.request_timeout in the suite, or look at the server log",
+            ) from None
+        except requests.RequestException as error:
+            raise EngineError(f"{url} could not be reached: {_reason(error)}") from None
+        if response.status_code >= 400:
+            raise EngineError(f"{url} answered HTTP {response.status_code}: {response.text[:500]}")
+        if not expect_json:
+            return None
+        try:
+            return response.json()
+        except ValueError:
+            raise EngineError(
+                f"{url} answered something that is not JSON: {response.text[:200]!r}"
+            ) from None
+
+
+def _reason(error: requests.RequestException) -> str:
+    text = str(error)
+    return text if len(text) < 300 else text[:300] + "..."
+
+
+# --- answer decoding ----------------------------------------------------------------------
+
+
+def _generation(answer: Mapping[str, Any], where: str) -> Generation:
+    meta = _field(answer, "meta_info", Mapping, where)
+    output_ids = tuple(int(token) for token in _field(answer, "output_ids", list, where))
+    logprobs = _logprobs(_field(meta, "output_token_logprobs", list, where), where)
+    if len(logprobs) != len(output_ids) or any(lp is None for lp in logprobs):
+        raise EngineError(
+            f"{where}/generate: {len(output_ids)} output ids but "
+            f"{len(logprobs)} output logprobs (some missing)"
+        )
+    return Generation(
+        output_ids=output_ids,
+        output_logprobs=tuple(float(lp) for lp in logprobs if lp is not None),
+        cached_tokens=_optional_int(meta.get("cached_tokens")),
+        prompt_tokens=int(meta.get("prompt_tokens", 0)),
+        finish_reason=_finish_reason(meta.get("finish_reason")),
+    )
+
+
+def _replay(answer: Mapping[str, Any], start: int, where: str) -> Replay:
+    """Entries from position `start` on; the positions before it are None."""
+    meta = _field(answer, "meta_info", Mapping, where)
+    logprobs = _logprobs(_field(meta, "input_token_logprobs", list, where), where)
+    return Replay(
+        input_logprobs=(None,) * start + logprobs,
+        cached_tokens=_optional_int(meta.get("cached_tokens")),
+    )
+
+
+def _logprobs(entries: list[Any], where: str) -> tuple[float | None, ...]:
+    """`[[logprob, token_id, text], ...]` -> logprobs (None where sglang sends null)."""
+    values: list[float | None] = []
+    for entry in entries:
+        if not isinstance(entry, (list, tuple)) or not entry:
+            raise EngineError(
+                f"{where}/generate: a logprob entry is {entry!r}, not [logprob, id, text]"
+            )
+        values.append(None if entry[0] is None else float(entry[0]))
+    return tuple(values)
+
+
+def _field(mapping: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
+    value = mapping.get(key)
+    if not isinstance(value, kind):
+        raise EngineError(
+            f"{where}/generate: answer has no {key!r} {kind.__name__} "
+            "(is this an sglang server, and was return_logprob honoured?)"
+        )
+    return value
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None or isinstance(value, bool) else int(value)
+
+
+def _finish_reason(value: Any) -> str | None:
+    if isinstance(value, Mapping):  # sglang: {"type": "length", "length": N}
+        kind = value.get("type")
+        return str(kind) if kind is not None else None
+    return None if value is None else str(value)

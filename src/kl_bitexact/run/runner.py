@@ -1,0 +1,221 @@
+"""Running suites: one launch per distinct server, every check, a result for every test.
+
+One bad case never aborts the run: a server that does not start turns its suite's tests
+into `error`; a server that dies mid-run turns the running test into `error` with the
+log's tail, the rest of that suite too, and the next suite starts a fresh server. After
+every test the caller's `save` receives the results so far (run writes them atomically,
+so a kill -9 keeps every finished test). The checks of a suite share cold phases
+(`checks/phases.py`); suites of one name (from several files) are joined in the results.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Generator, Iterator
+from contextlib import closing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from kl_bitexact.errors import EngineError, ServerError
+from kl_bitexact.results.io import join_by_name
+from kl_bitexact.results.model import Results, RunInfo, ServerInfo, Status, SuiteResult, TestResult
+from kl_bitexact.run import engines, server
+from kl_bitexact.run.checks import run_check
+from kl_bitexact.run.checks.phases import Phases
+from kl_bitexact.run.engines.base import Engine
+from kl_bitexact.suite.spec import ServerSpec, Suite, TestSpec
+
+# A crashing server drops its connections a moment before it is seen to exit; under load
+# that moment can last seconds. Waited only while the server does not answer /health, and
+# only until it exits, so a generous bound costs a live server nothing.
+DEATH_GRACE_S = 15.0
+
+
+class Reporter(Protocol):
+    """Hears about progress (the CLI prints it; tests may record it)."""
+
+    def suite_started(self, suite: Suite) -> None: ...
+
+    def test_finished(self, result: TestResult) -> None: ...
+
+    def suite_finished(self, result: SuiteResult) -> None: ...
+
+
+@dataclass(frozen=True)
+class Plan:
+    suites: tuple[Suite, ...]
+    log_dir: Path
+    run: RunInfo = field(default_factory=RunInfo)
+    base_url: str | None = None  # overrides every suite's server
+    teardown: server.Teardown = field(default_factory=server.Teardown)
+    # How an engine adapter is made for a server (a benchmark wraps it to time requests).
+    connect: Callable[..., Engine] = engines.connect
+    # Checks of a suite reuse each other's cold phases (checks/phases.py); a benchmark
+    # turns it off to measure what that saves.
+    share_phases: bool = True
+
+
+def test_id(suite: Suite, spec: TestSpec) -> str:
+    return f"{suite.name}::{spec.name}"
+
+
+def launch_groups(suites: tuple[Suite, ...]) -> list[list[Suite]]:
+    """Suites with an identical server spec, grouped in order of first appearance:
+    each group shares one launch (a launch costs minutes on real runners)."""
+    groups: dict[ServerSpec, list[Suite]] = {}
+    for suite in suites:
+        groups.setdefault(suite.server, []).append(suite)
+    return list(groups.values())
+
+
+def log_paths(log_dir: Path, groups: list[list[Suite]]) -> list[Path]:
+    """`<suite>.log` for each launch group, named after its first suite; a later group of
+    the same name (suite files sharing a name) gets `<suite>.2.log`, `.3`, ..."""
+    paths: list[Path] = []
+    for group in groups:
+        stem = re.sub(r"[^\w.-]", "_", group[0].name)
+        path, n = log_dir / f"{stem}.log", 1
+        while path in paths:
+            n += 1
+            path = log_dir / f"{stem}.{n}.log"
+        paths.append(path)
+    return paths
+
+
+def run_suites(plan: Plan, reporter: Reporter, save: Callable[[Results], None]) -> Results:
+    done: list[SuiteResult] = []
+
+    def save_with(current: SuiteResult) -> None:
+        save(_doc(plan, [*done, current]))
+
+    groups = launch_groups(plan.suites)
+    for group, log in zip(groups, log_paths(plan.log_dir, groups), strict=True):
+        # closing(): an interrupt mid-suite still stops the server at once.
+        with closing(_servers(plan, group, log)) as pairs:
+            for suite, running in pairs:
+                done.append(_run_suite(suite, running, plan, reporter, save_with))
+    return _doc(plan, done)
+
+
+def _doc(plan: Plan, suites: list[SuiteResult]) -> Results:
+    """Suites of one name from several files (or launches) become one SuiteResult."""
+    return Results(run=plan.run, suites=join_by_name(suites))
+
+
+def _servers(
+    plan: Plan, group: list[Suite], log: Path
+) -> Generator[tuple[Suite, server.Server | ServerError], None, None]:
+    """Each suite of a launch group with its server, launched once and relaunched only
+    when it died; stopped when the group is done (or the run is interrupted)."""
+    running: server.Server | None = None
+    log.unlink(missing_ok=True)  # an earlier run's, into the same directory
+    try:
+        for suite in group:
+            if running is not None and running.exit_code() is not None:
+                running = None
+            if running is None:
+                try:
+                    running = _start(plan, suite, log)
+                except ServerError as error:
+                    yield suite, error
+                    continue
+            else:
+                running.launch_s = 0.0  # shared launch: no cost for this suite
+            yield suite, running
+    finally:
+        if running is not None:
+            running.stop()
+
+
+def _start(plan: Plan, suite: Suite, log: Path) -> server.Server:
+    label = f"suite {suite.name}"
+    url = plan.base_url or suite.server.base_url
+    if url:
+        return server.attach(url, label=label)
+    return server.launch(suite.server, log, teardown=plan.teardown, label=label)
+
+
+def _run_suite(
+    suite: Suite,
+    running: server.Server | ServerError,
+    plan: Plan,
+    reporter: Reporter,
+    save: Callable[[SuiteResult], None],
+) -> SuiteResult:
+    reporter.suite_started(suite)
+    launch_s = running.launch_s if isinstance(running, server.Server) else None
+    info = ServerInfo(suite.server.engine, _args(plan, suite), launch_s)
+    result = SuiteResult(suite.name, info)
+    for test in _tests(suite, running, plan):
+        result = SuiteResult(suite.name, info, (*result.tests, test))
+        save(result)
+        reporter.test_finished(test)
+    reporter.suite_finished(result)
+    return result
+
+
+def _tests(suite: Suite, running: server.Server | ServerError, plan: Plan) -> Iterator[TestResult]:
+    if isinstance(running, ServerError):
+        for spec in suite.tests:
+            yield error(suite, spec, running.message, 0.0)
+        return
+    engine = plan.connect(
+        suite.server.engine,
+        running.base_url,
+        request_timeout=suite.server.request_timeout,
+        dialect=suite.server.dialect,
+    )
+    # One per suite: a relaunched server (next suite) starts with nothing to reuse.
+    phases = Phases(engine)
+    gone: str | None = None
+    for spec in suite.tests:
+        if gone is not None:
+            yield error(suite, spec, f"not run: the server died earlier in this suite; {gone}", 0.0)
+            continue
+        shared = phases if plan.share_phases else Phases(engine)
+        yield _one(suite, spec, shared, running)
+        gone = running.death_report()
+
+
+def _one(suite: Suite, spec: TestSpec, phases: Phases, running: server.Server) -> TestResult:
+    return checked(phases.engine, spec, test_id(suite, spec), running, phases)
+
+
+def checked(
+    engine: Engine,
+    spec: TestSpec,
+    result_id: str,
+    running: server.Server,
+    phases: Phases | None = None,
+) -> TestResult:
+    """Run one check; a transport failure becomes an `error` naming a server death."""
+    started = time.monotonic()
+    try:
+        return run_check(engine, spec, result_id, phases)
+    except EngineError as failure:
+        death = running.death_report(grace_s=DEATH_GRACE_S)
+        message = f"{failure.message}; {death}" if death else failure.message
+        return _error(result_id, spec, message, time.monotonic() - started)
+
+
+def error(suite: Suite, spec: TestSpec, message: str, duration_s: float) -> TestResult:
+    return _error(test_id(suite, spec), spec, message, duration_s)
+
+
+def _error(result_id: str, spec: TestSpec, message: str, duration_s: float) -> TestResult:
+    return TestResult(
+        id=result_id,
+        check=spec.check,
+        status=Status.ERROR,
+        kl_threshold=spec.kl_threshold,
+        blocked_by=spec.blocked_by,
+        duration_s=duration_s,
+        message=message,
+    )
+
+
+def _args(plan: Plan, suite: Suite) -> tuple[str, ...]:
+    url = plan.base_url or suite.server.base_url
+    return ("--base-url", url) if url else suite.server.command

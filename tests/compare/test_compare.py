@@ -1,0 +1,150 @@
+"""compare: matching by id, transitions, deltas, blockers and the baseline's absence."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from golden_scenarios import check_result, red_hicache, results
+
+from kl_bitexact.compare import baseline
+from kl_bitexact.compare.baseline import Baseline
+from kl_bitexact.compare.blockers import BlockerRef, BlockerState
+from kl_bitexact.compare.comparison import Transition, compare, transition_of
+from kl_bitexact.compare.gate import FailOn, Policy, Verdict
+from kl_bitexact.errors import ExitCode
+from kl_bitexact.results import io as results_io
+from kl_bitexact.results import model as r
+
+S = r.Status
+
+
+@pytest.mark.parametrize(
+    ("base", "head", "expected"),
+    [
+        (S.PASSED, S.FAILED, Transition.REGRESSED),
+        (S.PASSED, S.ERROR, Transition.REGRESSED),
+        (S.FAILED, S.FAILED, Transition.STILL_FAILING),
+        (S.ERROR, S.FAILED, Transition.STILL_FAILING),
+        (S.FAILED, S.PASSED, Transition.FIXED),
+        (S.PASSED, S.PASSED, Transition.UNCHANGED),
+        (S.PASSED, S.NOT_RUN, Transition.NEWLY_NOT_RUN),
+        (S.FAILED, S.SKIPPED, Transition.NEWLY_NOT_RUN),
+        (S.NOT_RUN, S.SKIPPED, Transition.UNCHANGED),
+        (S.NOT_RUN, S.FAILED, Transition.REGRESSED),
+    ],
+)
+def test_transitions(base, head, expected):
+    assert transition_of(check_result("t", head), check_result("t", base), True) is expected
+
+
+def test_new_and_no_base_are_different():
+    head = check_result("t")
+    assert transition_of(head, None, have_base=True) is Transition.NEW
+    assert transition_of(head, None, have_base=False) is Transition.NO_BASE
+
+
+def test_matches_by_id_and_reports_removed_tests_and_kl_change():
+    head = results(red_hicache("a"), check_result("b"))
+    base = results(check_result("a", kl_div=1e-5), check_result("gone"))
+    comparison = compare(head, base)
+    by_id = {d.id: d for d in comparison.deltas}
+    assert by_id["a"].transition is Transition.REGRESSED
+    assert by_id["a"].kl_change == pytest.approx(9.53e-05 - 1e-5)
+    assert by_id["b"].transition is Transition.NEW
+    assert by_id["gone"].transition is Transition.REMOVED and by_id["gone"].head is None
+    assert comparison.transitions[Transition.REMOVED] == 1
+
+
+def test_missing_baseline_keeps_its_reason_and_fails_closed():
+    head = results(red_hicache("a"))
+    comparison = compare(head, Baseline(None, "base.json does not exist"))
+    assert comparison.baseline.unavailable == "base.json does not exist"
+    assert comparison.deltas[0].transition is Transition.NO_BASE
+    assert comparison.deltas[0].gating  # nothing proves the red pre-existed
+    assert comparison.decision.exit_code is ExitCode.GATE_FAILED
+
+
+def test_regression_mode_passes_a_test_already_red_on_the_base():
+    head = results(red_hicache("a"), check_result("b"))
+    comparison = compare(head, results(red_hicache("a"), check_result("b")))
+    assert comparison.deltas[0].verdict is Verdict.REGRESSION
+    assert not comparison.deltas[0].gating
+    assert comparison.decision.passed
+
+
+def test_failure_mode_fails_on_a_test_already_red_on_the_base():
+    head = results(red_hicache("a"), check_result("b"))
+    comparison = compare(head, head, policy=Policy(FailOn.FAILURE))
+    assert comparison.decision.reasons == ("1 regression",)
+
+
+@pytest.mark.parametrize(
+    "written",
+    ["#29792", "sgl-project/sglang#29792", "https://github.com/sgl-project/sglang/pull/29792"],
+)
+def test_blockers_are_canonicalised_before_lookup(written):
+    head = results(red_hicache("a", blocked_by=(written,)))
+    comparison = compare(
+        head,
+        None,
+        blockers={"SGL-Project/SGLang#29792": BlockerState.OPEN},
+        default_repo="sgl-project/sglang",
+    )
+    delta = comparison.deltas[0]
+    assert delta.blockers[0].ref == "sgl-project/sglang#29792"
+    assert delta.verdict is Verdict.EXPECTED_RED
+    assert comparison.blockers_resolved
+
+
+def test_unresolved_or_unparsable_blockers_are_unknown():
+    head = results(
+        red_hicache("a", blocked_by=("o/r#1",)), red_hicache("b", blocked_by=("not a ref",))
+    )
+    comparison = compare(head, None)
+    assert [d.verdict for d in comparison.deltas] == [Verdict.UNKNOWN, Verdict.UNKNOWN]
+    assert comparison.deltas[1].blockers[0].ref is None
+    assert not comparison.blockers_resolved
+
+
+def test_counts_cover_every_test():
+    head = results(red_hicache("a"), check_result("b"), check_result("c", S.SKIPPED))
+    comparison = compare(head, None)
+    assert comparison.verdicts == {Verdict.REGRESSION: 1, Verdict.OK: 1, Verdict.SKIPPED: 1}
+
+
+def write(tmp_path: Path, document: object) -> Path:
+    path = tmp_path / "base.json"
+    path.write_text(json.dumps(document))
+    return path
+
+
+def test_baseline_of_another_schema_version_is_a_reason(tmp_path: Path):
+    document = results_io.to_json(results(check_result("a")))
+    loaded = baseline.load(write(tmp_path, {**document, "schema_version": 2}))
+    assert loaded.results is None
+    assert "schema_version 2 is not supported" in loaded.unavailable
+
+
+def test_missing_baseline_file_is_a_reason(tmp_path: Path):
+    loaded = baseline.load(tmp_path / "nope.json")
+    assert loaded.results is None and "does not exist" in loaded.unavailable
+
+
+def test_readable_baseline_loads(tmp_path: Path):
+    original = results(check_result("a"))
+    loaded = baseline.load(write(tmp_path, results_io.to_json(original)))
+    assert loaded == Baseline(original, "")
+
+
+def test_kl_change_needs_both_sides():
+    head = results(dataclasses.replace(check_result("a"), kl_div=None))
+    assert compare(head, results(check_result("a"))).deltas[0].kl_change is None
+
+
+def test_blocker_states_may_be_keyed_by_parsed_references():
+    head = results(red_hicache("a", blocked_by=("o/r#1",)))
+    comparison = compare(head, None, blockers={BlockerRef("o", "r", 1): BlockerState.OPEN})
+    assert comparison.deltas[0].verdict is Verdict.EXPECTED_RED

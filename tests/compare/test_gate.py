@@ -1,0 +1,141 @@
+"""The merge gate: per-test verdicts (the blocked-by table of issue 7) and the run's decision."""
+
+from __future__ import annotations
+
+import pytest
+from golden_scenarios import check_result
+
+from kl_bitexact.compare.blockers import BlockerState
+from kl_bitexact.compare.gate import (
+    FailOn,
+    Policy,
+    Verdict,
+    decide,
+    excused_by_base,
+    gates,
+    verdict,
+)
+from kl_bitexact.errors import ExitCode
+from kl_bitexact.results.model import Status
+
+OPEN, MERGED, CLOSED, UNKNOWN = (
+    BlockerState.OPEN,
+    BlockerState.MERGED,
+    BlockerState.CLOSED,
+    BlockerState.UNKNOWN,
+)
+
+
+@pytest.mark.parametrize(
+    ("state", "status", "expected", "gating"),
+    [
+        (OPEN, Status.FAILED, Verdict.EXPECTED_RED, False),
+        (OPEN, Status.PASSED, Verdict.UNEXPECTED_GREEN, False),
+        (MERGED, Status.FAILED, Verdict.REGRESSION, True),
+        (MERGED, Status.PASSED, Verdict.UNBLOCKED, False),
+        (CLOSED, Status.FAILED, Verdict.STALE_MARKER, True),
+        (CLOSED, Status.PASSED, Verdict.STALE_MARKER, False),
+        (UNKNOWN, Status.FAILED, Verdict.UNKNOWN, True),
+        (UNKNOWN, Status.PASSED, Verdict.UNKNOWN, True),
+    ],
+)
+def test_every_row_of_the_blocked_by_table(state, status, expected, gating):
+    test = check_result("t", status, blocked_by=("o/r#1",))
+    assert verdict(test, [state]) is expected
+    assert gates(expected, test, Policy(FailOn.FAILURE)) is gating
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        (Status.PASSED, Verdict.OK),
+        (Status.FAILED, Verdict.REGRESSION),
+        (Status.ERROR, Verdict.INFRA),
+        (Status.NOT_RUN, Verdict.INFRA),
+        (Status.SKIPPED, Verdict.SKIPPED),
+    ],
+)
+def test_unblocked_tests_follow_their_status(status, expected):
+    assert verdict(check_result("t", status), []) is expected
+
+
+def test_not_run_is_never_excused_by_an_open_blocker():
+    test = check_result("t", Status.NOT_RUN, blocked_by=("o/r#1",))
+    assert verdict(test, [OPEN]) is Verdict.INFRA
+
+
+def test_an_error_with_an_open_blocker_is_expected_red():
+    test = check_result("t", Status.ERROR, blocked_by=("o/r#1",))
+    assert verdict(test, [OPEN]) is Verdict.EXPECTED_RED
+
+
+def test_any_open_blocker_keeps_a_test_blocked():
+    test = check_result("t", Status.FAILED, blocked_by=("o/r#1", "o/r#2"))
+    assert verdict(test, [MERGED, OPEN]) is Verdict.EXPECTED_RED
+
+
+def test_strict_makes_unexpected_green_gate():
+    test = check_result("t", blocked_by=("o/r#1",))
+    assert not gates(Verdict.UNEXPECTED_GREEN, test, Policy())
+    assert gates(Verdict.UNEXPECTED_GREEN, test, Policy(strict=True))
+
+
+def test_unknown_blockers_can_be_allowed():
+    test = check_result("t", Status.FAILED, blocked_by=("o/r#1",))
+    assert not gates(Verdict.UNKNOWN, test, Policy(allow_unknown=True))
+
+
+def test_never_mode_gates_nothing():
+    test = check_result("t", Status.FAILED)
+    assert not gates(Verdict.REGRESSION, test, Policy(FailOn.NEVER))
+
+
+@pytest.mark.parametrize(
+    ("head", "base", "excused"),
+    [
+        (Status.FAILED, Status.FAILED, True),
+        (Status.FAILED, Status.ERROR, True),
+        (Status.NOT_RUN, Status.NOT_RUN, True),
+        (Status.FAILED, Status.PASSED, False),
+        (Status.NOT_RUN, Status.PASSED, False),
+        (Status.FAILED, Status.NOT_RUN, False),
+        (Status.FAILED, None, False),
+    ],
+)
+def test_regression_mode_excuses_only_what_the_base_already_showed(head, base, excused):
+    test = check_result("t", head)
+    base_test = None if base is None else check_result("t", base)
+    assert excused_by_base(verdict(test, []), test, base_test) is excused
+
+
+def test_a_merged_blocker_still_red_is_never_excused_by_the_base():
+    test = check_result("t", Status.FAILED, blocked_by=("o/r#1",))
+    assert not excused_by_base(Verdict.REGRESSION, test, test)
+
+
+def test_decision_names_the_reasons_most_severe_first():
+    decision = decide({Verdict.UNKNOWN: 1, Verdict.REGRESSION: 2}, executed=5, policy=Policy())
+    assert (decision.passed, decision.exit_code) == (False, ExitCode.GATE_FAILED)
+    assert decision.reasons == ("2 regressions", "1 blocker of unknown state")
+    assert decision.label == "gate failed"
+
+
+def test_decision_passes_with_nothing_gating():
+    decision = decide({}, executed=1, policy=Policy())
+    assert (decision.passed, decision.exit_code, decision.label) == (True, 0, "gate passed")
+
+
+@pytest.mark.parametrize("fail_on", list(FailOn))
+def test_nothing_executed_could_not_run_whatever_the_policy(fail_on):
+    decision = decide({}, executed=0, policy=Policy(fail_on))
+    assert decision.exit_code is ExitCode.COULD_NOT_RUN
+    assert not decision.passed
+
+
+def test_report_only_passes_and_says_so():
+    decision = decide({}, executed=3, policy=Policy(FailOn.NEVER))
+    assert (decision.passed, decision.verdict, decision.label) == (
+        True,
+        "passed",
+        "report only (gate off)",
+    )

@@ -1,0 +1,114 @@
+"""A stdlib HTTP server speaking sglang's native protocol over FakeEngine, for tests of
+the adapter and of the server lifecycle (crash, hang, never healthy, out of memory).
+
+Run: python tests/helpers/fake_sglang_server.py --port P [--crash-after N] [--hang-after N]
+     [--never-healthy] [--oom] [--page-size N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from fake_engine import FakeEngine
+
+from kl_bitexact.run.engines.base import SamplingParams
+
+
+def serve(args: argparse.Namespace) -> None:
+    engine = FakeEngine(page_size=args.page_size)
+    generates = {"count": 0}
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *items: object) -> None:
+            print(format % items, flush=True)
+
+        def _send(self, status: int, body: object) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            if self.path == "/health":
+                self._send(503 if args.never_healthy else 200, {})
+            elif self.path == "/get_server_info":
+                self._send(200, engine.server_info())
+            else:
+                self._send(404, {"error": self.path})
+
+        def do_POST(self) -> None:
+            body = json.loads(
+                self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"null"
+            )
+            if self.path == "/flush_cache":
+                engine.flush()
+                self._send(200, {})
+                return
+            generates["count"] += 1
+            if args.crash_after is not None and generates["count"] > args.crash_after:
+                if args.oom:
+                    print(
+                        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+                        flush=True,
+                    )
+                os._exit(1)
+            if args.hang_after is not None and generates["count"] > args.hang_after:
+                time.sleep(3600)
+            self._send(200, answer(engine, body))
+
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    print(f"fake sglang pid {os.getpid()} listening on {args.port}", flush=True)
+    server.serve_forever()
+
+
+def answer(engine: FakeEngine, body: dict) -> list[dict]:
+    sampling = body["sampling_params"]
+    prompts = body["input_ids"]
+    if sampling["max_new_tokens"] == 0 and body.get("logprob_start_len") == 0:
+        replays = engine.replay(prompts)
+        return [
+            {
+                "output_ids": [],
+                "meta_info": {
+                    "input_token_logprobs": [
+                        [lp, t, None] for lp, t in zip(r.input_logprobs, p, strict=True)
+                    ],
+                    "output_token_logprobs": [],
+                    "cached_tokens": 0,
+                    "prompt_tokens": len(p),
+                },
+            }
+            for r, p in zip(replays, prompts, strict=True)
+        ]
+    params = SamplingParams(max_new_tokens=sampling["max_new_tokens"])
+    return [
+        {
+            "output_ids": list(g.output_ids),
+            "meta_info": {
+                "output_token_logprobs": [
+                    [lp, t, None] for lp, t in zip(g.output_logprobs, g.output_ids, strict=True)
+                ],
+                "cached_tokens": g.cached_tokens,
+                "prompt_tokens": g.prompt_tokens,
+                "finish_reason": {"type": "length", "length": len(g.output_ids)},
+            },
+        }
+        for g in engine.generate(prompts, params)
+    ]
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--page-size", type=int, default=4)
+    parser.add_argument("--crash-after", type=int)
+    parser.add_argument("--hang-after", type=int)
+    parser.add_argument("--never-healthy", action="store_true")
+    parser.add_argument("--oom", action="store_true")
+    serve(parser.parse_args())

@@ -1,0 +1,285 @@
+"""The scenarios whose rendered comments are kept as golden files in tests/golden/.
+
+Each is a real situation from the seeds (sglang PRs 34356, 34405, 35293) or an edge the
+report must handle. `python tests/golden/refresh.py` re-renders them and shows the diff.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kl_bitexact.compare.baseline import Baseline
+from kl_bitexact.compare.blockers import BlockerState
+from kl_bitexact.compare.comparison import compare
+from kl_bitexact.compare.gate import FailOn, Policy
+from kl_bitexact.registry.findings_file import Finding
+from kl_bitexact.report import render
+from kl_bitexact.results import model as r
+
+GOLDEN_DIR = Path(__file__).parents[1] / "golden"
+LINKS = render.Links(
+    run="https://github.com/sgl-project/sglang/actions/runs/123456",
+    artifact="https://github.com/sgl-project/sglang/actions/runs/123456/artifacts/789",
+)
+BLOCKER = "sgl-project/sglang#29792"
+MULTITURN_WARNING = (
+    "mamba track interval 256 is not a multiple of page size 128: half the prompts cannot hit"
+)
+
+
+def check_result(
+    test_id: str, status: r.Status = r.Status.PASSED, **changes: object
+) -> r.TestResult:
+    """A 32-sample multi-turn check, bit-exact unless `changes` say otherwise."""
+    base = r.TestResult(
+        id=test_id,
+        check="multiturn",
+        status=status,
+        kl_div=0.0,
+        kl_threshold=1e-9,
+        kl_per_sample=(0.0,) * 32,
+        exact=r.ExactMatch(tokens=4096, mismatched=0),
+        cache_hits=r.CacheHits(hit=32, total=32, min_ratio=0.99, expected=32),
+        duration_s=41.2,
+    )
+    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+def red_hicache(test_id: str, **changes: object) -> r.TestResult:
+    """PR 34356 before PR 29792: host-memory round trip changed the last bits."""
+    per_sample = tuple(1.906e-4 if i % 2 else 0.0 for i in range(32))
+    divergences = tuple(
+        r.Divergence(
+            sample=i,
+            token_index=128,
+            cached_tokens=640,
+            decode_logprob=-2.3125,
+            replay_logprob=-2.3125002,
+            hint="first token after a restored track checkpoint (interval 128)",
+        )
+        for i in range(1, 32, 2)
+    )
+    measured: dict[str, object] = {
+        "kl_div": 9.53e-05,
+        "kl_per_sample": per_sample,
+        "exact": r.ExactMatch(tokens=4096, mismatched=1040),
+        "first_divergence": divergences,
+        "message": "avg KL 9.53e-05 >= threshold 1e-09",
+    }
+    return check_result(test_id, r.Status.FAILED, **{**measured, **changes})
+
+
+def results(
+    *tests: r.TestResult, suite: str = "hicache-mamba", commit: str = "1a2b3c4d5e6f"
+) -> r.Results:
+    server = r.ServerInfo(
+        "sglang",
+        ("--page-size", "128", "--mamba-track-interval", "128", "--enable-hierarchical-cache"),
+        88.0,
+    )
+    return r.Results(
+        run=r.RunInfo(
+            commit=commit, ref="refs/pull/34356/merge", started_at="2026-11-29T09:00:00Z"
+        ),
+        suites=(r.SuiteResult(suite, server, tests),),
+    )
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    head: r.Results
+    base: r.Results | Baseline | None
+    blockers: dict[str, BlockerState] | None = None
+    policy: Policy = field(default_factory=Policy)
+    findings: tuple[Finding, ...] = ()
+    budget: int | None = render.COMMENT_LIMIT
+    links: render.Links = LINKS
+
+    def render(self) -> str:
+        comparison = compare(
+            self.head,
+            self.base,
+            blockers=self.blockers,
+            policy=self.policy,
+            default_repo="sgl-project/sglang",
+        )
+        return render.comment(
+            comparison, key="bitexact", findings=self.findings, links=self.links, budget=self.budget
+        )
+
+
+GREEN = (
+    check_result("test_hicache_mamba.py::test_prefix_hit"),
+    check_result("test_hicache_mamba.py::test_branching", cache_hits=r.CacheHits(31, 32, 0.9, 31)),
+)
+
+
+def _expected_red() -> Scenario:
+    head = results(
+        red_hicache("test_hicache_mamba.py::test_multiturn", blocked_by=(BLOCKER,)), *GREEN
+    )
+    base = results(*GREEN, commit="0f9e8d7c6b5a")
+    return Scenario("expected_red_blocker_open", head, base, {BLOCKER: BlockerState.OPEN})
+
+
+def _blocker_merged() -> Scenario:
+    still_red = red_hicache("test_hicache_mamba.py::test_multiturn", blocked_by=(BLOCKER,))
+    now_green = check_result("test_hicache_mamba.py::test_two_turns", blocked_by=("#29792",))
+    head = results(still_red, now_green, *GREEN)
+    base = results(still_red, dataclasses.replace(now_green, status=r.Status.FAILED), *GREEN)
+    return Scenario("blocker_merged", head, base, {BLOCKER: BlockerState.MERGED})
+
+
+def _too_few_hits() -> Scenario:
+    flaky = check_result(
+        "test_mamba_decode.py::test_decode_cache_hit",
+        r.Status.FAILED,
+        check="decode_cache_hit",
+        cache_hits=r.CacheHits(hit=16, total=32, min_ratio=0.5, expected=16),
+        message="Too few decode cache hits: 16/32",
+        warnings=(MULTITURN_WARNING,),
+    )
+    base = dataclasses.replace(
+        flaky, status=r.Status.PASSED, message="", cache_hits=r.CacheHits(17, 32, 0.5, 16)
+    )
+    return Scenario("too_few_cache_hits", results(flaky, *GREEN), results(base, *GREEN))
+
+
+def _revert_then_red() -> Scenario:
+    reverted = check_result(
+        "test_dspark.py::test_spec_prefill_graph",
+        r.Status.FAILED,
+        kl_div=0.110,
+        kl_per_sample=tuple(0.11 + 0.01 * (i % 5) for i in range(32)),
+        exact=r.ExactMatch(4096, 4001),
+        cache_hits=r.CacheHits(31, 32, 0.9, 31),
+        message="avg KL 1.10e-01 >= threshold 1e-09 (fix reverted on purpose)",
+    )
+    base = dataclasses.replace(
+        reverted,
+        status=r.Status.PASSED,
+        kl_div=0.0,
+        kl_per_sample=(0.0,) * 32,
+        exact=r.ExactMatch(4096, 0),
+        message="",
+    )
+    policy = Policy(FailOn.FAILURE)
+    return Scenario(
+        "revert_then_red",
+        results(reverted, suite="dspark"),
+        results(base, suite="dspark"),
+        policy=policy,
+    )
+
+
+def _baseline_unavailable() -> Scenario:
+    unavailable = Baseline(
+        None,
+        "base.json: schema_version 2 is not supported "
+        "(this kl-bitexact 0.1.0 reads schema_version 1)",
+    )
+    return Scenario("baseline_unavailable", results(*GREEN), unavailable)
+
+
+def _local_report() -> Scenario:
+    head = results(red_hicache("test_hicache_mamba.py::test_multiturn"), *GREEN)
+    return Scenario("local_no_base_no_links", head, None, links=render.Links())
+
+
+def _nothing_ran() -> Scenario:
+    head = results(
+        check_result(
+            "test_a.py::test_cache_disabled",
+            r.Status.NOT_RUN,
+            kl_div=None,
+            kl_per_sample=(),
+            exact=None,
+            cache_hits=None,
+            message="radix cache disabled: nothing to compare",
+        ),
+        check_result(
+            "test_a.py::test_gb300_only",
+            r.Status.SKIPPED,
+            kl_div=None,
+            kl_per_sample=(),
+            exact=None,
+            cache_hits=None,
+        ),
+    )
+    return Scenario("nothing_ran", head, results(*GREEN))
+
+
+HOSTILE = (
+    "x|y`z` @octocat @org/team #1 sgl-project/sglang#1 <img src=x onerror=alert(1)> "
+    "</details> ]]> [a](https://evil.example) **b** \u202e"
+)
+
+
+def _hostile() -> Scenario:
+    test = red_hicache(
+        "test_evil.py::test_" + HOSTILE,
+        check=HOSTILE,
+        message="line one\n</pre></details><script>alert(1)</script>\n"
+        "::set-output name=x::y\n@maintainers",
+        warnings=(HOSTILE,),
+        blocked_by=(HOSTILE,),
+        first_divergence=(r.Divergence(sample=0, token_index=1, hint=HOSTILE),),
+    )
+    findings = (Finding(HOSTILE, 3, HOSTILE, "error", HOSTILE, HOSTILE),)
+    head = results(test, suite="suite " + HOSTILE)
+    return Scenario("hostile_strings", head, None, {}, findings=findings)
+
+
+def _findings() -> Scenario:
+    findings = (
+        Finding(
+            "test/registered/test_mamba_decode.py",
+            12,
+            "unlisted-suite",
+            "error",
+            "registered to suite 'stage-c-test-4-gpu-b200-mamba', which is not in the CI allowlist",
+            "add it to the allowlist in test/run_suite.py",
+        ),
+        Finding(
+            "test/registered/test_dspark.py",
+            None,
+            "no-workflow",
+            "warning",
+            "no workflow dispatches suite 'dspark'",
+            "",
+        ),
+    )
+    return Scenario("registration_findings", results(*GREEN), results(*GREEN), findings=findings)
+
+
+def _trimmed() -> Scenario:
+    failing = [red_hicache(f"test_many.py::test_failing_{i}") for i in range(3)]
+    passing = [check_result(f"test_many.py::test_passing_{i:03d}") for i in range(300)]
+    head = results(*failing, *passing, suite="many")
+    return Scenario("trimmed_to_budget", head, results(*passing, suite="many"), budget=9000)
+
+
+SCENARIOS: tuple[Callable[[], Scenario], ...] = (
+    _expected_red,
+    _blocker_merged,
+    _too_few_hits,
+    _revert_then_red,
+    _baseline_unavailable,
+    _local_report,
+    _nothing_ran,
+    _hostile,
+    _findings,
+    _trimmed,
+)
+
+
+def all_scenarios() -> list[Scenario]:
+    return [make() for make in SCENARIOS]
+
+
+def golden_path(scenario: Scenario) -> Path:
+    return GOLDEN_DIR / f"{scenario.name}.md"

@@ -1,0 +1,62 @@
+"""llama.cpp's real `llama-server` for the integration tests: find or build the binary
+(scripts/build-llama-server.sh, cached per version) and the command that serves a model."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from kl_bitexact.run import server
+from kl_bitexact.suite.spec import PORT_PLACEHOLDER, ServerSpec
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+BUILD_SCRIPT = REPO_ROOT / "scripts" / "build-llama-server.sh"
+STARTUP_TIMEOUT_S = 60.0
+
+
+def llama_server_binary() -> Path:
+    """$KL_BITEXACT_LLAMA_SERVER, else the build script's cached binary (built if absent)."""
+    given = os.environ.get("KL_BITEXACT_LLAMA_SERVER")
+    if given:
+        return Path(given)
+    built = subprocess.run(
+        ["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, text=True, check=True
+    )
+    return Path(built.stdout.strip().splitlines()[-1])
+
+
+def llama_server_command(model: Path, workdir: Path, *, slot_actions: bool = True) -> list[str]:
+    """Serve `model` on `{port}`.
+
+    Four slots, so each sample of a small batch keeps its own cache; `--cache-ram 0` and
+    `--slot-save-path` so that erasing the slots really empties every cache; one thread.
+    Flash attention off: on CPU it makes a one-token decode step differ from a prefill by up
+    to ~1e-3 in logprob (docs/engines.md), which would drown the cache's last-bit drift.
+    """
+    command = [str(llama_server_binary()), "-m", str(model), "--host", "127.0.0.1"]
+    command += ["--port", PORT_PLACEHOLDER, "-np", "4", "-c", "4096", "-t", "1", "-fa", "off"]
+    command += ["--cache-ram", "0"]
+    if not slot_actions:
+        return command
+    slots = workdir / "slots"
+    slots.mkdir(exist_ok=True)
+    return [*command, "--slot-save-path", f"{slots}/"]
+
+
+@contextmanager
+def running_llama_server(model: Path, workdir: Path, *, slot_actions: bool = True) -> Iterator[str]:
+    """Launched the way `kl-bitexact run` launches a suite's server; yields the base URL."""
+    spec = ServerSpec(
+        engine="openai",
+        dialect="llamacpp",
+        command=tuple(llama_server_command(model, workdir, slot_actions=slot_actions)),
+        startup_timeout=STARTUP_TIMEOUT_S,
+    )
+    running = server.launch(spec, workdir / "llama-server.log", label="llama-server")
+    try:
+        yield running.base_url
+    finally:
+        running.stop()

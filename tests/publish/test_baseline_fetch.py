@@ -1,0 +1,128 @@
+"""Fetching the base branch's results artifact: choice of run, shards, and distrust."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from gh_constants import FAST, REPO, TOKEN
+
+from kl_bitexact.compare.baseline import Baseline
+from kl_bitexact.publish import baseline_fetch
+from kl_bitexact.publish.client import Target, connect
+from kl_bitexact.results import io as results_io
+from kl_bitexact.results import model as r
+from kl_bitexact.testing.fake_github import FakeGitHub
+from kl_bitexact.testing.fake_state import Fault, Run
+
+NAME = "kl-bitexact-results"
+
+
+def _results(*ids: str) -> bytes:
+    tests = tuple(r.TestResult(id=i, check="match", status=r.Status.PASSED) for i in ids)
+    suite = r.SuiteResult("s", r.ServerInfo("reference"), tests)
+    return results_io.dumps(r.Results(suites=(suite,))).encode()
+
+
+def _fetch(fake_github: FakeGitHub, target: Target) -> Baseline:
+    client = connect(target, FAST)
+    return baseline_fetch.fetch(client, REPO, "ci.yml", "main", NAME, TOKEN)
+
+
+def test_shards_in_one_artifact_are_merged(fake_github: FakeGitHub, target: Target) -> None:
+    files = {"shard-0/results.json": _results("a"), "shard-1/results.json": _results("b")}
+    fake_github.world.add_run(REPO, Run(id=1, workflow="ci.yml"), files, NAME)
+    fetched = _fetch(fake_github, target)
+    assert fetched.results is not None, fetched.unavailable
+    assert [t.id for _, t in fetched.results.all_tests()] == ["a", "b"]
+
+
+def test_failed_runs_other_branches_and_other_artifacts_are_passed_over(
+    fake_github: FakeGitHub, target: Target
+) -> None:
+    world = fake_github.world
+    world.add_run(
+        REPO,
+        Run(id=1, workflow="ci.yml", created_at="2026-01-01T00:00:00Z"),
+        {"results.json": _results("good")},
+        NAME,
+    )
+    world.add_run(
+        REPO,
+        Run(id=2, workflow="ci.yml", conclusion="failure"),
+        {"results.json": _results("failed-run")},
+        NAME,
+    )
+    world.add_run(
+        REPO,
+        Run(id=3, workflow="ci.yml", branch="feature"),
+        {"results.json": _results("other-branch")},
+        NAME,
+    )
+    world.add_run(REPO, Run(id=4, workflow="ci.yml"), {"log.txt": b"x"}, "logs")
+    world.add_run(
+        REPO, Run(id=5, workflow="other.yml"), {"results.json": _results("other-workflow")}, NAME
+    )
+    fetched = _fetch(fake_github, target)
+    assert fetched.results is not None, fetched.unavailable
+    assert [t.id for _, t in fetched.results.all_tests()] == ["good"]
+
+
+def test_an_archive_that_is_not_a_zip_is_a_reason_not_a_crash(
+    fake_github: FakeGitHub, target: Target
+) -> None:
+    artifact = fake_github.world.add_run(REPO, Run(id=1, workflow="ci.yml"), {}, NAME)
+    artifact.archive = b"this is not a zip"
+    assert _fetch(fake_github, target).unavailable == (
+        f"fetching the baseline failed: artifact {NAME}: not a zip archive"
+    )
+
+
+def test_an_oversized_artifact_is_not_downloaded(
+    fake_github: FakeGitHub, target: Target, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_github.world.add_run(REPO, Run(id=1, workflow="ci.yml"), {"r.json": _results("a")}, NAME)
+    monkeypatch.setattr(baseline_fetch, "MAX_ARCHIVE_BYTES", 100)
+    assert "over the 100-byte limit" in _fetch(fake_github, target).unavailable
+    assert not any("/_fake/blobs" in e["path"] for e in fake_github.world.requests)
+
+
+def test_member_names_cannot_escape_the_scratch_directory(
+    fake_github: FakeGitHub, target: Target
+) -> None:
+    files = {"../../../../tmp/kl-bitexact-escape.json": _results("a")}
+    fake_github.world.add_run(REPO, Run(id=1, workflow="ci.yml"), files, NAME)
+    fetched = _fetch(fake_github, target)
+    assert fetched.results is not None, fetched.unavailable
+    assert not Path("/tmp/kl-bitexact-escape.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("ref", "name"),
+    [
+        ("octo/engine/.github/workflows/bitexact.yml@refs/pull/7/merge", "bitexact.yml"),
+        ("octo/engine/.github/workflows/ci.yaml@refs/heads/main", "ci.yaml"),
+        (None, None),
+        ("garbage", None),
+    ],
+)
+def test_workflow_file_from_github_workflow_ref(ref: str | None, name: str | None) -> None:
+    assert baseline_fetch.workflow_file(ref) == name
+
+
+def test_a_blob_download_that_fails_is_a_reason(fake_github: FakeGitHub, target: Target) -> None:
+    fake_github.world.add_run(REPO, Run(id=1, workflow="ci.yml"), {"r.json": _results("a")}, NAME)
+    # Expired between listing and download; 5xx would be retried, a 404 is final.
+    fake_github.add_fault(Fault("GET", "^/_fake/blobs/", 404, {"message": "BlobNotFound"}))
+    reason = _fetch(fake_github, target).unavailable
+    assert reason == (
+        f"fetching the baseline failed: the download answered 404 while downloading artifact {NAME}"
+    )
+
+
+def test_a_blob_502_is_retried(fake_github: FakeGitHub, target: Target) -> None:
+    fake_github.world.add_run(REPO, Run(id=1, workflow="ci.yml"), {"r.json": _results("a")}, NAME)
+    fake_github.add_fault(Fault("GET", "^/_fake/blobs/", 502, {"message": "Bad Gateway"}))
+    fetched = _fetch(fake_github, target)
+    assert fetched.results is not None, fetched.unavailable
+    assert fake_github.world.faults == []  # the 502 was served, then the retry succeeded

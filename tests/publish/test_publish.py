@@ -1,0 +1,381 @@
+"""`kl-bitexact publish` end to end against the spec-checked local GitHub."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gh_constants import FAST_ENV, REPO, TOKEN
+
+from kl_bitexact import cli
+from kl_bitexact.results import io as results_io
+from kl_bitexact.results import model as r
+from kl_bitexact.testing.fake_github import FakeGitHub
+from kl_bitexact.testing.fake_state import Fault, Run
+
+HEAD_SHA = "d" * 40
+BLOCKERS = {
+    "open": {"pulls": [{"number": 11, "state": "open"}]},
+    "merged": {"pulls": [{"number": 12, "state": "closed", "merged": True}]},
+    "closed": {"pulls": [{"number": 13, "state": "closed"}]},
+}
+
+
+def _test(test_id: str, red: bool = False, blocked_by: tuple[str, ...] = ()) -> r.TestResult:
+    return r.TestResult(
+        id=test_id,
+        check="multiturn",
+        status=r.Status.FAILED if red else r.Status.PASSED,
+        kl_div=9.53e-05 if red else 0.0,
+        kl_threshold=1e-9,
+        exact=r.ExactMatch(tokens=4096, mismatched=1040 if red else 0),
+        cache_hits=r.CacheHits(hit=32, total=32, min_ratio=0.99, expected=32),
+        blocked_by=blocked_by,
+    )
+
+
+def _write(path: Path, *tests: r.TestResult, commit: str = HEAD_SHA) -> Path:
+    suite = r.SuiteResult("hicache-mamba", r.ServerInfo("reference"), tests)
+    results_io.write_atomic(r.Results(run=r.RunInfo(commit=commit), suites=(suite,)), path)
+    return path
+
+
+@pytest.fixture
+def env(fake_github: FakeGitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The environment of a publish step on pull request #7, pointed at the fake."""
+    fake_github.world.seed(
+        {"repos": {REPO: {"pulls": [{"number": 7, "head_sha": HEAD_SHA, "base_ref": "main"}]}}}
+    )
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"pull_request": {"number": 7}}))
+    values = {
+        **FAST_ENV,
+        "GITHUB_TOKEN": TOKEN,
+        "GITHUB_API_URL": fake_github.url,
+        "GITHUB_REPOSITORY": REPO,
+        "GITHUB_EVENT_PATH": str(event),
+        "GITHUB_WORKFLOW": "bitexact",
+        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+        "GITHUB_SERVER_URL": "https://github.com",
+        "GITHUB_RUN_ID": "4242",
+    }
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    return values
+
+
+def _comments(fake_github: FakeGitHub) -> list[str]:
+    return [comment.body for comment in fake_github.world.repos[REPO].comments]
+
+
+def _statuses(fake_github: FakeGitHub) -> list[dict[str, Any]]:
+    return fake_github.world.repos[REPO].statuses
+
+
+def _comment_writes(fake_github: FakeGitHub) -> list[str]:
+    return [
+        entry["method"]
+        for entry in fake_github.world.requests
+        if entry["method"] != "GET" and "/statuses/" not in entry["path"]
+    ]
+
+
+def test_publish_creates_then_edits_then_leaves_the_comment_alone(
+    fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    green = _write(tmp_path / "green.json", _test("t::a"), _test("t::b"))
+    red = _write(tmp_path / "red.json", _test("t::a"), _test("t::b", red=True))
+    assert cli.main(["publish", str(green)]) == 0
+    assert cli.main(["publish", str(red), "--annotations"]) == 1
+    assert any(line.startswith("::error ") for line in capsys.readouterr().out.splitlines())
+    assert cli.main(["publish", str(red)]) == 1
+    assert _comment_writes(fake_github) == ["POST", "PATCH"]
+    (body,) = _comments(fake_github)
+    assert body.startswith("<!-- kl-bitexact:bitexact -->\n")
+    assert "gate failed: 1 regression" in body
+    states = [(s["sha"], s["state"], s["context"]) for s in _statuses(fake_github)]
+    assert (
+        states
+        == [(HEAD_SHA, "success", "kl-bitexact")] + [(HEAD_SHA, "failure", "kl-bitexact")] * 2
+    )
+    assert _statuses(fake_github)[-1]["description"] == "gate failed: 1 regression"
+    assert (
+        _statuses(fake_github)[-1]["target_url"]
+        == "https://github.com/octo/engine/actions/runs/4242"
+    )
+    summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text()
+    assert summary.count("kl-bitexact: gate") == 3  # appended by each step
+    out = capsys.readouterr().out.splitlines()
+    assert (
+        out[-1]
+        == "kl-bitexact: comment unchanged (id 1001); status failure: gate failed: 1 regression"
+    )
+
+
+def test_the_status_goes_to_the_commit_that_was_tested(
+    fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
+) -> None:
+    tested = "a" * 40  # the PR has moved on to HEAD_SHA since this run started
+    Path(env["GITHUB_EVENT_PATH"]).write_text(
+        json.dumps({"pull_request": {"number": 7, "head": {"sha": tested}}})
+    )
+    assert cli.main(["publish", str(_write(tmp_path / "r.json", _test("t::a")))]) == 0
+    assert [s["sha"] for s in _statuses(fake_github)] == [tested]
+
+
+def test_a_502_then_success_still_publishes_once(
+    fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
+) -> None:
+    fake_github.add_fault(Fault("POST", r"/issues/7/comments$", 502, {"message": "Bad Gateway"}))
+    secondary = {"message": "You have exceeded a secondary rate limit.", "documentation_url": ""}
+    fake_github.add_fault(Fault("POST", r"/statuses/", 403, secondary, {"Retry-After": "1"}))
+    assert cli.main(["publish", str(_write(tmp_path / "r.json", _test("t::a")))]) == 0
+    assert len(_comments(fake_github)) == 1
+    assert [s["state"] for s in _statuses(fake_github)] == ["success"]
+    statuses = [e["status"] for e in fake_github.world.requests if e["method"] == "POST"]
+    assert statuses == [502, 201, 403, 201]
+
+
+def test_a_missing_pull_request_exits_2_with_a_clear_message(
+    env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = _write(tmp_path / "r.json", _test("t::a"))
+    assert cli.main(["publish", str(results), "--pr", "99"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "kl-bitexact: error: GitHub answered 404 while reading pull request octo/engine#99: "
+        "Not Found\n"
+    )
+    assert "hint: check the repository and number" in err
+    assert "Traceback" not in err
+
+
+def test_no_pull_request_in_the_event_is_a_config_error(
+    env: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.delenv("GITHUB_EVENT_PATH")
+    assert cli.main(["publish", str(_write(tmp_path / "r.json", _test("t::a")))]) == 2
+    assert "no pull request number" in capsys.readouterr().err
+
+
+def test_invalid_results_are_refused_before_anything_is_posted(
+    fake_github: FakeGitHub,
+    env: dict[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    bad = tmp_path / "r.json"
+    bad.write_text('{"schema_version": 1, "suites": "not a list"}')
+    assert cli.main(["publish", str(bad)]) == 2
+    assert f"{bad}: invalid results" in capsys.readouterr().err
+    assert fake_github.world.requests == []
+
+
+# --- blocked-by: every row of the table -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("blocker", "red", "options", "code", "phrase"),
+    [
+        ("open", True, [], 0, "expected red"),
+        ("open", False, [], 0, "unexpected green"),
+        ("open", False, ["--strict"], 1, "unexpected green"),
+        ("merged", True, [], 1, "octo/engine#12 merged but this test is still red"),
+        ("merged", False, [], 0, "remove the `blocked_by` marker"),
+        ("closed", True, [], 1, "stale marker"),
+        ("closed", False, [], 0, "stale marker"),
+        ("unknown", True, [], 1, "unknown"),
+        ("unknown", False, [], 1, "unknown"),
+        ("unknown", True, ["--allow-unknown-blockers"], 0, "unknown"),
+    ],
+)
+def test_each_row_of_the_blocked_by_table(
+    fake_github: FakeGitHub,
+    env: dict[str, str],
+    tmp_path: Path,
+    blocker: str,
+    red: bool,
+    options: list[str],
+    code: int,
+    phrase: str,
+) -> None:
+    for spec in BLOCKERS.values():
+        fake_github.world.seed({"repos": {REPO: spec}})
+    number = {"open": 11, "merged": 12, "closed": 13, "unknown": 404}[blocker]
+    results = _write(tmp_path / "r.json", _test("t::ok"), _test("t::blocked", red, (f"#{number}",)))
+    states_file = tmp_path / "states.json"
+    argv = ["publish", str(results), "--blockers-out", str(states_file), *options]
+    assert cli.main(argv) == code
+    assert json.loads(states_file.read_text()) == {f"{REPO}#{number}": blocker}
+    assert phrase in _comments(fake_github)[0]
+
+
+def test_issues_resolve_too_and_each_blocker_is_asked_once(
+    fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
+) -> None:
+    fake_github.world.seed(
+        {
+            "repos": {
+                REPO: {
+                    "issues": [
+                        {"number": 21, "state": "open"},
+                        {"number": 22, "state": "closed", "state_reason": "completed"},
+                        {"number": 23, "state": "closed", "state_reason": "not_planned"},
+                    ]
+                }
+            }
+        }
+    )
+    tests = [
+        _test(f"t::{n}-{copy}", blocked_by=(f"#{n}", f"https://github.com/{REPO}/issues/{n}"))
+        for n in (21, 22, 23)
+        for copy in range(3)
+    ]
+    states_file = tmp_path / "states.json"
+    results = _write(tmp_path / "r.json", *tests)
+    cli.main(["publish", str(results), "--blockers-out", str(states_file)])
+    assert json.loads(states_file.read_text()) == {
+        f"{REPO}#21": "open",
+        f"{REPO}#22": "merged",
+        f"{REPO}#23": "closed",
+    }
+    asked = [e["path"] for e in fake_github.world.requests if "/issues/2" in e["path"]]
+    assert sorted(asked) == [f"/repos/{REPO}/issues/{n}" for n in (21, 22, 23)]
+
+
+def test_given_blocker_states_are_used_without_asking(
+    fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
+) -> None:
+    states = tmp_path / "states.json"
+    states.write_text(json.dumps({f"{REPO}#11": "open"}))
+    results = _write(tmp_path / "r.json", _test("t::ok"), _test("t::b", True, ("#11",)))
+    assert cli.main(["publish", str(results), "--blockers", str(states)]) == 0
+    assert not any("/issues/11" in e["path"] for e in fake_github.world.requests)
+
+
+# --- the baseline from the base branch's newest successful run --------------------------
+
+
+def _seed_base_run(fake_github: FakeGitHub, tmp_path: Path, run_id: int, red: bool) -> None:
+    base = _write(tmp_path / f"base-{run_id}.json", _test("t::a", red=red), commit="b" * 40)
+    fake_github.world.add_run(
+        REPO,
+        Run(id=run_id, workflow="bitexact.yml", created_at=f"2026-11-0{run_id}T00:00:00Z"),
+        {"results.json": base.read_bytes()},
+        "kl-bitexact-results",
+    )
+
+
+def test_the_baseline_is_fetched_from_the_newest_successful_base_run(
+    fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
+) -> None:
+    _seed_base_run(fake_github, tmp_path, 1, red=False)
+    _seed_base_run(fake_github, tmp_path, 2, red=True)  # newer: red on base already
+    results = _write(tmp_path / "r.json", _test("t::a", red=True))
+    argv = ["publish", str(results), "--fetch-baseline", "--baseline-workflow", "bitexact.yml"]
+    assert cli.main(argv) == 0  # red on the base too: not this PR's regression
+    assert "still failing (red on base too)" in _comments(fake_github)[0]
+
+
+def test_no_base_run_is_reported_and_the_gate_fails_closed(
+    fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
+) -> None:
+    results = _write(tmp_path / "r.json", _test("t::a", red=True))
+    argv = ["publish", str(results), "--fetch-baseline", "--baseline-workflow", "bitexact.yml"]
+    assert cli.main(argv) == 1
+    assert (
+        "no successful bitexact.yml run on main has a kl-bitexact-results artifact"
+        in (_comments(fake_github)[0])
+    )
+
+
+def test_a_baseline_artifact_that_is_not_results_is_refused_not_trusted(
+    fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
+) -> None:
+    fake_github.world.add_run(
+        REPO,
+        Run(id=5, workflow="bitexact.yml"),
+        {"results.json": b'{"schema_version": 1}'},
+        "kl-bitexact-results",
+    )
+    results = _write(tmp_path / "r.json", _test("t::a"))
+    argv = ["publish", str(results), "--fetch-baseline", "--baseline-workflow", "bitexact.yml"]
+    assert cli.main(argv) == 0
+    assert "invalid results" in _comments(fake_github)[0]
+
+
+# --- as a process: racing publishers, and the token never shows -------------------------
+
+
+def _publish_process(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "kl_bitexact", "publish", *args],
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_two_racing_publish_processes_leave_one_comment(
+    fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
+) -> None:
+    fake_github.hold("POST", r"/issues/7/comments$", parties=2, timeout=60)
+    first = _write(tmp_path / "a.json", _test("t::a"))
+    second = _write(tmp_path / "b.json", _test("t::a"), _test("t::b"))
+    racers = [_publish_process(env, str(path)) for path in (first, second)]
+    outputs = [racer.communicate(timeout=120) for racer in racers]
+    assert [racer.returncode for racer in racers] == [0, 0], outputs
+    assert (
+        len(
+            [
+                e
+                for e in fake_github.world.requests
+                if e["method"] == "POST" and "/comments" in e["path"]
+            ]
+        )
+        == 2
+    )
+    assert len(_comments(fake_github)) == 1
+
+
+def test_the_token_never_appears_in_any_output(
+    fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
+) -> None:
+    results = _write(tmp_path / "r.json", _test("t::a"), _test("t::b", True, ("#11",)))
+    fake_github.add_fault(Fault("GET", r"/pulls/7$", 502, {"message": "Bad Gateway"}))
+    runs = [
+        _publish_process(env, str(results), "--annotations"),  # works after a retry
+        _publish_process(env, str(results), "--pr", "99"),  # 404
+        _publish_process({**env, "GITHUB_TOKEN": TOKEN + "x"}, str(results)),  # 401
+    ]
+    outputs = [run.communicate(timeout=120) for run in runs]
+    assert [run.returncode for run in runs] == [1, 2, 2]
+    seen = json.dumps(outputs) + Path(env["GITHUB_STEP_SUMMARY"]).read_text()
+    seen += json.dumps(fake_github.world.snapshot())
+    assert TOKEN not in seen
+    assert "Bad credentials" in outputs[2][1]
+
+
+def test_a_refused_comment_still_leaves_the_job_summary(
+    fake_github: FakeGitHub,
+    env: dict[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    forbidden = {"message": "Resource not accessible by integration", "documentation_url": ""}
+    fake_github.add_fault(Fault("POST", r"/issues/7/comments$", 403, forbidden))
+    results = _write(tmp_path / "r.json", _test("t::a"))
+    assert cli.main(["publish", str(results)]) == 2
+    err = capsys.readouterr().err
+    assert "GitHub answered 403 while writing the sticky comment on #7: Resource not" in err
+    assert "pull-requests: write" in err
+    assert "kl-bitexact: gate passed" in Path(env["GITHUB_STEP_SUMMARY"]).read_text()

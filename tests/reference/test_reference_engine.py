@@ -1,0 +1,200 @@
+"""The reference engine's cache semantics: geometry of hits, faults, speculative decoding."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from reference_scenarios import (
+    decode_cache_hit,
+    engine,
+    generate,
+    multiturn,
+    prefill_cache_hit,
+    prompts,
+    replay,
+)
+
+from kl_bitexact.reference.faults import Fault
+from kl_bitexact.reference.protocol import parse_generate
+
+NEW = 18  # one page plus two: with a track interval of two pages, half the turns can hit
+PROMPTS = prompts(16)
+
+
+def expected_cached(prompt: int, fed: int, limit: int, page: int, track: int, chunk: int) -> int:
+    """What a request may reuse of a sequence whose first `fed` tokens were computed, the
+    first `prompt` of them by prefill: the latest tracked state (only the latest is kept) if
+    it is page-aligned, else the last prefill chunk checkpoint; at most `limit` tokens."""
+    last_track = fed // track * track
+    candidates = list(range(chunk, min(prompt, limit) + 1, chunk))
+    if last_track <= limit and last_track % page == 0:
+        candidates.append(last_track)
+    return max(candidates, default=0)
+
+
+@pytest.mark.parametrize(("page", "track"), [(16, 16), (16, 32), (16, 24), (8, 32)])
+def test_decode_hits_follow_page_and_track_geometry(page, track):
+    target = engine(page_size=page, mamba_track_interval=track, chunked_prefill_size=64)
+    outcome = decode_cache_hit(target, PROMPTS, NEW)
+    # The last generated token is never fed; turn 2 may reuse up to prompt + outputs.
+    expected = [
+        expected_cached(len(p), len(p) + NEW - 1, len(p) + NEW, page, track, 64) for p in PROMPTS
+    ]
+    assert list(outcome.cached) == expected
+    assert outcome.mismatched == 0
+
+
+def test_track_interval_twice_the_page_loses_about_half_the_decode_hits():
+    firsts = prompts(32, seed=7)
+    aligned = decode_cache_hit(engine(page_size=16, mamba_track_interval=16), firsts, NEW)
+    doubled = decode_cache_hit(engine(page_size=16, mamba_track_interval=32), firsts, NEW)
+    assert aligned.hits == 32
+    assert 0.3 * 32 <= doubled.hits <= 0.7 * 32
+
+
+@pytest.mark.parametrize(("track", "chunk"), [(16, 32), (48, 32), (24, 64)])
+def test_prefill_hits_land_on_chunk_boundaries_or_the_last_track_point(track, chunk):
+    target = engine(page_size=16, mamba_track_interval=track, chunked_prefill_size=chunk)
+    outcome = prefill_cache_hit(target, PROMPTS, 4)
+    expected = [expected_cached(len(p), len(p), len(p) - 1, 16, track, chunk) for p in PROMPTS]
+    assert list(outcome.cached) == expected
+    assert outcome.mismatched == 0
+
+
+def test_disabled_radix_cache_never_hits():
+    outcome = prefill_cache_hit(engine(disable_radix_cache=True), PROMPTS[:4], 4)
+    assert outcome.hits == 0
+
+
+def test_replay_never_reuses_the_cache():
+    target = engine()
+    generate(target, PROMPTS[:2], 0)
+    assert [r.cached_tokens for r in generate(target, PROMPTS[:2], 0, start=0)] == [0, 0]
+
+
+def test_released_window_pages_block_a_hit_at_that_checkpoint():
+    target = engine(page_size=16, chunked_prefill_size=64, sliding_window_size=32)
+    prompt = PROMPTS[0][:200]
+    generate(target, [prompt], 0)
+    assert target.cache.match(prompt, 199).length == 192
+    node = target.cache.root
+    for index in range(12):  # walk to the page covering positions 176..191
+        node = node.children[tuple(prompt[index * 16 : (index + 1) * 16])]
+    node.device = dataclasses.replace(node.device, window_kv=None)
+    assert target.cache.match(prompt, 199).length == 128
+
+
+def test_eviction_keeps_the_device_budget_and_hits_stay_exact():
+    target = engine(max_total_tokens=512)
+    outcome = prefill_cache_hit(target, PROMPTS, 4)
+    assert target.cache.device_tokens <= 512
+    assert 0 < outcome.hits < len(PROMPTS)
+    assert outcome.mismatched == 0
+
+
+@pytest.mark.parametrize("policy", ["write_through", "write_back"])
+def test_host_tier_round_trip_is_bit_exact(policy):
+    target = engine(
+        max_total_tokens=512,
+        enable_hierarchical_cache=True,
+        hicache_write_policy=policy,
+        hicache_ratio=64,
+    )
+    outcome = prefill_cache_hit(target, PROMPTS, 4)
+    assert outcome.hits == len(PROMPTS)  # the host tier keeps what the device evicted
+    assert outcome.mismatched == 0
+
+
+SPECULATIVE = {"speculative_algorithm": "EAGLE", "speculative_num_draft_tokens": 4}
+
+
+def test_speculative_decoding_returns_what_ordinary_decoding_returns():
+    plain = generate(engine(), PROMPTS[:6], 12)
+    fast = generate(engine(**SPECULATIVE), PROMPTS[:6], 12)
+    assert [r.output_ids for r in fast] == [r.output_ids for r in plain]
+    assert [r.output_logprobs for r in fast] == [r.output_logprobs for r in plain]
+
+
+def test_speculative_overshoot_costs_a_few_decode_hits_but_never_exactness():
+    firsts = prompts(32, seed=7)
+    outcome = decode_cache_hit(engine(**SPECULATIVE), firsts, 32)
+    assert 0.8 * 32 <= outcome.hits < 32
+    assert outcome.mismatched == 0
+
+
+# Each fault and the check expected to catch it (docs/reference-engine.md), with the
+# server settings that check needs.
+HICACHE = {"enable_hierarchical_cache": True, "max_total_tokens": 512, "hicache_ratio": 64}
+FAULT_CASES = [
+    (Fault.CHECKPOINT_OFF_BY_ONE, "decode", {}),
+    (Fault.CHECKPOINT_OFF_BY_ONE, "prefill", {}),
+    (Fault.SWA_EARLY_RELEASE, "decode", {}),
+    (Fault.SWA_EARLY_RELEASE, "prefill", {}),
+    (Fault.HICACHE_LOSSY, "prefill", HICACHE),
+    (Fault.SPEC_OVERSHOOT_CACHED, "decode-32", SPECULATIVE),
+    (Fault.BRANCH_CHECKPOINT_REUSE, "multiturn", {}),
+]
+SCENARIOS = {
+    "decode": lambda target: decode_cache_hit(target, PROMPTS[:8], 16),
+    # Overshoot hits only some turns: the sglang-sized scenario.
+    "decode-32": lambda target: decode_cache_hit(target, prompts(32, seed=7), 32),
+    "prefill": lambda target: prefill_cache_hit(target, PROMPTS, 8),
+    "multiturn": multiturn,
+}
+
+
+@pytest.mark.parametrize(
+    ("fault", "scenario", "settings"),
+    FAULT_CASES,
+    ids=[f"{fault.value}-{scenario}" for fault, scenario, _ in FAULT_CASES],
+)
+def test_each_fault_makes_the_cached_path_differ(fault, scenario, settings):
+    healthy = SCENARIOS[scenario](engine(**settings))
+    faulty = SCENARIOS[scenario](engine(**settings, faults=frozenset([fault])))
+    assert healthy.mismatched == 0
+    assert faulty.mismatched > 0
+
+
+@pytest.mark.parametrize("fault", list(Fault))
+def test_faults_leave_the_uncached_path_untouched(fault):
+    sequences = PROMPTS[:3]
+    settings = {**HICACHE, **SPECULATIVE}
+    healthy = engine(**settings)
+    faulty = engine(**settings, faults=frozenset([fault]))
+    assert replay(faulty, sequences, 50) == replay(healthy, sequences, 50)
+    faulty.flush()
+    healthy.flush()
+    assert [r.output_logprobs for r in generate(faulty, sequences, 6)] == [
+        r.output_logprobs for r in generate(healthy, sequences, 6)
+    ]
+
+
+def test_plain_arithmetic_drifts_only_in_the_last_bits():
+    target = engine(enable_deterministic_inference=False)
+    target.flush()
+    generate(target, PROMPTS[:8], 0)
+    results = generate(target, PROMPTS[:8], 8)
+    target.flush()
+    fresh = replay(
+        target, [p + list(r.output_ids) for p, r in zip(PROMPTS[:8], results, strict=True)], 8
+    )
+    for result, scored in zip(results, fresh, strict=True):
+        assert result.cached_tokens > 0
+        for decoded, replayed in zip(result.output_logprobs, scored, strict=True):
+            assert abs(decoded - replayed) < 1e-4
+
+
+@pytest.mark.parametrize("settings", [{}, SPECULATIVE])
+def test_eos_stops_generation_unless_ignored(settings):
+    target = engine(**settings)
+    body = {"max_new_tokens": 300, "temperature": 50, "sampling_seed": 0}
+    requests, _ = parse_generate({"input_ids": [1, 2, 3], "sampling_params": body}, target.limits)
+    stopped = target.generate(requests)[0]
+    assert stopped.finish_reason == {"type": "stop", "matched": 0}
+    assert stopped.output_ids[-1] == 0 and 0 not in stopped.output_ids[:-1]
+    body["ignore_eos"] = True
+    requests, _ = parse_generate({"input_ids": [1, 2, 3], "sampling_params": body}, target.limits)
+    ignored = target.generate(requests)[0]
+    assert ignored.finish_reason == {"type": "length", "length": 300}
+    assert ignored.output_ids[: len(stopped.output_ids)] == stopped.output_ids

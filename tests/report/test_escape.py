@@ -1,0 +1,137 @@
+"""Escaping untrusted strings: Markdown (examples and properties) and workflow commands."""
+
+from __future__ import annotations
+
+import html
+import re
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kl_bitexact.report import escape
+
+FRAGMENTS = (
+    "|",
+    "`",
+    "```",
+    "\n",
+    "\r",
+    "\r\n",
+    "\u2028",
+    "@octocat",
+    "@org/team",
+    "#123",
+    "GH-7",
+    "o/r#9",
+    "<script>alert(1)</script>",
+    "</details>",
+    "<details>",
+    "</pre>",
+    "<!--",
+    "-->",
+    "&#64;x",
+    "&lt;",
+    "[x](https://evil.example)",
+    "www.evil.example",
+    "**b**",
+    "_i_",
+    "~~s~~",
+    "\\",
+    "\u202e",
+    "\x00",
+    "%",
+    ":",
+    ",",
+    "::error::",
+)
+hostile = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=12)), max_size=10).map(
+    "".join
+)
+
+MENTION = re.compile(r"@[A-Za-z0-9]")
+ISSUE_REF = re.compile(r"#\d|GH-\d", re.IGNORECASE)
+
+
+def assert_no_autolinks(rendered: str) -> None:
+    """After entity decoding (what GitHub's autolinkers see) nothing pings or links."""
+    seen = html.unescape(rendered)
+    assert not MENTION.search(seen)
+    assert not ISSUE_REF.search(seen)
+    assert "://" not in seen and "www." not in seen.lower()
+
+
+def assert_inline_safe(rendered: str) -> None:
+    assert not set(rendered) & set("<>|`\n\r\u2028\u202e\x00")
+    assert not re.search(r"[*_~\[\]\\]", rendered)
+    assert_no_autolinks(rendered)
+
+
+@given(hostile)
+def test_text_is_one_safe_line(value: str):
+    assert_inline_safe(escape.text(value))
+
+
+@given(hostile)
+def test_code_is_one_safe_code_element(value: str):
+    rendered = escape.code(value)
+    assert rendered.startswith("<code>") and rendered.endswith("</code>")
+    assert_inline_safe(rendered[len("<code>") : -len("</code>")])
+
+
+@given(hostile)
+def test_block_keeps_lines_but_cannot_close_the_pre(value: str):
+    rendered = escape.block(value)
+    inner = rendered[len("<pre>") : -len("</pre>")]
+    assert rendered.startswith("<pre>") and rendered.endswith("</pre>")
+    assert "<" not in inner and ">" not in inner
+    assert_no_autolinks(inner)
+
+
+@given(st.text(), st.integers(min_value=1, max_value=300))
+def test_clip_bounds_the_length(value: str, limit: int):
+    assert len(escape.clip(value, limit)) <= limit
+
+
+def test_text_examples():
+    assert escape.text("a|b") == "a&#124;b"
+    assert escape.text("hi @octocat") == "hi @\u2060octocat"
+    assert escape.text("see #12") == "see #\u206012"
+    assert escape.text("x\ny") == "x y"
+    assert escape.text("<b>") == "&lt;b&gt;"
+    assert escape.text("abcdef", limit=4) == "abc…"
+
+
+def test_entities_in_the_input_are_shown_not_decoded():
+    assert escape.text("&#64;x") == "&amp;#\u206064;x"
+
+
+# --- workflow commands ------------------------------------------------------------------
+
+
+def runner_unescape(value: str, *, property_: bool) -> str:
+    """What the Actions runner does to a command's data or property value."""
+    pairs = [("%0D", "\r"), ("%0A", "\n")]
+    if property_:
+        pairs += [("%3A", ":"), ("%2C", ",")]
+    for escaped, raw in [*pairs, ("%25", "%")]:
+        value = value.replace(escaped, raw)
+    return value
+
+
+@given(hostile)
+def test_command_data_round_trips_and_stays_on_one_line(value: str):
+    escaped = escape.command_data(value)
+    assert "\n" not in escaped and "\r" not in escaped
+    assert runner_unescape(escaped, property_=False) == value
+
+
+@given(hostile)
+def test_command_property_round_trips_without_separators(value: str):
+    escaped = escape.command_property(value)
+    assert not set(escaped) & set("\r\n:,")
+    assert runner_unescape(escaped, property_=True) == value
+
+
+def test_command_examples():
+    assert escape.command_property("a:b,c%\n") == "a%3Ab%2Cc%25%0A"
+    assert escape.command_data("50%\r\n::set-env") == "50%25%0D%0A::set-env"

@@ -1,0 +1,205 @@
+"""`kl-bitexact report` as a user runs it: a real subprocess, real files, exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from golden_scenarios import BLOCKER, check_result, red_hicache, results
+
+from kl_bitexact.registry.findings_file import Finding, parse
+from kl_bitexact.results import io as results_io
+from kl_bitexact.results import model as r
+
+NO_GITHUB = {
+    "GITHUB_SERVER_URL": "",
+    "GITHUB_REPOSITORY": "",
+    "GITHUB_RUN_ID": "",
+    "GITHUB_WORKFLOW": "",
+}
+
+
+def write_results(path: Path, *tests: r.TestResult, suite: str = "hicache-mamba") -> Path:
+    results_io.write_atomic(results(*tests, suite=suite), path)
+    return path
+
+
+@pytest.fixture
+def red_blocked(tmp_path: Path) -> Path:
+    return write_results(
+        tmp_path / "head.json", red_hicache("multiturn", blocked_by=(BLOCKER,)), check_result("b")
+    )
+
+
+def test_markdown_on_stdout_and_the_gate_as_exit_code(cli, tmp_path: Path):
+    head = write_results(tmp_path / "head.json", red_hicache("a"), check_result("b"))
+    done = cli(["report", str(head)], env=NO_GITHUB)
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.startswith(
+        "<!-- kl-bitexact:kl-bitexact -->\n## ❌ kl-bitexact: gate failed"
+    )
+    assert "baseline unavailable: no baseline given" in done.stdout
+
+
+def test_fail_on_never_reports_without_failing(cli, tmp_path: Path):
+    head = write_results(tmp_path / "head.json", red_hicache("a"))
+    assert cli(["report", str(head), "--fail-on", "never"], env=NO_GITHUB).returncode == 0
+
+
+def test_json_verdict_and_markdown_to_file(cli, tmp_path: Path, red_blocked: Path):
+    blockers = tmp_path / "blockers.json"
+    blockers.write_text(json.dumps({BLOCKER: "open"}))
+    out = tmp_path / "comment.md"
+    done = cli(
+        ["report", str(red_blocked), "--blockers", str(blockers), "--json", "--out", str(out)],
+        env=NO_GITHUB,
+    )
+    assert done.returncode == 0, done.stderr
+    verdict = json.loads(done.stdout)
+    assert verdict["verdict"] == "passed"
+    assert verdict["counts"] == {"expected_red": 1, "ok": 1}
+    assert "expected red until sgl-project/sglang#29792 merges - open" in out.read_text()
+
+
+def test_without_blocker_states_a_blocked_test_fails_closed(cli, red_blocked: Path):
+    done = cli(["report", str(red_blocked), "--json"], env=NO_GITHUB)
+    assert done.returncode == 1
+    assert json.loads(done.stdout)["reasons"] == ["1 blocker of unknown state"]
+    allowed = cli(["report", str(red_blocked), "--allow-unknown-blockers"], env=NO_GITHUB)
+    assert allowed.returncode == 0
+
+
+def test_strict_fails_an_unexpected_green(cli, tmp_path: Path):
+    head = write_results(tmp_path / "head.json", check_result("a", blocked_by=(BLOCKER,)))
+    blockers = tmp_path / "blockers.json"
+    blockers.write_text(json.dumps({BLOCKER: "open"}))
+    args = ["report", str(head), "--blockers", str(blockers)]
+    assert cli(args, env=NO_GITHUB).returncode == 0
+    assert cli([*args, "--strict"], env=NO_GITHUB).returncode == 1
+
+
+def test_baseline_deltas_and_an_unsupported_baseline(cli, tmp_path: Path):
+    head = write_results(tmp_path / "head.json", red_hicache("a"))
+    base = write_results(tmp_path / "base.json", check_result("a"))
+    done = cli(["report", str(head), "--baseline", str(base)], env=NO_GITHUB)
+    assert "| +9.53e-05 |" in done.stdout and "regressed" in done.stdout
+    document = json.loads(base.read_text())
+    base.write_text(json.dumps({**document, "schema_version": 2}))
+    done = cli(["report", str(head), "--baseline", str(base)], env=NO_GITHUB)
+    assert done.returncode == 1
+    assert "baseline unavailable:" in done.stdout and "schema&#95;version 2" in done.stdout
+
+
+def test_missing_baseline_is_reported_not_fatal(cli, tmp_path: Path):
+    head = write_results(tmp_path / "head.json", check_result("a"))
+    done = cli(["report", str(head), "--baseline", str(tmp_path / "none.json")], env=NO_GITHUB)
+    assert done.returncode == 0, done.stderr
+    assert "baseline unavailable:" in done.stdout and "does not exist" in done.stdout
+
+
+def test_shards_are_merged(cli, tmp_path: Path):
+    one = write_results(tmp_path / "1.json", check_result("a"), suite="s1")
+    two = write_results(tmp_path / "2.json", check_result("b"), suite="s2")
+    done = cli(["report", str(one), str(two), "--json"], env=NO_GITHUB)
+    assert [t["id"] for t in json.loads(done.stdout)["tests"]] == ["a", "b"]
+
+
+def test_nothing_executed_could_not_run(cli, tmp_path: Path):
+    head = write_results(tmp_path / "head.json", check_result("a", r.Status.NOT_RUN))
+    done = cli(["report", str(head)], env=NO_GITHUB)
+    assert done.returncode == 2
+    assert "could not run: no test executed" in done.stdout
+    verdict = json.loads(cli(["report", str(head), "--json"], env=NO_GITHUB).stdout)
+    assert (verdict["verdict"], verdict["exit_code"]) == ("could_not_run", 2)
+
+
+def test_job_summary_is_appended_and_annotations_printed(cli, tmp_path: Path):
+    head = write_results(tmp_path / "head.json", red_hicache("a", message="bad\nvery bad"))
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier step\n")
+    env = {
+        **NO_GITHUB,
+        "GITHUB_SERVER_URL": "https://github.com",
+        "GITHUB_REPOSITORY": "o/r",
+        "GITHUB_RUN_ID": "9",
+    }
+    done = cli(
+        ["report", str(head), "--annotations", "--job-summary", str(summary), "--out", "/dev/null"],
+        env=env,
+    )
+    assert (
+        done.stdout == "::error title=kl-bitexact regression%3A hicache-mamba a::bad%0Avery bad\n"
+    )
+    text = summary.read_text()
+    assert text.startswith("earlier step\n## ❌ kl-bitexact: gate failed")
+    assert "(https://github.com/o/r/actions/runs/9)" in text
+
+
+def test_key_defaults_to_the_workflow_name(cli, tmp_path: Path):
+    head = write_results(tmp_path / "head.json", check_result("a"))
+    done = cli(["report", str(head)], env={**NO_GITHUB, "GITHUB_WORKFLOW": "Bit-exact B200"})
+    assert done.stdout.startswith("<!-- kl-bitexact:Bit-exact B200 -->")
+
+
+def test_findings_file(cli, tmp_path: Path):
+    head = write_results(tmp_path / "head.json", check_result("a"))
+    findings = tmp_path / "findings.json"
+    finding = {
+        "file": "test/registered/t.py",
+        "line": 4,
+        "code": "unlisted-suite",
+        "severity": "error",
+        "message": "suite 'x' is not in the allowlist",
+        "fix": "add it",
+    }
+    findings.write_text(json.dumps({"findings": [finding]}))
+    done = cli(["report", str(head), "--findings", str(findings)], env=NO_GITHUB)
+    assert "### Registration findings" in done.stdout
+    assert "<code>test/registered/t.py:4</code>" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("option", "content", "message"),
+    [
+        ("--blockers", '{"o/r#1": "maybe"}', "state 'maybe' is not one of open, merged"),
+        ("--blockers", '{"nonsense": "open"}', "is not a pull request or issue reference"),
+        ("--blockers", "[", "not JSON"),
+        ("--findings", '{"findings": [{"file": "a"}]}', "findings[0].severity must be a string"),
+        ("--findings", '{"other": []}', 'expected an object with a "findings" list'),
+    ],
+)
+def test_bad_side_files_are_one_line_errors(cli, tmp_path: Path, option, content, message):
+    head = write_results(tmp_path / "head.json", check_result("a"))
+    side = tmp_path / "side.json"
+    side.write_text(content)
+    done = cli(["report", str(head), option, str(side)], env=NO_GITHUB)
+    assert done.returncode == 2
+    assert message in done.stderr and str(side) in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_bad_results_file_is_exit_2(cli, tmp_path: Path):
+    bad = tmp_path / "head.json"
+    bad.write_text('{"schema_version": 1, "suites": [')
+    done = cli(["report", str(bad)], env=NO_GITHUB)
+    assert done.returncode == 2 and "truncated" in done.stderr
+
+
+def test_findings_parse_keeps_every_field():
+    document = {
+        "findings": [
+            {"file": "a.py", "line": None, "code": "c", "severity": "warning", "message": "m"}
+        ]
+    }
+    assert parse(document) == (Finding("a.py", None, "c", "warning", "m", ""),)
+
+
+def test_lone_surrogates_from_json_do_not_crash_the_writers(cli, tmp_path: Path):
+    head = write_results(tmp_path / "head.json", red_hicache("a"))
+    document = head.read_text().replace('"id": "a"', '"id": "a\\ud800"')
+    head.write_text(document)
+    summary = tmp_path / "summary.md"
+    done = cli(["report", str(head), "--annotations", "--job-summary", str(summary)], env=NO_GITHUB)
+    assert done.returncode == 1, done.stderr
+    assert "hicache-mamba a\ufffd::" in done.stdout and "<code>a</code>" in summary.read_text()

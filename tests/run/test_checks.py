@@ -1,0 +1,113 @@
+"""The check plans against an in-process engine: phases, verdicts, never vacuous."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from fake_engine import FakeEngine
+
+from kl_bitexact.results import io as results_io
+from kl_bitexact.results import model as results
+from kl_bitexact.results.model import Status
+from kl_bitexact.run.checks import run_check
+from kl_bitexact.suite.spec import TestSpec
+
+SMALL = dict(samples=6, prompt_tokens=(20, 40), max_new_tokens=12, vocab_size=500)
+
+
+def spec(check: str, **changes) -> TestSpec:
+    base = TestSpec(name=check, check=check, **SMALL)
+    if check == "multiturn":
+        base = TestSpec(
+            name=check,
+            check=check,
+            groups=2,
+            branches=3,
+            samples=6,
+            prefix_tokens=24,
+            turn_suffix_tokens=(8, 6),
+            max_new_tokens=5,
+            vocab_size=500,
+        )
+    return dataclasses.replace(base, **changes)
+
+
+CHECKS = ["match", "prefill_cache_hit", "decode_cache_hit", "multiturn"]
+
+
+@pytest.mark.parametrize("check", CHECKS)
+def test_a_correct_engine_passes_with_kl_exactly_zero(check):
+    result = run_check(FakeEngine(page_size=4), spec(check), f"suite::{check}")
+    assert result.status is Status.PASSED, result.message
+    assert result.kl_div == 0.0 and result.exact is not None
+    assert result.exact.mismatched == 0 and result.exact.tokens > 0
+    assert result.id == f"suite::{check}"
+    results_io.dumps(
+        results.Results(suites=(results.SuiteResult("s", results.ServerInfo("x"), (result,)),))
+    )
+
+
+@pytest.mark.parametrize("check", ["prefill_cache_hit", "decode_cache_hit", "multiturn"])
+def test_drift_on_the_cached_path_fails_and_is_localised(check):
+    result = run_check(FakeEngine(page_size=4, drift=1e-3), spec(check))
+    assert result.status is Status.FAILED
+    assert "avg KL" in result.message
+    assert result.first_divergence and result.first_divergence[0].token_index == 0
+    assert (
+        "restored prefix" in result.first_divergence[0].hint
+        or "cached" in result.first_divergence[0].hint
+    )
+
+
+def test_exact_mode_fails_on_a_difference_under_the_kl_gate():
+    engine = FakeEngine(page_size=4, drift=1e-9)
+    loose = run_check(engine, spec("prefill_cache_hit"))
+    strict = run_check(engine, spec("prefill_cache_hit", exact=True))
+    assert loose.status is Status.PASSED and loose.exact.mismatched > 0
+    assert strict.status is Status.FAILED and "logprobs differ" in strict.message
+
+
+@pytest.mark.parametrize("check", ["prefill_cache_hit", "decode_cache_hit", "multiturn"])
+def test_disabled_radix_cache_is_not_run_never_passed(check):
+    result = run_check(FakeEngine(disable_radix_cache=True), spec(check))
+    assert result.status is Status.NOT_RUN and "radix cache disabled" in result.message
+
+
+def test_unreported_cached_tokens_is_not_run():
+    result = run_check(FakeEngine(report_cached=False), spec("decode_cache_hit"))
+    assert result.status is Status.NOT_RUN and "cached_tokens" in result.message
+
+
+def test_too_few_hits_fails_with_sglangs_words_and_the_prediction():
+    # page 64 > every prompt: no prefix can be reused at all
+    result = run_check(FakeEngine(page_size=64), spec("prefill_cache_hit"))
+    assert result.status is Status.FAILED
+    assert "Too few prefill cache hits: 0/6" in result.message
+    assert result.cache_hits.expected == 0
+    assert result.warnings and "only 0/6" in result.warnings[0]
+
+
+def test_decode_phases_are_batched_and_flush_before_each_cold_phase():
+    engine = FakeEngine(page_size=4)
+    run_check(engine, spec("decode_cache_hit"))
+    assert engine.calls == ["flush", "generate(6, 12)", "generate(6, 12)", "flush", "replay(6)"]
+
+
+@pytest.mark.parametrize("samples", [32, 4])
+def test_multiturn_sends_groups_x_branches_whatever_samples_says(samples):
+    # A spec built in code keeps `samples` at its single-turn default (32) or any value;
+    # only the suite parser sets it to groups x branches.
+    result = run_check(FakeEngine(page_size=4), spec("multiturn", samples=samples))
+    assert result.status is Status.PASSED, result.message
+    assert result.cache_hits is not None and result.cache_hits.total == 2 * 3
+
+
+def test_multiturn_detects_a_wrong_cached_token_count():
+    engine = FakeEngine(page_size=4)
+    result = run_check(engine, spec("multiturn", prefix_tokens=26))  # 26 is not page aligned
+    assert result.status is Status.PASSED, result.message  # exact mode floors to the page
+    engine = FakeEngine(page_size=4, track_interval=8)
+    result = run_check(engine, spec("multiturn"))  # exact rules, but the engine resumes per 8
+    assert result.status is Status.FAILED and "cached_tokens assertion failed" in result.message
+    assert run_check(engine, spec("multiturn", cache_assert="mamba")).status is Status.PASSED

@@ -1,0 +1,220 @@
+"""The OpenAI-compatible adapter against a local server shaped like vLLM (helpers/fake_vllm.py),
+and llama.cpp's answer parsing on answers recorded from a real llama-server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fake_vllm import MODEL, FakeVllmState, logprob, running_fake_vllm
+
+from kl_bitexact.errors import ConfigError, EngineError
+from kl_bitexact.results.model import Status
+from kl_bitexact.run.checks import run_check
+from kl_bitexact.run.engines import llamacpp
+from kl_bitexact.run.engines.base import SamplingParams
+from kl_bitexact.run.engines.openai import OpenAIEngine, connect
+from kl_bitexact.suite.spec import TestSpec, parse
+
+PROMPTS = [tuple(range(200, 211)), tuple(range(300, 309))]
+
+
+@pytest.fixture
+def fake() -> Iterator[tuple[OpenAIEngine, FakeVllmState]]:
+    with running_fake_vllm() as (url, state):
+        yield connect(url), state
+
+
+def spec(check: str, **overrides: object) -> TestSpec:
+    fields: dict[str, object] = {
+        "name": check,
+        "check": check,
+        "samples": 4,
+        "prompt_tokens": (9, 14),
+        "max_new_tokens": 6,
+        "vocab_size": 1000,
+        "min_cache_hit_ratio": 0.5,
+    }
+    return TestSpec(**{**fields, **overrides})  # type: ignore[arg-type]
+
+
+def test_detects_vllm_and_reports_its_model(fake: tuple[OpenAIEngine, FakeVllmState]) -> None:
+    engine, _ = fake
+    assert engine.dialect.name == "vllm"
+    assert engine.server_info() == {"dialect": "vllm", "model": MODEL, "max_model_len": 4096}
+
+
+def test_generate_sends_token_ids_and_reads_ids_logprobs_and_cached_tokens(
+    fake: tuple[OpenAIEngine, FakeVllmState],
+) -> None:
+    engine, state = fake
+    first = engine.generate(PROMPTS, SamplingParams(max_new_tokens=3, seed=5))
+    again = engine.generate(PROMPTS[:1], SamplingParams(max_new_tokens=3, seed=5))
+
+    # The prompts of a batch go out concurrently, in any order.
+    body = next(b for _, b in state.requests if b and b["prompt"] == list(PROMPTS[0]))
+    assert body["return_tokens_as_token_ids"] is True
+    assert (body["max_tokens"], body["seed"], body["logprobs"]) == (3, 5, 1)
+    assert [len(g.output_ids) for g in first] == [3, 3]
+    sequence = list(PROMPTS[0])
+    for token, value in zip(first[0].output_ids, first[0].output_logprobs, strict=True):
+        sequence.append(token)
+        assert value == logprob(sequence)
+    assert [g.cached_tokens for g in first] == [0, 0]
+    assert again[0].cached_tokens == 8  # two whole blocks of 4; the last token is computed
+    assert again[0].prompt_tokens == len(PROMPTS[0])
+
+
+def test_replay_uses_prompt_logprobs_and_reproduces_a_cold_decode(
+    fake: tuple[OpenAIEngine, FakeVllmState],
+) -> None:
+    engine, state = fake
+    generation = engine.generate(PROMPTS[:1], SamplingParams(max_new_tokens=3))[0]
+    replay = engine.replay([PROMPTS[0] + generation.output_ids])[0]
+
+    body = state.requests[-1][1]
+    assert body["prompt_logprobs"] == 0
+    assert replay.input_logprobs[0] is None
+    assert len(replay.input_logprobs) == len(PROMPTS[0]) + 3
+    assert replay.last(3) == generation.output_logprobs
+    assert replay.cached_tokens == 0
+
+
+def test_warm_up_keeps_no_output(fake: tuple[OpenAIEngine, FakeVllmState]) -> None:
+    engine, state = fake
+    warm = engine.generate(PROMPTS, SamplingParams(max_new_tokens=0))
+    assert [g.output_ids for g in warm] == [(), ()]
+    assert state.requests[-1][1]["max_tokens"] == 1  # vLLM rejects 0
+
+
+def test_flush_resets_the_prefix_cache(fake: tuple[OpenAIEngine, FakeVllmState]) -> None:
+    engine, state = fake
+    engine.generate(PROMPTS[:1], SamplingParams(max_new_tokens=1))
+    engine.flush()
+    assert state.cache == set()
+    assert engine.generate(PROMPTS[:1], SamplingParams(max_new_tokens=1))[0].cached_tokens == 0
+
+
+def test_flush_without_dev_mode_names_the_fix() -> None:
+    with running_fake_vllm(FakeVllmState(dev_mode=False)) as (url, _):
+        engine = connect(url)
+        with pytest.raises(EngineError) as error:
+            engine.flush()
+    assert "reset_prefix_cache" in error.value.message
+    assert error.value.hint is not None and "VLLM_SERVER_DEV_MODE=1" in error.value.hint
+
+
+def test_unreported_cached_tokens_are_unknown_not_zero() -> None:
+    with running_fake_vllm(FakeVllmState(report_cached=False)) as (url, _):
+        generation = connect(url).generate(PROMPTS[:1], SamplingParams(max_new_tokens=1))[0]
+    assert generation.cached_tokens is None
+
+
+def test_server_errors_name_the_url_and_status(fake: tuple[OpenAIEngine, FakeVllmState]) -> None:
+    engine, state = fake
+    state.fail_with = 500
+    with pytest.raises(EngineError, match=r"/v1/completions answered 500: .*engine is sad"):
+        engine.generate(PROMPTS[:1], SamplingParams(max_new_tokens=1))
+
+
+def test_an_unreachable_server_is_an_engine_error() -> None:
+    with running_fake_vllm() as (url, _):
+        pass
+    with pytest.raises(EngineError, match="failed"):
+        connect(url, dialect="vllm")
+
+
+def test_unknown_dialect_is_a_config_error(fake: tuple[OpenAIEngine, FakeVllmState]) -> None:
+    engine, _ = fake
+    with pytest.raises(ConfigError, match="'tgi' is not a known dialect"):
+        connect(engine.client.base_url, dialect="tgi")
+
+
+def test_a_server_with_neither_props_nor_version_needs_a_dialect() -> None:
+    with running_fake_vllm() as (url, _), pytest.raises(ConfigError) as error:
+        connect(url + "/nowhere")
+    assert error.value.hint == "set server.dialect: vllm | llamacpp in the suite"
+
+
+@pytest.mark.parametrize("check", ["match", "prefill_cache_hit", "decode_cache_hit"])
+def test_checks_pass_exactly_on_a_consistent_server(
+    fake: tuple[OpenAIEngine, FakeVllmState], check: str
+) -> None:
+    engine, _ = fake
+    result = run_check(engine, spec(check, exact=True))
+    assert result.status is Status.PASSED, result.message
+    assert result.exact is not None and result.exact.tokens > 0
+    assert result.exact.mismatched == 0
+
+
+@pytest.mark.parametrize("check", ["prefill_cache_hit", "decode_cache_hit"])
+def test_drift_on_cache_hits_fails_exact_mode(check: str) -> None:
+    with running_fake_vllm(FakeVllmState(drift=2e-7)) as (url, _):
+        result = run_check(connect(url), spec(check, exact=True))
+    assert result.status is Status.FAILED
+    assert result.exact is not None and result.exact.mismatched == result.exact.tokens
+    assert result.kl_div is not None and 0 < result.kl_div < 1e-9
+    assert "logprobs differ" in result.message
+
+
+@pytest.mark.parametrize("check", ["prefill_cache_hit", "decode_cache_hit"])
+def test_cache_checks_are_not_run_when_cached_tokens_are_unreported(check: str) -> None:
+    with running_fake_vllm(FakeVllmState(report_cached=False)) as (url, _):
+        result = run_check(connect(url), spec(check))
+    assert result.status is Status.NOT_RUN
+    assert "cached_tokens" in result.message
+
+
+def test_suite_accepts_a_dialect_for_openai_only() -> None:
+    text = "name: s\nserver: {engine: openai, dialect: llamacpp, base_url: 'http://h:1'}\n"
+    text += "tests: [{name: t, check: match}]\n"
+    assert parse(text, source="s.yaml")[0].server.dialect == "llamacpp"
+    with pytest.raises(ConfigError, match=r"dialect.*one of vllm, llamacpp"):
+        parse(text.replace("llamacpp", "llama"), source="s.yaml")
+    with pytest.raises(ConfigError, match="only applies to engine: openai"):
+        parse(text.replace("engine: openai", "engine: sglang"), source="s.yaml")
+
+
+# --- llama.cpp answers (shapes recorded from llama-server, llama.cpp b1-0c1e570) ---------
+
+LLAMACPP_ANSWER = {
+    "choices": [
+        {
+            "text": "+\u000e",
+            "index": 0,
+            "logprobs": {
+                "content": [
+                    {"id": 46, "token": "+", "logprob": -1.2355107069015503, "top_logprobs": []},
+                    {"id": 17, "token": "\u000e", "logprob": -0.13977184891700745},
+                ]
+            },
+            "finish_reason": "length",
+        }
+    ],
+    "usage": {
+        "completion_tokens": 2,
+        "prompt_tokens": 16,
+        "total_tokens": 18,
+        "prompt_tokens_details": {"cached_tokens": 15},
+    },
+    "timings": {"cache_n": 15, "prompt_n": 1},
+}
+
+
+def test_llamacpp_generation_reads_ids_logprobs_and_cached_tokens() -> None:
+    generation = llamacpp.parse_generation(LLAMACPP_ANSWER, 2)
+    assert generation.output_ids == (46, 17)
+    assert generation.output_logprobs == (-1.2355107069015503, -0.13977184891700745)
+    assert (generation.cached_tokens, generation.prompt_tokens) == (15, 16)
+
+
+def test_llamacpp_cached_tokens_fall_back_to_timings_cache_n() -> None:
+    answer = {**LLAMACPP_ANSWER, "usage": {"prompt_tokens": 16}}
+    assert llamacpp.cached_tokens(answer) == 15
+    assert llamacpp.cached_tokens({"choices": []}) is None
+
+
+def test_llamacpp_replay_refuses_a_token_the_server_did_not_force() -> None:
+    with pytest.raises(EngineError, match="sampled 46, not the forced token 17"):
+        llamacpp.forced_logprob(LLAMACPP_ANSWER, 17, 5)
+    assert llamacpp.forced_logprob(LLAMACPP_ANSWER, 46, 5) == -1.2355107069015503

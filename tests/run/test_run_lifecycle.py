@@ -1,0 +1,285 @@
+"""`kl-bitexact run` as a user meets it, against real server processes: the stdlib fake
+sglang server in tests/helpers/fake_sglang_server.py crashes, hangs or never gets healthy on
+demand. Every case ends in a result and an exit code, never a hang or a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kl_bitexact.results import io as results_io
+from kl_bitexact.run.runner import DEATH_GRACE_S
+from kl_bitexact.run.server import Server, Teardown, free_port, launch, stop_group
+from kl_bitexact.suite.spec import ServerSpec
+
+FAKE = Path(__file__).parents[1] / "helpers" / "fake_sglang_server.py"
+TEST = (
+    "{name: %s, check: %s, samples: 3, prompt_tokens: [12, 20], max_new_tokens: 8, vocab_size: 500}"
+)
+
+
+def suite_yaml(
+    name: str, *fake_args: str, timeout: str = "", tests=("match", "decode_cache_hit")
+) -> str:
+    command = ", ".join(
+        json.dumps(a) for a in [sys.executable, str(FAKE), "--port", "{port}", *fake_args]
+    )
+    lines = [
+        f"- name: {name}",
+        "  server:",
+        "    engine: sglang",
+        f"    command: [{command}]",
+        "    startup_timeout: 3",
+    ]
+    if timeout:
+        lines.append(f"    request_timeout: {timeout}")
+    lines.append("  tests:")
+    lines += [f"    - {TEST % (check, check)}" for check in tests]
+    return "\n".join(lines) + "\n"
+
+
+def write(tmp_path: Path, *suites: str) -> Path:
+    path = tmp_path / "suite.yaml"
+    path.write_text("".join(suites))
+    return path
+
+
+def statuses(out: Path) -> dict[str, str]:
+    loaded = results_io.load(out / "results.json")
+    return {test.id: test.status.value for _, test in loaded.all_tests()}
+
+
+def messages(out: Path) -> dict[str, str]:
+    return {t.id: t.message for _, t in results_io.load(out / "results.json").all_tests()}
+
+
+def test_a_healthy_run_writes_results_report_and_log(cli, tmp_path):
+    out = tmp_path / "out"
+    result = cli(["run", str(write(tmp_path, suite_yaml("good"))), "--out", str(out)])
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert statuses(out) == {"good::match": "passed", "good::decode_cache_hit": "passed"}
+    assert re.search(r"PASSED +good::match +KL 0 +logprobs 0/\d+ differ", result.stdout)
+    report = (out / "report.md").read_text()
+    assert "gate passed" in report and "<code>good::decode&#95;cache&#95;hit</code> | 0 |" in report
+    assert "listening" in (out / "logs" / "good.log").read_text()
+
+
+def test_identical_servers_share_one_launch(cli, tmp_path):
+    out = tmp_path / "out"
+    spec = suite_yaml("first")
+    path = write(tmp_path, spec, spec.replace("first", "second"))
+    assert cli(["run", str(path), "--out", str(out)]).returncode == 0
+    loaded = results_io.load(out / "results.json")
+    assert [s.server.launch_s for s in loaded.suites][1] == 0.0
+    assert (out / "logs" / "first.log").read_text().count("listening on") == 1
+
+
+def test_a_crash_mid_run_errors_that_test_and_the_run_goes_on(cli, tmp_path):
+    out = tmp_path / "out"
+    path = write(
+        tmp_path,
+        suite_yaml("crashy", "--crash-after", "1", tests=("match", "decode_cache_hit")),
+        suite_yaml("after"),
+    )
+    result = cli(["run", str(path), "--out", str(out)])
+    assert statuses(out) == {
+        "crashy::match": "error",
+        "crashy::decode_cache_hit": "error",
+        "after::match": "passed",
+        "after::decode_cache_hit": "passed",
+    }
+    text = messages(out)["crashy::match"]
+    assert "server exited with code 1" in text and "listening on" in text  # the log's tail
+    assert "died earlier in this suite" in messages(out)["crashy::decode_cache_hit"]
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+
+
+def test_out_of_memory_is_called_out_as_infrastructure(cli, tmp_path):
+    out = tmp_path / "out"
+    path = write(tmp_path, suite_yaml("oom", "--crash-after", "1", "--oom", tests=("match",)))
+    result = cli(["run", str(path), "--out", str(out)])
+    assert result.returncode == 2
+    assert "infrastructure: out of memory (torch.OutOfMemoryError" in messages(out)["oom::match"]
+
+
+def test_a_server_slow_to_exit_after_its_connections_drop_is_still_seen_dead(tmp_path):
+    # Under load a crashed server is reaped seconds after its sockets close: the run must
+    # wait for the exit before it says whether the server died (and of what).
+    log = tmp_path / "server.log"
+    log.write_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    slow_exit = "import time; time.sleep(3); raise SystemExit(1)"
+    process = subprocess.Popen([sys.executable, "-c", slow_exit], start_new_session=True)
+    try:
+        dying = Server(f"http://127.0.0.1:{free_port()}", process=process, log_path=log)
+        report = dying.death_report(grace_s=DEATH_GRACE_S)
+    finally:
+        stop_group(process, Teardown(interrupt_s=1, terminate_s=1, kill_s=1))
+    assert report is not None and "server exited with code 1" in report
+    assert "infrastructure: out of memory (torch.OutOfMemoryError" in report
+
+
+def test_a_live_server_is_not_waited_for(tmp_path):
+    command = (sys.executable, str(FAKE), "--port", "{port}")
+    running = launch(ServerSpec("sglang", command, startup_timeout=30), tmp_path / "s.log")
+    try:
+        started = time.monotonic()
+        assert running.death_report(grace_s=DEATH_GRACE_S) is None
+        assert time.monotonic() - started < DEATH_GRACE_S / 2
+    finally:
+        running.stop()
+
+
+def test_a_never_healthy_server_is_an_error_after_the_startup_timeout(cli, tmp_path):
+    out = tmp_path / "out"
+    started = time.monotonic()
+    result = cli(
+        ["run", str(write(tmp_path, suite_yaml("sick", "--never-healthy"))), "--out", str(out)]
+    )
+    assert time.monotonic() - started < 60
+    assert result.returncode == 2, result.stdout
+    assert set(statuses(out).values()) == {"error"}
+    assert "did not answer 200 within 3 s" in messages(out)["sick::match"]
+    assert "no test ran to a verdict" in result.stdout
+
+
+def test_a_hanging_request_times_out_as_an_error(cli, tmp_path):
+    out = tmp_path / "out"
+    path = write(
+        tmp_path,
+        suite_yaml("hang", "--hang-after", "1", timeout="2", tests=("match",)),
+        suite_yaml("after", tests=("match",)),
+    )
+    started = time.monotonic()
+    result = cli(["run", str(path), "--out", str(out)])
+    assert time.monotonic() - started < 60
+    assert statuses(out) == {"hang::match": "error", "after::match": "passed"}
+    assert "did not answer within 2 s" in messages(out)["hang::match"]
+    assert result.returncode == 2
+
+
+def test_kill_9_keeps_every_finished_test(tmp_path):
+    out = tmp_path / "out"
+    path = write(
+        tmp_path, suite_yaml("slow", "--hang-after", "2", tests=("match", "decode_cache_hit"))
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kl_bitexact", "run", str(path), "--out", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (out / "results.json").exists():
+            time.sleep(0.1)
+        time.sleep(0.5)  # the second test is hanging now
+        process.kill()
+        process.wait()
+        assert statuses(out) == {"slow::match": "passed"}
+    finally:
+        pid = re.search(r"fake sglang pid (\d+)", (out / "logs" / "slow.log").read_text())
+        if pid:
+            os.kill(int(pid.group(1)), signal.SIGKILL)
+
+
+def test_github_actions_folds_each_suite(cli, tmp_path):
+    result = cli(
+        ["run", str(write(tmp_path, suite_yaml("gha"))), "--out", str(tmp_path / "o")],
+        env={"GITHUB_ACTIONS": "true"},
+    )
+    assert result.returncode == 0
+    assert (
+        result.stdout.index("::group::suite gha")
+        < result.stdout.index("gha::match")
+        < result.stdout.index("::endgroup::")
+    )
+
+
+def test_select_and_exact(cli, tmp_path):
+    out = tmp_path / "out"
+    path = write(tmp_path, suite_yaml("sel"))
+    result = cli(["run", str(path), "--out", str(out), "--select", "*::decode*", "--exact"])
+    assert result.returncode == 0
+    assert statuses(out) == {"sel::decode_cache_hit": "passed"}
+    result = cli(["run", str(path), "--out", str(out), "--select", "nothing"])
+    assert result.returncode == 2 and "--select nothing matched no test" in result.stderr
+    assert "sel::match" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "name: s\nserver: {engine: reference}\ntests: [{name: a, chek: match}]",
+            "tests[0].chek: unknown key",
+        ),
+        (
+            "name: s\nserver: {engine: reference}\ntests: [{name: a, check: match, samples: 0}]",
+            "tests[0].samples: expected an integer >= 1",
+        ),
+        ("- [unclosed", "invalid YAML at line"),
+    ],
+)
+def test_bad_suite_files_exit_2_naming_file_and_key(cli, tmp_path, text, expected):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    result = cli(["run", str(path), "--out", str(tmp_path / "o")])
+    assert result.returncode == 2
+    assert f"{path}: " in result.stderr and expected in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_suite_file(cli, tmp_path):
+    result = cli(["run", str(tmp_path / "absent.yaml")])
+    assert result.returncode == 2 and "absent.yaml: cannot read suite file" in result.stderr
+
+
+def test_teardown_ladder_kills_a_group_that_ignores_signals():
+    script = (
+        "import signal, subprocess, sys, time\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "print('ready', flush=True); time.sleep(60)\n"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, start_new_session=True
+    )
+    assert process.stdout is not None and process.stdout.readline() == b"ready\n"
+    started = time.monotonic()
+    stop_group(process, Teardown(interrupt_s=0.3, terminate_s=0.3, kill_s=5))
+    assert process.poll() == -signal.SIGKILL
+    assert time.monotonic() - started < 5
+    with pytest.raises(ProcessLookupError):
+        os.killpg(process.pid, 0)
+
+
+def test_ctrl_c_stops_the_server_and_exits_130(tmp_path):
+    out = tmp_path / "out"
+    path = write(tmp_path, suite_yaml("stuck", "--hang-after", "0", tests=("match",)))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kl_bitexact", "run", str(path), "--out", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    log = out / "logs" / "stuck.log"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and "POST /flush_cache" not in _text(log):
+        time.sleep(0.1)
+    pid = int(re.search(r"fake sglang pid (\d+)", _text(log)).group(1))
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130 and b"interrupted" in stderr
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def _text(path: Path) -> str:
+    return path.read_text() if path.exists() else ""

@@ -1,0 +1,171 @@
+"""The proof of issue 4 against the embedded reference engine (real server processes).
+
+- the bundled suite passes bit-exact: KL exactly 0, no differing logprob, every check;
+- revert-then-red: each reference fault turns at least one bundled check red, and the
+  first divergence is reported against the restored prefix and its boundaries;
+- misaligned geometry (track interval = 2 x page) is predicted, warned, and measured at
+  about half the decode hits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from kl_bitexact.reference.faults import Fault
+from kl_bitexact.results import io as results_io
+from kl_bitexact.results.model import Status
+from kl_bitexact.run.checks import run_check
+from kl_bitexact.run.engines.sglang import SglangEngine
+from kl_bitexact.run.runner import Plan, run_suites
+from kl_bitexact.run.server import launch
+from kl_bitexact.suite import spec as suite
+from kl_bitexact.suite.spec import ServerSpec, TestSpec
+
+
+class Silent:
+    def suite_started(self, item): ...
+
+    def test_finished(self, result): ...
+
+    def suite_finished(self, result): ...
+
+
+def test_bundled_suite_passes_bit_exact(cli, tmp_path):
+    out = tmp_path / "out"
+    result = cli(["run", "--out", str(out)])
+    assert result.returncode == 0, result.stdout + result.stderr
+    loaded = results_io.load(out / "results.json")
+    tests = [test for _, test in loaded.all_tests()]
+    assert {test.check for test in tests} == set(suite.CHECKS)
+    for test in tests:
+        assert test.status is Status.PASSED, (test.id, test.message)
+        assert test.kl_div == 0.0 and test.exact is not None
+        assert test.exact.mismatched == 0 and test.exact.tokens > 0
+    assert all(s.server.launch_s for s in loaded.suites)
+    comment = (out / "report.md").read_text()
+    assert comment.startswith("<!-- kl-bitexact:kl-bitexact -->")
+    assert "<code>reference-radix::multiturn</code> | 0 |" in comment
+    # The run ends with the PR comment it would post, then the tally.
+    assert comment.rstrip() in result.stdout
+    assert result.stdout.rstrip().endswith(f"and {out / 'report.md'}")
+
+
+# Which bundled test must go red under each fault: the check built for that bug class.
+FAULT_MATRIX = {
+    "hicache-lossy": "reference-hicache::prefill_cache_hit",
+    "checkpoint-off-by-one": "reference-radix::decode_cache_hit",
+    "spec-overshoot-cached": "reference-speculative::decode_cache_hit",
+    "swa-early-release": "reference-radix::prefill_cache_hit",
+    "branch-checkpoint-reuse": "reference-radix::multiturn",
+}
+
+
+def test_the_matrix_covers_every_reference_fault():
+    assert set(FAULT_MATRIX) == {fault.value for fault in Fault}
+
+
+@pytest.mark.parametrize("fault", sorted(FAULT_MATRIX))
+def test_each_fault_turns_its_check_red(fault, tmp_path: Path):
+    suite_name, test_name = FAULT_MATRIX[fault].split("::")
+    [bundled] = [s for s in suite.load_bundled() if s.name == suite_name]
+    [spec] = [t for t in bundled.tests if t.name == test_name]
+    server = dataclasses.replace(
+        bundled.server, command=(*bundled.server.command, "--fault", fault)
+    )
+    faulty = dataclasses.replace(bundled, server=server, tests=(spec,))
+    final = run_suites(Plan((faulty,), tmp_path / "logs"), Silent(), lambda partial: None)
+    [test] = [test for _, test in final.all_tests()]
+    assert test.status is Status.FAILED, test.message
+    assert test.kl_div is not None and test.kl_div >= spec.kl_threshold
+    assert test.exact is not None and test.exact.mismatched > 0
+    divergence = test.first_divergence[0]
+    assert divergence.cached_tokens and "from the end of the restored prefix" in divergence.hint
+    assert "boundary" in divergence.hint
+
+
+def test_misaligned_track_interval_is_predicted_warned_and_measured_at_half(tmp_path: Path):
+    spec = TestSpec(
+        name="decode",
+        check="decode_cache_hit",
+        samples=24,
+        prompt_tokens=(72, 140),
+        max_new_tokens=18,
+        vocab_size=256,
+        seed=5,
+    )
+    measured = {}
+    for interval in ("16", "32"):
+        args = [
+            "--enable-deterministic-inference",
+            "--page-size",
+            "16",
+            "--mamba-track-interval",
+            interval,
+        ]
+        running = launch(
+            ServerSpec("reference", suite.reference_command(args), startup_timeout=60),
+            tmp_path / f"{interval}.log",
+        )
+        try:
+            measured[interval] = run_check(SglangEngine(running.base_url), spec)
+        finally:
+            running.stop()
+    aligned, misaligned = measured["16"], measured["32"]
+    assert (
+        aligned.status is Status.PASSED
+        and aligned.cache_hits.hit == 24 == aligned.cache_hits.expected
+    )
+    hits = misaligned.cache_hits
+    assert 0.3 * 24 <= hits.expected <= 0.7 * 24  # predicted about half
+    assert abs(hits.hit - hits.expected) <= 2  # and measured so
+    assert misaligned.status is Status.FAILED and "Too few decode cache hits" in misaligned.message
+    [warning] = misaligned.warnings
+    assert f"only {hits.expected}/24" in warning and "set --mamba-track-interval 16" in warning
+    assert misaligned.kl_div == 0.0  # the hits it got were still bit-exact
+
+
+def test_a_disabled_radix_cache_is_not_run_and_fails_the_gate(cli, tmp_path: Path):
+    path = tmp_path / "nocache.yaml"
+    path.write_text(
+        "name: nocache\n"
+        "server: {engine: reference, args: [--disable-radix-cache]}\n"
+        "tests:\n"
+        "  - {name: match, check: match, samples: 2, prompt_tokens: 40, max_new_tokens: 4,"
+        " vocab_size: 256}\n"
+        "  - {name: prefill, check: prefill_cache_hit, samples: 2, prompt_tokens: 80,"
+        " max_new_tokens: 4, vocab_size: 256}\n"
+    )
+    out = tmp_path / "out"
+    result = cli(["run", str(path), "--out", str(out)])
+    assert result.returncode == 1, result.stdout
+    tests = {t.id: t for _, t in results_io.load(out / "results.json").all_tests()}
+    assert tests["nocache::match"].status is Status.PASSED
+    assert tests["nocache::prefill"].status is Status.NOT_RUN
+    assert "radix cache disabled" in tests["nocache::prefill"].message
+
+
+def test_base_url_uses_a_running_server_and_leaves_it_running(cli, tmp_path: Path):
+    args = ["--enable-deterministic-inference"]
+    running = launch(
+        ServerSpec("reference", suite.reference_command(args), startup_timeout=60),
+        tmp_path / "server.log",
+    )
+    try:
+        path = tmp_path / "s.yaml"
+        path.write_text(
+            "name: remote\nserver: {engine: sglang, command: [never-run, '{port}']}\n"
+            "tests: [{name: m, check: match, samples: 2, prompt_tokens: 40,"
+            " max_new_tokens: 4, vocab_size: 256}]\n"
+        )
+        out = tmp_path / "out"
+        result = cli(["run", str(path), "--out", str(out), "--base-url", running.base_url])
+        assert result.returncode == 0, result.stdout + result.stderr
+        [(suite_result, test)] = results_io.load(out / "results.json").all_tests()
+        assert suite_result.server.args == ("--base-url", running.base_url)
+        assert test.status is Status.PASSED and test.kl_div == 0.0
+        assert running.exit_code() is None  # not ours to stop
+    finally:
+        running.stop()

@@ -1,0 +1,158 @@
+"""Suite files: the schema, defaults, and errors that name file, key path and fix."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from kl_bitexact.errors import ConfigError
+from kl_bitexact.suite import spec as suite
+
+GOOD = """
+stage: extra-b
+runner_config: 4-gpu-b200
+est_time: 1700
+server:
+  engine: sglang
+  command: [python3, -m, sglang.launch_server, --port, "{port}", --page-size, "128"]
+  env: {SGLANG_ENABLE_UNIFIED_RADIX_TREE: "1"}
+  startup_timeout: 1800
+tests:
+  - name: decode_cache_hit
+    check: decode_cache_hit
+    samples: 32
+    prompt_tokens: 1024
+    max_new_tokens: 256
+    kl_threshold: 1.0e-9
+    min_cache_hit_ratio: 0.99
+    exact: false
+    blocked_by: [sgl-project/sglang#29792]
+  - name: turns
+    check: multiturn
+    groups: 2
+    branches: 3
+    turn_suffix_tokens: [64, 32]
+    cache_assert: mamba
+"""
+
+
+def _error(text: str) -> str:
+    with pytest.raises(ConfigError) as caught:
+        suite.parse(text, source="s.yaml")
+    error = caught.value
+    return error.message + " | " + (error.hint or "")
+
+
+def test_issue_example_parses():
+    [parsed] = suite.parse(GOOD, source="s.yaml")
+    assert parsed.name == "extra-b-test-4-gpu-b200"
+    assert parsed.est_time == 1700
+    assert parsed.server.env == (("SGLANG_ENABLE_UNIFIED_RADIX_TREE", "1"),)
+    decode, turns = parsed.tests
+    assert decode.prompt_tokens == (1024, 1024) and decode.min_cache_hit_ratio == 0.99
+    assert decode.blocked_by == ("sgl-project/sglang#29792",)
+    assert turns.samples == 6 and turns.turn_suffix_tokens == (64, 32)
+    assert turns.cache_assert == "mamba"
+
+
+def test_several_suites_per_file_and_reference_command():
+    text = """
+- name: a
+  server: {engine: reference, args: [--page-size, 16]}
+  tests: [{name: m, check: match, prompt_tokens: [8, 16]}]
+- name: b
+  server: {engine: sglang, base_url: "http://127.0.0.1:1"}
+  tests: [{name: m, check: match}]
+"""
+    first, second = suite.parse(text, source="s.yaml")
+    assert first.server.command == (
+        sys.executable,
+        "-m",
+        "kl_bitexact",
+        "serve-reference",
+        "--port",
+        "{port}",
+        "--page-size",
+        "16",
+    )
+    assert first.tests[0].prompt_tokens == (8, 16)
+    assert second.server.base_url == "http://127.0.0.1:1" and second.server.command == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            GOOD.replace("samples: 32", "sampels: 32"),
+            "tests[0].sampels: unknown key | did you mean 'samples'",
+        ),
+        (
+            GOOD.replace("samples: 32", "samples: lots"),
+            "tests[0].samples: expected an integer >= 1",
+        ),
+        (GOOD.replace("engine: sglang", "engine: sglng"), "server.engine: 'sglng' is not one of"),
+        (GOOD.replace("check: multiturn", "check: multi"), "tests[1].check"),
+        (
+            GOOD.replace("stage: extra-b", "name: x\nstage: extra-b"),
+            "name: give `name` or the pair",
+        ),
+        (GOOD.replace('"{port}"', '"30000"'), "server.command: no {port} placeholder"),
+        (
+            GOOD.replace("min_cache_hit_ratio: 0.99", "min_cache_hit_ratio: 1.5"),
+            "min_cache_hit_ratio",
+        ),
+        (GOOD.replace("sgl-project/sglang#29792", "soon"), "tests[0].blocked_by"),
+        (
+            GOOD.replace("    groups: 2\n", "    groups: 2\n    samples: 4\n"),
+            "tests[1].samples: does not apply",
+        ),
+        (
+            GOOD.replace("    exact: false\n", "    exact: false\n    groups: 2\n"),
+            "tests[0].groups: does not apply",
+        ),
+        (GOOD.replace('"1"}', "[1]}"), "server.env: every value must be a string"),
+        ("tests: [1, 2", "invalid YAML at line"),
+        ("- 3", "[0]: expected a mapping"),
+        ("name: x\nserver: {engine: reference}\ntests: []", "tests: expected a non-empty list"),
+        ("name: x\ntests: [{name: a, check: match}]", "server: missing"),
+        (
+            "name: x\nserver: {engine: reference}\n"
+            "tests: [{name: a, check: match}, {name: a, check: match}]",
+            "test name 'a' appears twice",
+        ),
+    ],
+)
+def test_errors_name_the_key_and_the_fix(text, expected):
+    message = _error(text)
+    assert message.startswith("s.yaml: ")
+    assert expected in message
+
+
+def test_prompts_file_is_relative_to_the_suite(tmp_path: Path):
+    (tmp_path / "p.json").write_text(json.dumps([[1, 2, 3], [4, 5]]))
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "name: x\nserver: {engine: reference}\ntests: [{name: a, check: match, prompts: p.json}]"
+    )
+    [parsed] = suite.load(path)
+    assert parsed.tests[0].prompts == ((1, 2, 3), (4, 5))
+    (tmp_path / "p.json").write_text("[[1, -2]]")
+    with pytest.raises(ConfigError, match=r"tests\[0\].prompts: .*token-id lists"):
+        suite.load(path)
+
+
+def test_missing_file_is_a_config_error(tmp_path: Path):
+    with pytest.raises(ConfigError, match="cannot read suite file"):
+        suite.load(tmp_path / "nope.yaml")
+
+
+def test_bundled_example_is_valid():
+    suites = suite.load_bundled()
+    checks = {test.check for s in suites for test in s.tests}
+    assert checks == set(suite.CHECKS)
+    args = " ".join(part for s in suites for part in s.server.command)
+    assert "--enable-hierarchical-cache" in args and "--speculative-algorithm" in args
+    assert all(s.server.engine == "reference" for s in suites)
