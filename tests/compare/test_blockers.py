@@ -4,13 +4,12 @@ import pytest
 
 from kl_bitexact.compare.blockers import (
     BlockedVerdict,
-    BlockerRef,
     BlockerState,
     classify,
     effective_state,
-    parse_ref,
 )
 from kl_bitexact.errors import ConfigError
+from kl_bitexact.suite.references import BlockerRef, parse_ref
 
 
 @pytest.mark.parametrize(

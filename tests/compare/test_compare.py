@@ -11,12 +11,13 @@ from golden_scenarios import check_result, red_hicache, results
 
 from kl_bitexact.compare import baseline
 from kl_bitexact.compare.baseline import Baseline
-from kl_bitexact.compare.blockers import BlockerRef, BlockerState
+from kl_bitexact.compare.blockers import BlockerState
 from kl_bitexact.compare.comparison import Transition, compare, transition_of
 from kl_bitexact.compare.gate import FailOn, Policy, Verdict
 from kl_bitexact.errors import ExitCode
 from kl_bitexact.results import io as results_io
 from kl_bitexact.results import model as r
+from kl_bitexact.suite.references import BlockerRef
 
 S = r.Status
 

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from kl_bitexact.compare.blockers import BlockerState, parse_ref
+from kl_bitexact.compare.blockers import BlockerState
 from kl_bitexact.errors import ConfigError, GitHubError
 from kl_bitexact.publish import blocker_lookup as blocker_states
 from kl_bitexact.results import model as r
+from kl_bitexact.suite.references import parse_ref
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,8 @@ from kl_bitexact.compare.blockers import BlockerState
 from kl_bitexact.compare.comparison import Comparison, compare
 from kl_bitexact.compare.gate import FailOn, Policy
 from kl_bitexact.registry.findings_file import Finding
-from kl_bitexact.report import render, wording
+from kl_bitexact.report import render
+from kl_bitexact.results import formats as wording
 from kl_bitexact.results import model as r
 
 # --- hypothesis: any results ------------------------------------------------------------

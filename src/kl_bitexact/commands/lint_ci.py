@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from kl_bitexact.commands import Command
+from kl_bitexact.commands.common import add_repository_arguments
 from kl_bitexact.errors import ExitCode
 from kl_bitexact.registry import config, findings, fix, lint, repo
 
@@ -24,23 +24,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="text",
         help="text (default), json ({'findings': [...]}, for `report --findings`) or github "
         "(workflow-command annotations)",
-    )
-
-
-def add_repository_arguments(parser: argparse.ArgumentParser) -> None:
-    """--root and --config, shared with `shard`."""
-    parser.add_argument(
-        "--root",
-        type=Path,
-        default=Path("."),
-        metavar="DIR",
-        help="repository root (default: current directory)",
-    )
-    parser.add_argument(
-        "--config",
-        type=Path,
-        metavar="FILE",
-        help=f"registry configuration (default: ROOT/{config.CONFIG_FILE} if present)",
     )
 
 

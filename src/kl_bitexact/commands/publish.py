@@ -19,7 +19,7 @@ from github.GithubObject import NotSet
 from github.PullRequest import PullRequest
 
 from kl_bitexact.commands import Command
-from kl_bitexact.commands.report import add_input_arguments, add_policy_arguments, write_output
+from kl_bitexact.commands.common import add_input_arguments, add_policy_arguments, write_output
 from kl_bitexact.compare import baseline
 from kl_bitexact.compare.baseline import Baseline
 from kl_bitexact.compare.blockers import BlockerState

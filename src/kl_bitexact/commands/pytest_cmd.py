@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO
 
 from kl_bitexact.commands import Command
-from kl_bitexact.commands.import_junit import add_common_arguments, import_and_write
+from kl_bitexact.commands.common import add_common_arguments, import_and_write
 from kl_bitexact.errors import ConfigError, FatalError
 from kl_bitexact.pytest_plugin.fixtures import LOG_DIR_ENV
 

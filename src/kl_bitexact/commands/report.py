@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
 from kl_bitexact.commands import Command
+from kl_bitexact.commands.common import add_input_arguments, add_policy_arguments, write_output
 from kl_bitexact.compare import baseline
 from kl_bitexact.compare.comparison import Comparison, compare
 from kl_bitexact.compare.gate import FailOn, Policy
-from kl_bitexact.errors import ConfigError
 from kl_bitexact.publish import blocker_lookup as blocker_states
 from kl_bitexact.registry import findings_file as findings
 from kl_bitexact.report import render
@@ -65,55 +64,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_policy_arguments(parser)
 
 
-def add_input_arguments(parser: argparse.ArgumentParser) -> None:
-    """What `report` and `publish` both read and render (results, findings, marker key)."""
-    parser.add_argument(
-        "results",
-        nargs="+",
-        type=Path,
-        metavar="RESULTS.json",
-        help="results of this run (several shards are merged)",
-    )
-    parser.add_argument(
-        "--findings",
-        type=Path,
-        metavar="FILE",
-        help="registration findings from `kl-bitexact lint-ci --format json`",
-    )
-    parser.add_argument(
-        "--annotations",
-        action="store_true",
-        help="print workflow-command annotations (::error ...) on standard output first",
-    )
-    parser.add_argument(
-        "--key",
-        default=os.environ.get("GITHUB_WORKFLOW") or render.DEFAULT_KEY,
-        help="key of the hidden comment marker (default: the workflow name, else %(default)s)",
-    )
-
-
-def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--fail-on",
-        choices=[mode.value for mode in FailOn],
-        default=FailOn.REGRESSION.value,
-        help="what fails the gate (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--strict", action="store_true", help="an unexpected green test fails the gate"
-    )
-    parser.add_argument(
-        "--allow-unknown-blockers",
-        action="store_true",
-        help="a blocker whose state is unknown does not fail the gate",
-    )
-    parser.add_argument(
-        "--repo",
-        default=os.environ.get("GITHUB_REPOSITORY"),
-        help="owner/repo that completes short #N blockers (default: $GITHUB_REPOSITORY)",
-    )
-
-
 def handle(args: argparse.Namespace) -> int:
     comparison = _compare(args)
     found = findings.load(args.findings) if args.findings else ()
@@ -141,14 +91,6 @@ def _compare(args: argparse.Namespace) -> Comparison:
     return compare(
         head, baseline.load(args.baseline), blockers=states, policy=policy, default_repo=args.repo
     )
-
-
-def write_output(path: Path, text: str, *, append: bool = False) -> None:
-    try:
-        with path.open("a" if append else "w", encoding="utf-8") as handle:
-            handle.write(text)
-    except OSError as error:
-        raise ConfigError(f"{path}: cannot write ({error.strerror})") from None
 
 
 COMMAND = Command(

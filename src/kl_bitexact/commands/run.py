@@ -7,16 +7,23 @@ import dataclasses
 import fnmatch
 import os
 from collections.abc import Sequence
-from datetime import datetime, timezone
 from pathlib import Path
 
+from kl_bitexact import escape
 from kl_bitexact.commands import Command
 from kl_bitexact.compare.comparison import compare
 from kl_bitexact.errors import ConfigError, ExitCode
-from kl_bitexact.report import escape, render
-from kl_bitexact.report.wording import fmt_kl
+from kl_bitexact.report import render
 from kl_bitexact.results import io as results_io
-from kl_bitexact.results.model import Results, RunInfo, Status, SuiteResult, TestResult
+from kl_bitexact.results.exit_code import exit_code
+from kl_bitexact.results.formats import fmt_kl
+from kl_bitexact.results.model import (
+    Results,
+    Status,
+    SuiteResult,
+    TestResult,
+    current_run_info,
+)
 from kl_bitexact.run import engines
 from kl_bitexact.run.runner import Plan, run_suites, test_id
 from kl_bitexact.suite import spec as suite
@@ -64,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         suites = [strict(s) for s in suites]
     out: Path = args.out
     results_path = out / "results.json"
-    plan = Plan(tuple(suites), out / "logs", run=run_info(), base_url=args.base_url)
+    plan = Plan(tuple(suites), out / "logs", run=current_run_info(), base_url=args.base_url)
     reporter = ConsoleReporter(github=os.environ.get("GITHUB_ACTIONS") == "true")
     final = run_suites(
         plan, reporter, lambda partial: results_io.write_atomic(partial, results_path)
@@ -135,27 +142,6 @@ def strict(item: Suite) -> Suite:
     return dataclasses.replace(
         item, tests=tuple(dataclasses.replace(t, exact=True) for t in item.tests)
     )
-
-
-def run_info() -> RunInfo:
-    return RunInfo(
-        commit=os.environ.get("GITHUB_SHA"),
-        ref=os.environ.get("GITHUB_REF"),
-        started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    )
-
-
-def exit_code(final: Results) -> ExitCode:
-    """2 when no test reached a verdict (passed or failed); otherwise 1 for any failed or
-    not_run test (a check that measured nothing is not a pass), 2 if any errored; else 0."""
-    statuses = [test.status for _, test in final.all_tests()]
-    if not any(s in (Status.PASSED, Status.FAILED) for s in statuses):
-        return ExitCode.COULD_NOT_RUN
-    if any(s in (Status.FAILED, Status.NOT_RUN) for s in statuses):
-        return ExitCode.GATE_FAILED
-    if Status.ERROR in statuses:
-        return ExitCode.COULD_NOT_RUN
-    return ExitCode.GATE_PASSED
 
 
 def _tally(final: Results) -> str:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kl_bitexact.commands import Command
-from kl_bitexact.commands.lint_ci import add_repository_arguments
+from kl_bitexact.commands.common import add_repository_arguments
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.registry import config, durations, repo, shard
 from kl_bitexact.registry.model import Registration

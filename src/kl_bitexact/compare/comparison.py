@@ -14,10 +14,11 @@ from enum import Enum
 
 from kl_bitexact.compare import gate
 from kl_bitexact.compare.baseline import Baseline
-from kl_bitexact.compare.blockers import BlockerRef, BlockerState, parse_ref
+from kl_bitexact.compare.blockers import BlockerState
 from kl_bitexact.compare.gate import RED, Decision, Policy, Verdict
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.results.model import Results, Status, TestResult
+from kl_bitexact.suite.references import BlockerRef, parse_ref
 
 
 class Transition(str, Enum):

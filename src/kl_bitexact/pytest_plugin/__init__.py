@@ -21,11 +21,11 @@ from typing import Any
 
 import pytest
 
-from kl_bitexact.compare.blockers import parse_ref
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.ingest import properties as prop
 from kl_bitexact.pytest_plugin.fixtures import kl_check, kl_module_server, kl_record, kl_server
 from kl_bitexact.pytest_plugin.registration import RegisterMarker, from_marker
+from kl_bitexact.suite.references import parse_ref
 
 # Fixtures are found by name in the plugin module.
 __all__ = ["kl_check", "kl_module_server", "kl_record", "kl_server"]

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from kl_bitexact.compare.blockers import parse_ref
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.registry import yamlio
 from kl_bitexact.registry.findings import Code, Finding, error, warning
 from kl_bitexact.registry.model import SUITE_FILE_BACKEND, Registration, suite_name
 from kl_bitexact.registry.scan import ScannedFile
+from kl_bitexact.suite.references import parse_ref
 
 # `#N` references resolve against the repository at publish time; here only their shape
 # matters, so any repository stands in for it.

@@ -18,14 +18,15 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from kl_bitexact import __version__
+from kl_bitexact import __version__, escape
 from kl_bitexact.compare.comparison import Comparison, TestDelta, Transition
 from kl_bitexact.compare.gate import Verdict
 from kl_bitexact.errors import ExitCode
 from kl_bitexact.registry.findings_file import Finding
-from kl_bitexact.report import escape, sections
+from kl_bitexact.report import sections
 from kl_bitexact.report.budget import KEEP, Block, Section, fit
-from kl_bitexact.report.wording import ICON, LABEL, TRANSITION, measured, plural
+from kl_bitexact.report.wording import ICON, LABEL, TRANSITION, measured
+from kl_bitexact.results.formats import plural
 
 COMMENT_LIMIT = 65_536  # GitHub rejects longer issue comments
 

@@ -9,13 +9,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from functools import partial
 
+from kl_bitexact import escape
 from kl_bitexact.compare.blockers import effective_state
 from kl_bitexact.compare.comparison import Blocker, Comparison, TestDelta, Transition
 from kl_bitexact.compare.gate import SEVERITY, Verdict
 from kl_bitexact.registry.findings_file import Finding
-from kl_bitexact.report import charts, escape
+from kl_bitexact.report import charts
 from kl_bitexact.report.budget import Block, Section
-from kl_bitexact.report.wording import ICON, LABEL, MISSING, TRANSITION, fmt_kl, measured, plural
+from kl_bitexact.report.wording import ICON, LABEL, TRANSITION, measured
+from kl_bitexact.results.formats import MISSING, fmt_kl, plural
 from kl_bitexact.results.model import CacheHits, ExactMatch, ServerInfo, Status, TestResult
 
 # Tiers of the budget, filled in this order: only the headline and footer are KEEP;

@@ -1,9 +1,10 @@
-"""The words, icons and number formats every rendering of a comparison shares (pure)."""
+"""The words and icons every rendering of a comparison shares (pure); numbers: results.formats."""
 
 from __future__ import annotations
 
 from kl_bitexact.compare.comparison import Transition
 from kl_bitexact.compare.gate import Verdict
+from kl_bitexact.results.formats import fmt_kl
 from kl_bitexact.results.model import TestResult
 
 ICON = {
@@ -40,19 +41,6 @@ TRANSITION = {
     Transition.UNCHANGED: "unchanged",
     Transition.NO_BASE: "no base",
 }
-
-MISSING = "-"  # a value the test did not produce
-
-
-def plural(count: int, noun: str) -> str:
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
-
-
-def fmt_kl(value: float | None) -> str:
-    """Exact zero as `0` (bit-exact is the point), anything else in 3 significant digits."""
-    if value is None:
-        return MISSING
-    return "0" if value == 0 else f"{value:.2e}"
 
 
 def measured(test: TestResult) -> str:

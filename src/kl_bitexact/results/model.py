@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from enum import Enum
 
 from kl_bitexact import __version__
@@ -119,3 +121,12 @@ class Results:
         for suite in self.suites:
             for test in suite.tests:
                 yield suite, test
+
+
+def current_run_info() -> RunInfo:
+    """This run's commit and ref as GitHub Actions sets them, and its start time."""
+    return RunInfo(
+        commit=os.environ.get("GITHUB_SHA"),
+        ref=os.environ.get("GITHUB_REF"),
+        started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )

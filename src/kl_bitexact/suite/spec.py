@@ -18,13 +18,13 @@ from typing import Any
 
 import yaml
 
-from kl_bitexact.compare.blockers import parse_ref
 from kl_bitexact.errors import ConfigError
-from kl_bitexact.run.engines.openai_wire import DIALECTS
+from kl_bitexact.suite.references import parse_ref
 
 ENGINES = ("sglang", "openai", "reference")
 CHECKS = ("match", "prefill_cache_hit", "decode_cache_hit", "multiturn")
 CACHE_ASSERTS = ("exact", "mamba")
+DIALECTS = ("vllm", "llamacpp")  # of the openai engine
 PORT_PLACEHOLDER = "{port}"
 
 _SUITE_KEYS = ("name", "stage", "runner_config", "est_time", "server", "tests")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kl_bitexact.errors import EngineError
-from kl_bitexact.report.wording import fmt_kl
+from kl_bitexact.results.formats import fmt_kl
 from kl_bitexact.results.model import CacheHits, ExactMatch, Status, TestResult
 from kl_bitexact.run.checks import metrics
 from kl_bitexact.run.checks.metrics import Geometry, Sample

@@ -17,8 +17,8 @@ from kl_bitexact.errors import ConfigError, EngineError
 from kl_bitexact.run.engines.base import Generation, Replay, SamplingParams, TokenIds
 from kl_bitexact.run.engines.http import JsonClient
 from kl_bitexact.run.engines.llamacpp import LlamaCppDialect
-from kl_bitexact.run.engines.openai_wire import DIALECTS
 from kl_bitexact.run.engines.vllm import VllmDialect
+from kl_bitexact.suite.spec import DIALECTS
 
 T = TypeVar("T")
 # Requests in flight at once where a dialect allows parallel requests (vLLM batches them).

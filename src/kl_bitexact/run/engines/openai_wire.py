@@ -12,7 +12,6 @@ from kl_bitexact.run.engines.base import SamplingParams, TokenIds
 T = TypeVar("T")
 
 # `server.dialect` in a suite: which OpenAI-compatible server family speaks.
-DIALECTS = ("vllm", "llamacpp")
 
 
 def completion_body(model: str, prompt: TokenIds, params: SamplingParams) -> dict[str, Any]:

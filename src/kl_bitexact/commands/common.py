@@ -1,0 +1,175 @@
+"""What several commands share: argument groups, writing an output file, the JUnit import.
+
+Commands never import each other; what two of them need lives here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from kl_bitexact.compare.gate import FailOn
+from kl_bitexact.errors import ConfigError, ExitCode
+from kl_bitexact.ingest import junit
+from kl_bitexact.ingest.junit_results import (
+    SGLANG_MIN_CACHE_HIT_RATIO,
+    Options,
+    node_id,
+    to_results,
+)
+from kl_bitexact.ingest.log_split import split_log
+from kl_bitexact.registry import config
+from kl_bitexact.report import render
+from kl_bitexact.results import io as results_io
+from kl_bitexact.results.exit_code import exit_code
+from kl_bitexact.results.model import Results, TestResult, current_run_info
+
+
+def add_input_arguments(parser: argparse.ArgumentParser) -> None:
+    """What `report` and `publish` both read and render (results, findings, marker key)."""
+    parser.add_argument(
+        "results",
+        nargs="+",
+        type=Path,
+        metavar="RESULTS.json",
+        help="results of this run (several shards are merged)",
+    )
+    parser.add_argument(
+        "--findings",
+        type=Path,
+        metavar="FILE",
+        help="registration findings from `kl-bitexact lint-ci --format json`",
+    )
+    parser.add_argument(
+        "--annotations",
+        action="store_true",
+        help="print workflow-command annotations (::error ...) on standard output first",
+    )
+    parser.add_argument(
+        "--key",
+        default=os.environ.get("GITHUB_WORKFLOW") or render.DEFAULT_KEY,
+        help="key of the hidden comment marker (default: the workflow name, else %(default)s)",
+    )
+
+
+def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--fail-on",
+        choices=[mode.value for mode in FailOn],
+        default=FailOn.REGRESSION.value,
+        help="what fails the gate (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--strict", action="store_true", help="an unexpected green test fails the gate"
+    )
+    parser.add_argument(
+        "--allow-unknown-blockers",
+        action="store_true",
+        help="a blocker whose state is unknown does not fail the gate",
+    )
+    parser.add_argument(
+        "--repo",
+        default=os.environ.get("GITHUB_REPOSITORY"),
+        help="owner/repo that completes short #N blockers (default: $GITHUB_REPOSITORY)",
+    )
+
+
+def write_output(path: Path, text: str, *, append: bool = False) -> None:
+    try:
+        with path.open("a" if append else "w", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot write ({error.strerror})") from None
+
+
+def add_repository_arguments(parser: argparse.ArgumentParser) -> None:
+    """--root and --config, shared with `shard`."""
+    parser.add_argument(
+        "--root",
+        type=Path,
+        default=Path("."),
+        metavar="DIR",
+        help="repository root (default: current directory)",
+    )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help=f"registry configuration (default: ROOT/{config.CONFIG_FILE} if present)",
+    )
+
+
+MAX_LOG_BYTES = 256 * 1024 * 1024
+
+
+def add_common_arguments(parser: argparse.ArgumentParser, writes: str) -> None:
+    """`--out` and `--min-cache-hit-ratio`, shared with `kl-bitexact pytest`."""
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("kl-bitexact-results"),
+        metavar="DIR",
+        help=f"where {writes} go (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--min-cache-hit-ratio",
+        type=_ratio,
+        default=SGLANG_MIN_CACHE_HIT_RATIO,
+        metavar="R",
+        help="the ratio recorded with recovered cache-hit counts; sglang's helpers assert "
+        "hits > R x prompts but never print R (default: %(default)s, their value)",
+    )
+
+
+def _ratio(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{value} is not between 0 and 1")
+    return value
+
+
+def import_and_write(
+    junit_path: Path, log_path: Path | None, out_path: Path, args: argparse.Namespace
+) -> int:
+    """Convert, write atomically, print one line per test; exit codes as `run`'s."""
+    cases = junit.read(junit_path)
+    log = _read_log(log_path) if log_path is not None else None
+    log_output = split_log(log, [node_id(case) for case in cases]) if log else None
+    options = Options(min_cache_hit_ratio=args.min_cache_hit_ratio, log_output=log_output)
+    imported = to_results(cases, current_run_info(), options)
+    results_io.write_atomic(imported, out_path)
+    _print_summary(imported, out_path)
+    code = exit_code(imported)
+    if code is ExitCode.COULD_NOT_RUN:
+        print(f"kl-bitexact: no test in {junit_path} ran to a verdict", file=sys.stderr)
+    return int(code)
+
+
+def _read_log(path: Path) -> str:
+    try:
+        size = path.stat().st_size
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read the log ({error.strerror})") from None
+    if size > MAX_LOG_BYTES:
+        raise ConfigError(f"{path}: {size} bytes is over the {MAX_LOG_BYTES}-byte limit for logs")
+    return path.read_text(encoding="utf-8", errors="replace")
+
+
+def _print_summary(imported: Results, out_path: Path) -> None:
+    for _, test in imported.all_tests():
+        print(f"{test.status.value:8} {test.id}{_metrics(test)}")
+    print(f"kl-bitexact: wrote {out_path}")
+
+
+def _metrics(test: TestResult) -> str:
+    parts = []
+    if test.kl_div is not None:
+        parts.append(f"kl={test.kl_div:.3g}")
+    if test.cache_hits is not None:
+        parts.append(f"hits={test.cache_hits.hit}/{test.cache_hits.total}")
+    return f"  ({', '.join(parts)})" if parts else ""
