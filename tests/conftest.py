@@ -6,6 +6,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -93,6 +94,18 @@ def reference_server() -> Iterator[Callable[..., ReferenceServer]]:
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def sglang_oracle() -> Callable[[str], ModuleType]:
+    """`load_sglang_module` of tests/helpers/sglang_wheel.py, the wheel fetched first.
+
+    A failed download is an error of the test, never a skip: CI has network to PyPI, and a
+    differential test that did not run must not look like one that passed."""
+    from sglang_wheel import install, load_sglang_module
+
+    install()
+    return load_sglang_module
 
 
 # Suites under tests/fixtures/ are inputs that tests run in a subprocess (some fail on

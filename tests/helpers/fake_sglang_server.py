@@ -37,7 +37,7 @@ def serve(args: argparse.Namespace) -> None:
         def do_GET(self) -> None:
             if self.path == "/health":
                 self._send(503 if args.never_healthy else 200, {})
-            elif self.path == "/get_server_info":
+            elif self.path in ("/server_info", "/get_server_info"):
                 self._send(200, engine.server_info())
             else:
                 self._send(404, {"error": self.path})

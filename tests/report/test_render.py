@@ -11,7 +11,6 @@ from gfm_check import assert_renders_safely
 from golden_scenarios import BLOCKER, LINKS, check_result, red_hicache, results
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from test_escape import MENTION, hostile
 
 from kl_bitexact.compare.blockers import BlockerState
 from kl_bitexact.compare.comparison import Comparison, compare
@@ -20,6 +19,7 @@ from kl_bitexact.registry.findings_file import Finding
 from kl_bitexact.report import render
 from kl_bitexact.results import formats as wording
 from kl_bitexact.results import model as r
+from test_escape import MENTION, hostile
 
 # --- hypothesis: any results ------------------------------------------------------------
 

@@ -72,7 +72,7 @@ def generation(prompt: list[int], n: int) -> dict[str, Any]:
 
 
 def echo(path: str, body: Any) -> tuple[int, Any]:
-    if path == "/get_server_info":
+    if path == "/server_info":
         return 200, {"page_size": 16, "disable_radix_cache": False}
     if path == "/flush_cache":
         return 200, b"Cache flushed.\n"
@@ -111,7 +111,7 @@ def test_replay_asks_for_every_input_logprob(served):
 @pytest.mark.parametrize(("deterministic", "expected"), [(True, [5, 0]), (False, 0)])
 def test_replay_of_the_last_positions_starts_one_before_them(served, deterministic, expected):
     def reply(path: str, body: Any) -> tuple[int, Any]:
-        if path == "/get_server_info":
+        if path == "/server_info":
             return 200, {"enable_deterministic_inference": deterministic}
         starts = body["logprob_start_len"]
         starts = starts if isinstance(starts, list) else [starts] * len(body["input_ids"])
@@ -135,7 +135,21 @@ def test_server_info_and_flush(served):
     engine = SglangEngine(url)
     assert engine.server_info()["page_size"] == 16
     engine.flush()
-    assert [path for path, _ in seen] == ["/get_server_info", "/flush_cache"]
+    assert [path for path, _ in seen] == ["/server_info", "/server_info", "/flush_cache"]
+
+
+def test_server_info_falls_back_to_the_older_name_on_an_older_server(served):
+    def older(path: str, body: Any) -> tuple[int, Any]:
+        if path == "/get_server_info":
+            return 200, {"page_size": 32}
+        return 404, {"error": f"{path} not found"}
+
+    url, seen = served(older)
+    engine = SglangEngine(url)
+    assert engine.server_info()["page_size"] == 32
+    assert engine.server_info()["page_size"] == 32
+    # probed once, then the older path only
+    assert [path for path, _ in seen] == ["/server_info", "/get_server_info", "/get_server_info"]
 
 
 @pytest.mark.parametrize(

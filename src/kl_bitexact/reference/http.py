@@ -44,7 +44,10 @@ class Handler(BaseHTTPRequestHandler):
         routes = {
             ("GET", "/health"): self._health,
             ("GET", "/health_generate"): self._health_generate,
+            # sglang renamed /get_server_info to /server_info (0.5.x helpers ask the new one);
+            # both are served, like sglang's transition releases did.
             ("GET", "/get_server_info"): self._server_info,
+            ("GET", "/server_info"): self._server_info,
             ("GET", "/get_model_info"): self._model_info,
             ("GET", "/flush_cache"): self._flush,
             ("POST", "/flush_cache"): self._flush,

@@ -1,4 +1,4 @@
-"""sglang's native HTTP API (/generate, /flush_cache, /get_server_info) behind `Engine`.
+"""sglang's native HTTP API (/generate, /flush_cache, /server_info) behind `Engine`.
 
 The shapes are those sglang's own KL helpers use (docs: SGLANG-PROTOCOL.md). Every request
 has a timeout, and every failure - refused connection, timeout, HTTP error, an answer
@@ -19,6 +19,8 @@ from kl_bitexact.run.engines.base import Generation, Replay, SamplingParams, Tok
 CONNECT_TIMEOUT_S = 10.0
 # sglang schedules a big batch itself; splitting bounds one request's size and duration.
 DEFAULT_BATCH_SIZE = 64
+# Current sglang's name first, the older one where the current is a 404.
+SERVER_INFO_PATHS = ("/server_info", "/get_server_info")
 
 
 class SglangEngine:
@@ -36,14 +38,29 @@ class SglangEngine:
         self.batch_size = batch_size
         self._session = requests.Session()
         self._rows_alike: bool | None = None  # learnt from the server on the first replay
+        self._info_path: str | None = None  # learnt on the first server_info
 
     def server_info(self) -> Mapping[str, Any]:
-        info = self._call("GET", "/get_server_info")
+        path = self._server_info_path()
+        info = self._call("GET", path)
         if not isinstance(info, Mapping):
             raise EngineError(
-                f"{self.base_url}/get_server_info answered {type(info).__name__}, not an object"
+                f"{self.base_url}{path} answered {type(info).__name__}, not an object"
             )
         return info
+
+    def _server_info_path(self) -> str:
+        """sglang 0.5 serves /server_info; older releases only /get_server_info."""
+        if self._info_path is None:
+            try:
+                probe = self._session.get(
+                    self.base_url + SERVER_INFO_PATHS[0], timeout=CONNECT_TIMEOUT_S
+                )
+                missing = probe.status_code == 404
+            except requests.RequestException:
+                missing = False  # the real request below reports the transport failure
+            self._info_path = SERVER_INFO_PATHS[1] if missing else SERVER_INFO_PATHS[0]
+        return self._info_path
 
     def flush(self) -> None:
         # sglang answers with plain text ("Cache flushed."), not JSON.

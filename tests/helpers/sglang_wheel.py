@@ -1,0 +1,491 @@
+"""sglang's own KL helpers, fetched from its wheel on PyPI and imported with small shims.
+
+sglang publishes its test helpers inside its wheel (`sglang/test/kl_test_utils.py` and
+friends). They are the oracle the differential tests compare `kl-bitexact` with, so they are
+fetched at test time, pinned by version, and never installed nor committed: `pip download
+--no-deps` gets the wheel (a zip), the few files below are read out of it into the cache, and
+the wheel is deleted. Everything those files import from the rest of sglang (a tokenizer,
+`kill_process_tree`, `popen_launch_server`, env flags) is a shim of ours, defined here.
+
+    from sglang_wheel import load_sglang_module
+    kl = load_sglang_module("kl_test_utils")       # or "sglang.test.kl_test_utils"
+
+`load_sglang_module` raises `SglangWheelError` when the wheel cannot be fetched: a test that
+needs the oracle fails then, it is never skipped (CI has network to PyPI).
+
+Bumping the version: change `SGLANG_VERSION` (and the platform tag if the new wheel's
+differs), run tests/differential/, and read what changed in the five files (docs/sglang-oracle.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import types
+import zipfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import requests
+
+SGLANG_VERSION = "0.5.23"
+# The wheel is platform-specific only for its compiled parts; the test helpers are pure Python.
+# These flags let pip fetch the published Linux wheel from any machine.
+PIP_PLATFORM_FLAGS = (
+    "--only-binary",
+    ":all:",
+    "--python-version",
+    "3.11",
+    "--platform",
+    "manylinux_2_34_x86_64",
+)
+# The files read out of the wheel: the KL helpers, the multi-turn helpers, the unittest mixin,
+# the server launcher module real test files import from, and the CI partitioner.
+WHEEL_FILES = (
+    "sglang/test/kl_test_utils.py",
+    "sglang/test/kl_multiturn_utils.py",
+    "sglang/test/kits/kl_divergence_kit.py",
+    "sglang/test/test_utils.py",
+    "sglang/test/ci/ci_register.py",
+)
+DOWNLOAD_TIMEOUT_S = 600
+LISTENING = "kl-bitexact reference server listening on "
+
+
+class SglangWheelError(RuntimeError):
+    """The wheel could not be fetched or read; the message says what to do."""
+
+
+def cache_dir(version: str = SGLANG_VERSION) -> Path:
+    root = os.environ.get("KL_BITEXACT_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "kl-bitexact"
+    )
+    return Path(root) / "sglang-wheel" / version
+
+
+def source_root(version: str = SGLANG_VERSION) -> Path:
+    """The directory holding `sglang/test/...` read out of the wheel, fetching it once."""
+    directory = cache_dir(version)
+    root = directory / "src"
+    if _complete(root):
+        return root
+    directory.mkdir(parents=True, exist_ok=True)
+    # One download at a time: parallel test sessions wait for the first one's files.
+    with open(directory / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not _complete(root):
+            _fetch(version, directory, root)
+    return root
+
+
+def _complete(root: Path) -> bool:
+    return all((root / name).is_file() for name in WHEEL_FILES)
+
+
+def _fetch(version: str, directory: Path, root: Path) -> None:
+    with tempfile.TemporaryDirectory(dir=directory) as download:
+        command = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            *PIP_PLATFORM_FLAGS,
+            f"sglang=={version}",
+            "-d",
+            download,
+        ]
+        try:
+            done = subprocess.run(
+                command, capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT_S, check=False
+            )
+        except subprocess.TimeoutExpired:
+            raise SglangWheelError(
+                f"`pip download sglang=={version}` took over {DOWNLOAD_TIMEOUT_S}s; "
+                "check the network to PyPI"
+            ) from None
+        wheels = sorted(Path(download).glob("sglang-*.whl"))
+        if done.returncode != 0 or not wheels:
+            raise SglangWheelError(
+                f"could not download sglang=={version} from PyPI (needed as the oracle of "
+                f"tests/differential): {' '.join(command)}\n{done.stderr.strip()[-2000:]}"
+            )
+        staging = Path(download) / "src"
+        with zipfile.ZipFile(wheels[0]) as wheel:
+            present = set(wheel.namelist())
+            missing = [name for name in WHEEL_FILES if name not in present]
+            if missing:
+                raise SglangWheelError(
+                    f"{wheels[0].name} lacks {', '.join(missing)}: sglang moved its test "
+                    "helpers; update WHEEL_FILES in tests/helpers/sglang_wheel.py"
+                )
+            for name in WHEEL_FILES:
+                target = staging / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(wheel.read(name))
+        if root.exists():
+            shutil.rmtree(root)
+        staging.rename(root)
+
+
+# --- shims: what the five files import from the rest of sglang ---------------------------
+
+
+class ReferenceTokenizer:
+    """The reference engine has no tokenizer (token ids 0..319, 0 = EOS); sglang's helpers only
+    encode short separators such as ",". One id per character, never 0, stable across runs."""
+
+    vocab_size = 320
+    eos_token_id = 0
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        return [1 + ord(char) % (self.vocab_size - 1) for char in text]
+
+    def decode(self, ids: Sequence[int], **_: Any) -> str:
+        return ""
+
+
+def get_tokenizer(tokenizer_name: str = "", *args: Any, **kwargs: Any) -> ReferenceTokenizer:
+    return ReferenceTokenizer()
+
+
+def kill_process_tree(parent_pid: int | None, include_parent: bool = True, **_: Any) -> None:
+    """Servers started by `popen_launch_server` lead their own process group."""
+    if parent_pid is None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(parent_pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            finished, _ = os.waitpid(parent_pid, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if finished:
+            return
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(parent_pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(parent_pid, 0)
+
+
+# sglang server flags the reference engine understands (same spelling, same meaning) and
+# whether they take a value. Every other flag (`--tp`, `--mem-fraction-static 0.8`, ...) has no
+# meaning for a CPU numpy model and is dropped, with a note on stderr.
+REFERENCE_FLAGS: dict[str, bool] = {
+    "--page-size": True,
+    "--mamba-track-interval": True,
+    "--chunked-prefill-size": True,
+    "--sliding-window": True,
+    "--context-length": True,
+    "--max-total-tokens": True,
+    "--disable-radix-cache": False,
+    "--enable-hierarchical-cache": False,
+    "--hicache-write-policy": True,
+    "--hicache-ratio": True,
+    "--speculative-algorithm": True,
+    "--speculative-num-draft-tokens": True,
+    "--enable-deterministic-inference": False,
+    "--random-seed": True,
+    "--fault": True,
+}
+# sglang's speculative algorithms the reference engine does not name: same built-in draft.
+SPECULATIVE_ALIASES = {"NEXTN": "EAGLE"}
+
+
+def reference_args(other_args: Sequence[object]) -> tuple[list[str], list[str]]:
+    """sglang launch flags -> (serve-reference flags, dropped flags)."""
+    args = [str(arg) for arg in other_args]
+    kept: list[str] = []
+    dropped: list[str] = []
+    index = 0
+    while index < len(args):
+        flag, _, inline = args[index].partition("=")
+        takes_value = REFERENCE_FLAGS.get(flag)
+        has_next = index + 1 < len(args) and not args[index + 1].startswith("--")
+        if takes_value is None:
+            consumed = 1 if inline or not has_next else 2
+            dropped.extend(args[index : index + consumed])
+            index += consumed
+            continue
+        if takes_value and not inline and has_next:
+            value = args[index + 1]
+            index += 2
+        else:
+            value = inline
+            index += 1
+        if flag == "--speculative-algorithm":
+            value = SPECULATIVE_ALIASES.get(value, value)
+        kept.extend([flag, value] if takes_value else [flag])
+    return kept, dropped
+
+
+def popen_launch_server(
+    model: str,
+    base_url: str,
+    timeout: float,
+    api_key: str | None = None,
+    other_args: Sequence[object] | None = None,
+    env: dict[str, str] | None = None,
+    return_stdout_stderr: tuple[Any, Any] | None = None,
+    device: str = "auto",
+    **_: Any,
+) -> subprocess.Popen[str]:
+    """sglang's launcher, starting `kl-bitexact serve-reference` on base_url's port instead.
+
+    Extra flags: $KL_BITEXACT_REFERENCE_ARGS (e.g. `--fault checkpoint-off-by-one`), so an
+    unedited sglang test file runs against a faulty engine."""
+    _, host, port = base_url.split(":")
+    flags, dropped = reference_args(other_args or ())
+    extra = (env or {}).get("KL_BITEXACT_REFERENCE_ARGS") or os.environ.get(
+        "KL_BITEXACT_REFERENCE_ARGS", ""
+    )
+    command = [
+        sys.executable,
+        "-m",
+        "kl_bitexact",
+        "serve-reference",
+        "--host",
+        host.removeprefix("//"),
+        "--port",
+        port.split("/")[0],
+        *flags,
+        *extra.split(),
+    ]
+    if dropped:
+        print(f"sglang_wheel: serve-reference ignores {' '.join(dropped)}", file=sys.stderr)
+    # sglang passes (stdout, stderr) files to capture the server's log; ours goes to stderr.
+    stderr = (return_stdout_stderr or (None, None))[1]
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+        env={**os.environ, **(env or {})},
+        start_new_session=True,
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if not line.startswith(LISTENING):
+        kill_process_tree(process.pid)
+        raise RuntimeError(f"serve-reference did not start ({' '.join(command)}): {line!r}")
+    _wait_healthy(base_url, timeout)
+    return process
+
+
+def _wait_healthy(base_url: str, timeout: float) -> None:
+    deadline = time.monotonic() + min(timeout, 120)
+    while time.monotonic() < deadline:
+        with contextlib.suppress(requests.RequestException):
+            if requests.get(base_url + "/health", timeout=5).status_code == 200:
+                return
+        time.sleep(0.1)
+    raise TimeoutError(f"{base_url} did not answer /health")
+
+
+def is_port_available(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def get_bool_env_var(name: str, default: str = "false") -> bool:
+    return os.environ.get(name, default).lower() in ("true", "1")
+
+
+def retry(fn: Any, max_retry: int = 0, **_: Any) -> Any:
+    return fn()
+
+
+class _EnvFlag:
+    def __init__(self, default: Any) -> None:
+        self.default = default
+
+    def get(self) -> Any:
+        return self.default
+
+
+class _Envs:
+    """sglang.srt.environ.envs: every flag at its default (None)."""
+
+    def __getattr__(self, name: str) -> _EnvFlag:
+        return _EnvFlag(None)
+
+
+class _Unavailable:
+    """A name test_utils imports from a library the oracle never calls (torch, PIL, ...)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attribute: str) -> _Unavailable:
+        return _Unavailable(f"{self._name}.{attribute}")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(f"{self._name} is not available in kl-bitexact's sglang shims")
+
+    def __mro_entries__(self, bases: tuple[object, ...]) -> tuple[type, ...]:
+        return (object,)
+
+
+def _stub_module(name: str, **attributes: Any) -> types.ModuleType:
+    module = types.ModuleType(name)
+    module.__dict__.update(attributes)
+    module.__getattr__ = lambda attribute: _Unavailable(f"{name}.{attribute}")  # type: ignore[method-assign]
+    module.__path__ = []  # a package, so `import name.sub` finds the next stub
+    return module
+
+
+def _shim_modules() -> dict[str, types.ModuleType]:
+    false = lambda *args, **kwargs: False  # noqa: E731 - no GPU of any brand here
+    utils = {
+        "get_bool_env_var": get_bool_env_var,
+        "get_device": lambda *args, **kwargs: "cpu",
+        "is_blackwell": false,
+        "is_cuda": false,
+        "is_xpu": false,
+        "is_hip": false,
+        "is_npu": false,
+        "kill_process_tree": kill_process_tree,
+        "retry": retry,
+    }
+    return {
+        "sglang.srt": _stub_module("sglang.srt"),
+        "sglang.srt.utils": _stub_module("sglang.srt.utils", **utils),
+        "sglang.srt.utils.hf_transformers_utils": _stub_module(
+            "sglang.srt.utils.hf_transformers_utils", get_tokenizer=get_tokenizer
+        ),
+        "sglang.srt.utils.network": _stub_module(
+            "sglang.srt.utils.network", is_port_available=is_port_available
+        ),
+        "sglang.srt.environ": _stub_module("sglang.srt.environ", envs=_Envs()),
+        "sglang.utils": _stub_module(
+            "sglang.utils",
+            normalize_base_url=lambda url: url.rstrip("/"),
+            is_in_ci=lambda: get_bool_env_var("SGLANG_IS_IN_CI"),
+        ),
+        "sglang.benchmark": _stub_module("sglang.benchmark"),
+        "sglang.benchmark.serving": _stub_module("sglang.benchmark.serving"),
+        "sglang.lang": _stub_module("sglang.lang"),
+        "sglang.lang.global_config": _stub_module("sglang.lang.global_config"),
+        "sglang.test.sgl_eval_utils": _stub_module("sglang.test.sgl_eval_utils"),
+    }
+
+
+# Third-party libraries test_utils imports at module level but the KL tests never use. Stubbed
+# only while test_utils executes, and only when really absent, so no other test sees a fake.
+THIRD_PARTY = ("torch", "torch.nn", "torch.nn.functional", "PIL", "PIL.Image", "aiohttp")
+THIRD_PARTY += ("psutil",)
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Serves `sglang.*`: the wheel's files from the cache, packages as directories, shims."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.shims = _shim_modules()
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None = None, target: object = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != "sglang" and not fullname.startswith("sglang."):
+            return None
+        if fullname in self.shims:
+            return importlib.util.spec_from_loader(fullname, _ShimLoader(self.shims[fullname]))
+        relative = Path(*fullname.split("."))
+        source = self.root / relative.with_suffix(".py")
+        if source.is_file():
+            loader = _WheelSourceLoader(fullname, str(source))
+            return importlib.util.spec_from_file_location(fullname, source, loader=loader)
+        if (self.root / relative).is_dir():
+            spec = importlib.machinery.ModuleSpec(fullname, None, is_package=True)
+            spec.submodule_search_locations = [str(self.root / relative)]
+            return spec
+        return None
+
+
+class _ShimLoader(importlib.abc.Loader):
+    def __init__(self, module: types.ModuleType) -> None:
+        self.module = module
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        return self.module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        pass
+
+
+class _WheelSourceLoader(importlib.machinery.SourceFileLoader):
+    def exec_module(self, module: types.ModuleType) -> None:
+        if module.__name__ != "sglang.test.test_utils":
+            super().exec_module(module)
+            return
+        with _third_party_stubs():
+            super().exec_module(module)
+        # The real launcher starts `sglang serve`; ours starts the reference engine.
+        module.popen_launch_server = popen_launch_server  # type: ignore[attr-defined]
+        module.kill_process_tree = kill_process_tree  # type: ignore[attr-defined]
+
+
+@contextlib.contextmanager
+def _third_party_stubs() -> Iterator[None]:
+    absent = {
+        top
+        for top in {name.split(".")[0] for name in THIRD_PARTY}
+        if top not in sys.modules and importlib.util.find_spec(top) is None
+    }
+    added = [name for name in THIRD_PARTY if name.split(".")[0] in absent]
+    for name in added:
+        sys.modules[name] = _stub_module(name)
+    try:
+        yield
+    finally:
+        for name in added:
+            sys.modules.pop(name, None)
+
+
+@functools.cache
+def install(version: str = SGLANG_VERSION) -> Path:
+    """Fetch the files (once) and make `import sglang.test...` resolve to them; idempotent."""
+    root = source_root(version)
+    if "sglang" in sys.modules and not isinstance(
+        getattr(sys.modules["sglang"], "__spec__", None), importlib.machinery.ModuleSpec
+    ):
+        raise SglangWheelError("a different `sglang` is already imported")
+    sys.meta_path.insert(0, _Finder(root))
+    return root
+
+
+def load_sglang_module(name: str) -> types.ModuleType:
+    """`kl_test_utils`, `kl_multiturn_utils`, `kits.kl_divergence_kit`, `test_utils`,
+    `ci.ci_register` (or their full `sglang.test.` names) from the pinned wheel."""
+    install()
+    full = name if name.startswith("sglang.") else f"sglang.test.{name}"
+    module = importlib.import_module(full)
+    return module
+
+
+if __name__ == "__main__":
+    # `.ci/run` prefetches here, so a failed download fails CI before the tests start.
+    try:
+        print(source_root())
+    except SglangWheelError as error:
+        sys.exit(f"sglang_wheel: {error}")
