@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from github import Github
-from github.GithubObject import NotSet
 from github.PullRequest import PullRequest
 
 from kl_bitexact.commands import Command
@@ -24,23 +23,22 @@ from kl_bitexact.compare import baseline
 from kl_bitexact.compare.baseline import Baseline
 from kl_bitexact.compare.blockers import BlockerState
 from kl_bitexact.compare.comparison import Comparison, compare
-from kl_bitexact.compare.gate import Decision, FailOn, Policy
-from kl_bitexact.errors import ConfigError, ExitCode
-from kl_bitexact.publish import baseline_fetch, sticky
+from kl_bitexact.compare.gate import FailOn, Policy
+from kl_bitexact.errors import ConfigError
+from kl_bitexact.publish import baseline_fetch, status, sticky
 from kl_bitexact.publish import blocker_lookup as blocker_states
-from kl_bitexact.publish.client import ClientSettings, Target, connect, resolve_target, translated
+from kl_bitexact.publish.client import (
+    ClientSettings,
+    PullRequestTarget,
+    Target,
+    connect,
+    resolve_target,
+    translated,
+)
 from kl_bitexact.registry import findings_file as findings
 from kl_bitexact.report import render
 from kl_bitexact.results import io as results_io
 from kl_bitexact.results import model as results
-
-STATUS_CONTEXT = "kl-bitexact"
-MAX_STATUS_DESCRIPTION = 140  # GitHub refuses longer status descriptions
-_STATUS_STATE = {
-    ExitCode.GATE_PASSED: "success",
-    ExitCode.GATE_FAILED: "failure",
-    ExitCode.COULD_NOT_RUN: "error",
-}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -113,26 +111,78 @@ def _add_blocker_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 @dataclass(frozen=True)
+class BaselineSource:
+    """Where the base branch's results come from: a file, or a fetched artifact."""
+
+    file: Path | None
+    fetch: bool
+    workflow: str | None
+    artifact: str
+
+
+@dataclass(frozen=True)
+class Options:
+    """Everything `publish` was asked to do, read once from the command line."""
+
+    results: tuple[Path, ...]
+    findings: Path | None
+    annotations: bool
+    key: str
+    policy: Policy
+    repo: str | None
+    pr: int | None
+    sha: str | None
+    baseline: BaselineSource
+    blockers: Path | None
+    blockers_out: Path | None
+    comment_author: str | None
+    history: bool
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Options:
+        return cls(
+            results=tuple(args.results),
+            findings=args.findings,
+            annotations=args.annotations,
+            key=args.key,
+            policy=Policy(FailOn(args.fail_on), args.strict, args.allow_unknown_blockers),
+            repo=args.repo,
+            pr=args.pr,
+            sha=args.sha,
+            baseline=BaselineSource(
+                args.baseline, args.fetch_baseline, args.baseline_workflow, args.baseline_artifact
+            ),
+            blockers=args.blockers,
+            blockers_out=args.blockers_out,
+            comment_author=args.comment_author,
+            history=args.history,
+        )
+
+
+@dataclass(frozen=True)
 class Published:
     comment: sticky.Outcome
-    status_state: str
-    status_description: str
+    status: status.Status
 
 
 def handle(args: argparse.Namespace) -> int:
-    head = results_io.load_merged(args.results)
-    found = findings.load(args.findings) if args.findings else ()
-    target = _target(args, os.environ)
-    client = connect(target, ClientSettings.from_env(os.environ))
+    options = Options.from_args(args)
+    head = results_io.load_merged(options.results)
+    found = findings.load(options.findings) if options.findings else ()
+    where = resolve_target(
+        os.environ, repository=options.repo, pr_number=options.pr, head_sha=options.sha
+    )
+    target = _pull_request(where)
+    client = connect(where, ClientSettings.from_env(os.environ))
     try:
-        return _run(args, target, client, head, found)
+        return _run(options, target, client, head, found)
     finally:
         client.close()
 
 
 def _run(
-    args: argparse.Namespace,
-    target: Target,
+    options: Options,
+    target: PullRequestTarget,
     client: Github,
     head: results.Results,
     found: tuple[findings.Finding, ...],
@@ -140,76 +190,72 @@ def _run(
     pull = _pull(client, target)
     comparison = compare(
         head,
-        _baseline(args, client, target, pull.base.ref),
-        blockers=_blocker_states(args, client, target, head),
-        policy=Policy(FailOn(args.fail_on), args.strict, args.allow_unknown_blockers),
+        _baseline(options.baseline, client, target, pull.base.ref),
+        blockers=_blocker_states(options, client, target, head),
+        policy=options.policy,
         default_repo=target.repository,
     )
     # The summary and annotations come first: if GitHub then refuses the comment (a
     # read-only token on a fork PR), the report is still on the run's page.
-    for command in render.workflow_commands(comparison) if args.annotations else ():
+    for command in render.workflow_commands(comparison) if options.annotations else ():
         print(command)
     _write_summary(os.environ, render.job_summary(comparison, findings=found))
-    published = _publish(args, target, client, pull, comparison, found)
+    published = _publish(options, target, client, pull, comparison, found)
     # Contract: `kl-bitexact action` (action.yml's publish step) reads the comment id here.
     print(
         f"kl-bitexact: comment {published.comment.action} (id {published.comment.comment_id}); "
-        f"status {published.status_state}: {published.status_description}"
+        f"status {published.status.state}: {published.status.description}"
     )
     return int(comparison.decision.exit_code)
 
 
-def _target(args: argparse.Namespace, env: Mapping[str, str]) -> Target:
-    target = resolve_target(env, repository=args.repo, pr_number=args.pr, head_sha=args.sha)
+def _pull_request(target: Target) -> PullRequestTarget:
+    """Publishing needs a pull request: an event about none (a push) is a usage error."""
     if target.pr_number is None:
         raise ConfigError(
             "no pull request number: this event is not about a pull request",
             hint="pass --pr N, or run on pull_request, issue_comment or workflow_run events",
         )
-    return target
+    return PullRequestTarget(target.repository, target.pr_number, target.token, target.head_sha)
 
 
-def _pull(client: Github, target: Target) -> PullRequest:
-    where = f"{target.repository}#{target.pr_number}"
-    with translated(f"reading pull request {where}", target.token):
-        pull = client.get_repo(target.repository).get_pull(int(target.pr_number or 0))
+def _pull(client: Github, target: PullRequestTarget) -> PullRequest:
+    with translated(f"reading pull request {target}", target.token):
+        pull = client.get_repo(target.repository).get_pull(target.number)
         pull.head.sha  # noqa: B018 - fetch now, so a missing PR fails here, clearly
     return pull
 
 
-def _baseline(args: argparse.Namespace, client: Github, target: Target, branch: str) -> Baseline:
-    if not args.fetch_baseline:
-        return baseline.load(args.baseline)
-    if not args.baseline_workflow:
+def _baseline(
+    source: BaselineSource, client: Github, target: PullRequestTarget, branch: str
+) -> Baseline:
+    if not source.fetch:
+        return baseline.load(source.file)
+    if not source.workflow:
         raise ConfigError(
             "--fetch-baseline needs the workflow whose runs hold the baseline",
             hint="pass --baseline-workflow FILE.yml (GitHub Actions sets GITHUB_WORKFLOW_REF)",
         )
     return baseline_fetch.fetch(
-        client,
-        target.repository,
-        args.baseline_workflow,
-        branch,
-        args.baseline_artifact,
-        target.token,
+        client, target.repository, source.workflow, branch, source.artifact, target.token
     )
 
 
 def _blocker_states(
-    args: argparse.Namespace, client: Github, target: Target, head: results.Results
+    options: Options, client: Github, target: PullRequestTarget, head: results.Results
 ) -> dict[str, BlockerState]:
-    if args.blockers is not None:
-        return blocker_states.load(args.blockers)
+    if options.blockers is not None:
+        return blocker_states.load(options.blockers)
     refs = blocker_states.refs_in(head, target.repository)
     states = blocker_states.resolve(refs, blocker_states.issue_fetcher(client, target.token))
-    if args.blockers_out is not None:
-        write_output(args.blockers_out, blocker_states.dumps(states))
+    if options.blockers_out is not None:
+        write_output(options.blockers_out, blocker_states.dumps(states))
     return states
 
 
 def _publish(
-    args: argparse.Namespace,
-    target: Target,
+    options: Options,
+    target: PullRequestTarget,
     client: Github,
     pull: PullRequest,
     comparison: Comparison,
@@ -217,33 +263,16 @@ def _publish(
 ) -> Published:
     links = render.Links.from_env()
     budget = render.COMMENT_LIMIT - sticky.HISTORY_RESERVE
-    body = render.comment(comparison, key=args.key, findings=found, links=links, budget=budget)
+    body = render.comment(comparison, key=options.key, findings=found, links=links, budget=budget)
     sha = target.head_sha or pull.head.sha
-    history = f"updated for {sha[:12]}" if args.history else None
-    with translated(f"writing the sticky comment on #{target.pr_number}", target.token):
+    history = f"updated for {sha[:12]}" if options.history else None
+    with translated(f"writing the sticky comment on #{target.number}", target.token):
         outcome = sticky.upsert(
-            pull, args.key, body, history_line=history, author=args.comment_author
+            pull, options.key, body, history_line=history, author=options.comment_author
         )
-    state = _STATUS_STATE[comparison.decision.exit_code]
-    description = verdict_line(comparison.decision)
-    with translated(f"setting the {STATUS_CONTEXT} status on {sha[:12]}", target.token):
-        client.get_repo(target.repository).get_commit(sha).create_status(
-            state,
-            target_url=links.run or NotSet,
-            description=description,
-            context=STATUS_CONTEXT,
-        )
-    return Published(outcome, state, description)
-
-
-def verdict_line(decision: Decision) -> str:
-    """One line for the commit status: the label and, when it failed, why."""
-    line = decision.label
-    if decision.reasons:
-        line += ": " + ", ".join(decision.reasons)
-    if len(line) > MAX_STATUS_DESCRIPTION:
-        line = line[: MAX_STATUS_DESCRIPTION - 1] + "…"
-    return line
+    verdict = status.of(comparison.decision)
+    status.post(client, target, sha, verdict, links.run)
+    return Published(outcome, verdict)
 
 
 def _write_summary(env: Mapping[str, str], summary: str) -> None:

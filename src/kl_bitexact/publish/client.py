@@ -92,6 +92,20 @@ class Target:
     head_sha: str | None = None
 
 
+@dataclass(frozen=True)
+class PullRequestTarget:
+    """One pull request, its number known: what the comment and the status are written to."""
+
+    repository: str
+    number: int
+    token: str = field(repr=False)
+    # The commit that was tested (see Target.head_sha); None: the PR's current head.
+    head_sha: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.repository}#{self.number}"
+
+
 def resolve_target(
     env: Mapping[str, str],
     *,

@@ -1,0 +1,56 @@
+"""The `kl-bitexact` commit status: the gate's verdict on the commit that was tested.
+
+Beside the sticky comment, the status is what a branch protection rule can require.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from github import Github
+from github.GithubObject import NotSet
+
+from kl_bitexact.compare.gate import Decision
+from kl_bitexact.errors import ExitCode
+from kl_bitexact.publish.client import PullRequestTarget, translated
+
+CONTEXT = "kl-bitexact"
+MAX_DESCRIPTION = 140  # GitHub refuses longer status descriptions
+_STATE = {
+    ExitCode.GATE_PASSED: "success",
+    ExitCode.GATE_FAILED: "failure",
+    ExitCode.COULD_NOT_RUN: "error",
+}
+
+
+@dataclass(frozen=True)
+class Status:
+    state: str  # "success", "failure" or "error"
+    description: str
+
+
+def of(decision: Decision) -> Status:
+    return Status(_STATE[decision.exit_code], verdict_line(decision))
+
+
+def verdict_line(decision: Decision) -> str:
+    """One line for the commit status: the label and, when it failed, why."""
+    line = decision.label
+    if decision.reasons:
+        line += ": " + ", ".join(decision.reasons)
+    if len(line) > MAX_DESCRIPTION:
+        line = line[: MAX_DESCRIPTION - 1] + "…"
+    return line
+
+
+def post(
+    client: Github, target: PullRequestTarget, sha: str, status: Status, url: str | None
+) -> None:
+    """Set the status on `sha`, linking to `url` (the run's page) when there is one."""
+    with translated(f"setting the {CONTEXT} status on {sha[:12]}", target.token):
+        client.get_repo(target.repository).get_commit(sha).create_status(
+            status.state,
+            target_url=url or NotSet,
+            description=status.description,
+            context=CONTEXT,
+        )
