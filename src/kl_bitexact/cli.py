@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
-from kl_bitexact import __version__
+from kl_bitexact import __version__, signals
 from kl_bitexact.commands import (
     Command,
     action,
@@ -24,7 +24,7 @@ from kl_bitexact.commands import (
     serve_reference,
     shard,
 )
-from kl_bitexact.errors import ExitCode, FatalError
+from kl_bitexact.errors import ExitCode, FatalError, Interrupted
 
 COMMANDS: tuple[Command, ...] = (
     run.COMMAND,
@@ -48,7 +48,10 @@ exit codes:
   2    could not run (bad input, server did not start, GitHub refused,
        or no test executed at all)
   3    internal error in kl-bitexact (a bug; a crash log is written)
-  130  interrupted (Ctrl-C)
+  129  hung up (SIGHUP)
+  130  interrupted (Ctrl-C, SIGINT)
+  143  terminated (SIGTERM, e.g. a cancelled CI job)
+       on any of these, launched servers are stopped and what finished is written
 """
 
 
@@ -76,10 +79,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return int(args.handler(args))
+        with signals.routed():
+            return int(args.handler(args))
     except FatalError as error:
         _print_fatal(error)
         return int(error.exit_code)
+    except Interrupted as stop:
+        print(f"kl-bitexact: interrupted ({stop.name})", file=sys.stderr)
+        return stop.exit_code
     except KeyboardInterrupt:
         print("kl-bitexact: interrupted", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)

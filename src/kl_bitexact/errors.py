@@ -16,7 +16,10 @@ class ExitCode(IntEnum):
     GATE_FAILED = 1
     COULD_NOT_RUN = 2
     INTERNAL_ERROR = 3
-    INTERRUPTED = 130
+    # 128 + the signal's number, as shells report a process ended by that signal.
+    HANGUP = 129  # SIGHUP: the terminal or session went away
+    INTERRUPTED = 130  # SIGINT: Ctrl-C
+    TERMINATED = 143  # SIGTERM: a CI runner cancelling the job, `kill`
 
 
 class FatalError(Exception):
@@ -51,3 +54,20 @@ class EngineError(ServerError):
     Raised by engine adapters. `run` turns it into an `error` test result and goes on;
     outside a run it ends the command with exit 2 like any ServerError.
     """
+
+
+class Interrupted(KeyboardInterrupt):
+    """A stop signal (SIGINT, SIGTERM, SIGHUP) arrived: unwind, tear down, exit 128+N.
+
+    A KeyboardInterrupt, so every `except Exception` lets it through and every cleanup
+    written for Ctrl-C (finally blocks, `closing()`) runs for the other signals too.
+    """
+
+    def __init__(self, signum: int, name: str) -> None:
+        super().__init__(name)
+        self.signum = signum
+        self.name = name
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum

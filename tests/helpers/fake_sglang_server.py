@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -63,8 +64,14 @@ def serve(args: argparse.Namespace) -> None:
             self._send(200, answer(engine, body))
 
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server.daemon_threads = True  # a hanging request must not hold the exit
     print(f"fake sglang pid {os.getpid()} listening on {args.port}", flush=True)
-    server.serve_forever()
+    # Like a real server: SIGINT and SIGTERM end it with one line, not a traceback.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        print(f"fake sglang pid {os.getpid()} shutting down", flush=True)
 
 
 def answer(engine: FakeEngine, body: dict) -> list[dict]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -88,8 +89,12 @@ def _run_child(command: Sequence[str], log_path: Path) -> int:
         try:
             _tee(child.stdout, (sys.stdout, log))
             return child.wait()
-        except KeyboardInterrupt:
-            # Ctrl-C reached the child too (same process group); let it write its XML.
+        except KeyboardInterrupt as stop:
+            # Ctrl-C reached the child too (same process group); a SIGTERM or SIGHUP sent
+            # to this process alone is passed on. Either way, let it write its XML.
+            signum = getattr(stop, "signum", signal.SIGINT)
+            if signum != signal.SIGINT:
+                child.send_signal(signum)
             child.wait(timeout=30)
             raise
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from kl_bitexact import escape
 from kl_bitexact.commands import Command
+from kl_bitexact.commands.common import write_output
 from kl_bitexact.compare.comparison import compare
 from kl_bitexact.errors import ConfigError, ExitCode
 from kl_bitexact.report import render
@@ -70,23 +71,60 @@ def run(args: argparse.Namespace) -> int:
     if args.exact:
         suites = [strict(s) for s in suites]
     out: Path = args.out
+    prepare_out(out)
     results_path = out / "results.json"
     plan = Plan(tuple(suites), out / "logs", run=current_run_info(), base_url=args.base_url)
     reporter = ConsoleReporter(github=os.environ.get("GITHUB_ACTIONS") == "true")
-    final = run_suites(
-        plan, reporter, lambda partial: results_io.write_atomic(partial, results_path)
-    )
-    results_io.write_atomic(final, results_path)
-    # report.md is the PR comment this run would post (no baseline, no resolved blockers:
-    # `publish` adds those), printed last so a local run ends with what reviewers will see.
-    report = render.comment(compare(final, None))
-    (out / "report.md").write_text(report, encoding="utf-8")
+    latest = Results(run=plan.run)
+
+    def save(partial: Results) -> None:
+        nonlocal latest
+        latest = partial
+        results_io.write_atomic(partial, results_path)
+
+    try:
+        final = run_suites(plan, reporter, save)
+    except BaseException:
+        # The one shutdown path (a stop signal, a crash): the runner has stopped the
+        # servers; what finished is written before the exit code is decided.
+        _write_outputs(latest, out)
+        print(f"kl-bitexact: wrote what finished to {results_path} and {out / 'report.md'}")
+        raise
+    report = _write_outputs(final, out)
     _print_comment(report, github=reporter.github)
     code = exit_code(final)
     print(f"{_tally(final)}; wrote {results_path} and {out / 'report.md'}")
     if code == ExitCode.COULD_NOT_RUN:
         print("kl-bitexact: no test ran to a verdict (see the errors above)")
     return int(code)
+
+
+def _write_outputs(results: Results, out: Path) -> str:
+    """results.json and report.md; report.md is the PR comment this run would post (no
+    baseline, no resolved blockers: `publish` adds those)."""
+    results_io.write_atomic(results, out / "results.json")
+    report = render.comment(compare(results, None))
+    write_output(out / "report.md", report)
+    return report
+
+
+def prepare_out(out: Path) -> None:
+    """--out must be a directory we can write, checked before any server starts."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(
+            f"--out {out}: is a file, not a directory",
+            hint="pass a directory (it is created if missing)",
+        )
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".kl-bitexact-write-check.{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as error:
+        raise ConfigError(
+            f"--out {out}: cannot write there ({error.strerror})",
+            hint="pass a directory you can write to",
+        ) from None
 
 
 def _print_comment(report: str, *, github: bool) -> None:

@@ -92,10 +92,15 @@ def run_suites(plan: Plan, reporter: Reporter, save: Callable[[Results], None]) 
 
     groups = launch_groups(plan.suites)
     for group, log in zip(groups, log_paths(plan.log_dir, groups), strict=True):
-        # closing(): an interrupt mid-suite still stops the server at once.
         with closing(_servers(plan, group, log)) as pairs:
-            for suite, running in pairs:
-                done.append(_run_suite(suite, running, plan, reporter, save_with))
+            try:
+                for suite, running in pairs:
+                    done.append(_run_suite(suite, running, plan, reporter, save_with))
+            except BaseException as error:
+                # A stop signal or a crash mid-suite: thrown into the generator, which
+                # stops its server at once, says why in the server's log, and re-raises.
+                pairs.throw(error)
+                raise
     return _doc(plan, done)
 
 
@@ -124,6 +129,13 @@ def _servers(
             else:
                 running.launch_s = 0.0  # shared launch: no cost for this suite
             yield suite, running
+    except GeneratorExit:
+        raise
+    except BaseException as error:
+        if running is not None:
+            running.stop(why=server.stop_reason(error))
+            running = None
+        raise
     finally:
         if running is not None:
             running.stop()

@@ -5,24 +5,34 @@ a ladder - interrupt, terminate, kill, each with a named timeout - sent to the w
 group, because launchers like sglang's fork workers that outlive their parent. A server
 that dies is reported with the tail of its log, and out-of-memory lines are called out as
 infrastructure problems, not engine results (B200 and GB300 differ in headroom).
+
+A server never outlives the run by more than that ladder, however the run ends: an
+exception or a stop signal unwinds into `stop()` (which notes why in the server's log);
+a SIGKILLed run runs no code at all, so two things outside it act instead: the kernel
+sends the server's leader SIGTERM when the run dies (Linux's parent-death signal), and a
+watchdog process (`watchdog.py`) sees the run's pipe close and walks the ladder over the
+whole process group.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import re
 import signal
 import socket
 import subprocess
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import requests
 
 from kl_bitexact.errors import ServerError
+from kl_bitexact.run import watchdog
 from kl_bitexact.suite.spec import PORT_PLACEHOLDER, ServerSpec
 
 HEALTH_PATH = "/health"
@@ -57,12 +67,14 @@ class Server:
         log_path: Path | None = None,
         launch_s: float | None = None,
         teardown: Teardown = Teardown(),
+        guard: Watchdog | None = None,
     ) -> None:
         self.base_url = base_url
         self.process = process
         self.log_path = log_path
         self.launch_s = launch_s
         self.teardown = teardown
+        self.guard = guard
 
     def exit_code(self) -> int | None:
         """The process's exit code once it has died; None while it runs (or not ours)."""
@@ -99,9 +111,53 @@ class Server:
     def log_tail(self) -> str:
         return "\n".join(_read_lines(self.log_path)[-LOG_TAIL_LINES:])
 
-    def stop(self) -> None:
+    def stop(self, why: str = "its suites are done") -> None:
+        """The teardown ladder over the server's group; the log says why and how it ended."""
         if self.process is not None:
+            if self.process.poll() is None:
+                self.note(f"stopping the server: {why}")
+            started = time.monotonic()
             stop_group(self.process, self.teardown)
+            self.note(
+                f"server stopped (exit code {self.process.returncode}) "
+                f"in {time.monotonic() - started:.1f} s"
+            )
+        if self.guard is not None:
+            self.guard.release()
+            self.guard = None
+
+    def note(self, line: str) -> None:
+        """A line of our own in the server's log, marked as not the server's."""
+        if self.log_path is None:
+            return
+        with contextlib.suppress(OSError), self.log_path.open("a", encoding="utf-8") as log:
+            log.write(f"[kl-bitexact] {line}\n")
+
+
+class Watchdog:
+    """A process that stops a server's group once this process is gone (watchdog.py)."""
+
+    def __init__(self, pgid: int, log_path: Path, teardown: Teardown) -> None:
+        read_end, self._write_end = os.pipe()  # both non-inheritable: no server gets one
+        waits = (teardown.interrupt_s, teardown.terminate_s, teardown.kill_s)
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, watchdog.__file__, str(pgid), str(log_path)]
+                + [str(w) for w in waits],
+                stdin=read_end,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        finally:
+            os.close(read_end)
+
+    def release(self) -> None:
+        """The server is stopped: close the pipe; the watchdog finds no group and exits."""
+        with contextlib.suppress(OSError):
+            os.close(self._write_end)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=5)
 
 
 def launch(
@@ -123,6 +179,7 @@ def launch(
                 stderr=subprocess.STDOUT,
                 env={**os.environ, **dict(spec.env)},
                 start_new_session=True,  # its own process group, for the teardown ladder
+                preexec_fn=_die_with_parent(),
             )
         except OSError as error:
             raise ServerError(
@@ -133,12 +190,48 @@ def launch(
         f"http://127.0.0.1:{port}", process=process, log_path=log_path, teardown=teardown
     )
     try:
+        server.guard = Watchdog(process.pid, log_path, teardown)
         wait_healthy(server, spec.startup_timeout, label)
-    except BaseException:
-        server.stop()
+    except BaseException as error:
+        server.stop(why=stop_reason(error))
         raise
     server.launch_s = time.monotonic() - started
     return server
+
+
+def stop_reason(error: BaseException) -> str:
+    """Why a run stops a server early, in the words of the server's log."""
+    if isinstance(error, KeyboardInterrupt):
+        name = getattr(error, "name", "SIGINT")
+        return f"kl-bitexact run received {name}; finished results are kept"
+    if isinstance(error, ServerError):
+        return f"it did not start: {error.message.splitlines()[0]}"
+    return f"kl-bitexact run failed ({type(error).__name__}: {error})"
+
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """What the child runs before exec: ask Linux for SIGTERM when its parent dies.
+
+    libc is loaded here, in the parent: only async-signal-safe work belongs after fork.
+    Elsewhere (macOS) the watchdog alone covers a killed run."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def arm() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # the parent died before the request took effect
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return arm
 
 
 def attach(base_url: str, *, label: str = "server") -> Server:
