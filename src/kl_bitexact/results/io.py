@@ -12,31 +12,17 @@ import dataclasses
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
-from enum import Enum
-from functools import cache
-from importlib import resources
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import jsonschema
+import msgspec
 
 from kl_bitexact import __version__
 from kl_bitexact.errors import ConfigError
-from kl_bitexact.jsonfile import read_json
-from kl_bitexact.results.model import (
-    SCHEMA_VERSION,
-    CacheHits,
-    Divergence,
-    ExactMatch,
-    Results,
-    RunInfo,
-    ServerInfo,
-    Status,
-    SuiteResult,
-    TestResult,
-    ToolInfo,
-)
+from kl_bitexact.jsonfile import parse_refused, read_bounded
+from kl_bitexact.results import strict
+from kl_bitexact.results.model import SCHEMA_VERSION, Results, SuiteResult
 
 # A 32-sample suite with first divergences is a few kB; 10,000 such tests stay far under
 # this. Anything larger is not a results file we wrote.
@@ -47,18 +33,20 @@ MAX_RESULTS_BYTES = 64 * 1024 * 1024
 
 
 def to_json(results: Results) -> dict[str, Any]:
-    """The JSON document for `results` (plain dicts and lists, key order stable)."""
-    document: dict[str, Any] = _plain(dataclasses.asdict(results))
+    """The JSON document for `results` (plain dicts and lists, key order stable).
+
+    msgspec builds it in C; NaN and infinities stay floats, so `dumps` still refuses them.
+    """
+    document: dict[str, Any] = _lists(msgspec.to_builtins(results))
     return document
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, Enum):
-        return value.value
+def _lists(value: Any) -> Any:
+    """to_builtins keeps tuples; JSON arrays are lists (what jsonschema and readers expect)."""
     if isinstance(value, dict):
-        return {key: _plain(item) for key, item in value.items()}
+        return {key: _lists(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(item) for item in value]
+        return [_lists(item) for item in value]
     return value
 
 
@@ -81,21 +69,28 @@ def write_atomic(results: Results, path: Path) -> None:
         raise
 
 
-# --- JSON in ----------------------------------------------------------------------------
+# --- JSON in ---------------------------------------------------------------------------
 
 
-@cache
 def schema() -> dict[str, Any]:
     """The published JSON Schema of results.json (schemas/results.schema.json)."""
-    text = resources.files("kl_bitexact").joinpath("schemas/results.schema.json").read_text()
-    loaded: dict[str, Any] = json.loads(text)
-    return loaded
+    return strict.schema()
 
 
 def load(path: Path, *, max_bytes: int = MAX_RESULTS_BYTES) -> Results:
     """Read, bound, validate and decode one results file; errors name the file."""
     hint = "pass the results.json written by `kl-bitexact run`"
-    document = read_json(path, what="results file", max_bytes=max_bytes, hint=hint)
+    return loads(read_bounded(path, what="results file", max_bytes=max_bytes, hint=hint), path)
+
+
+def loads(raw: bytes, path: Path) -> Results:
+    """Validate and decode the bytes of a results file (`path` names it in errors)."""
+    try:
+        return strict.decode(raw)
+    except msgspec.ValidationError as error:
+        raise _invalid(error, _version_in(raw), str(path)) from None
+    except msgspec.DecodeError as error:  # after ValidationError, its subclass
+        document = parse_refused(raw, error, path, "results file")
     return from_json(document, source=str(path))
 
 
@@ -106,64 +101,44 @@ def load_merged(paths: Sequence[Path]) -> Results:
 
 def from_json(document: Any, *, source: str = "<results>") -> Results:
     """Validate a parsed document and decode it into Results."""
-    _check_version(document, source)
-    validator = jsonschema.Draft202012Validator(schema())
-    problem = jsonschema.exceptions.best_match(validator.iter_errors(document))
-    if problem is not None:
-        where = "/".join(str(part) for part in problem.absolute_path) or "(top level)"
-        raise ConfigError(f"{source}: invalid results at {where}: {problem.message}")
-    return _decode_results(document)
+    try:
+        return strict.convert(document)
+    except msgspec.ValidationError as error:
+        version = document.get("schema_version") if isinstance(document, dict) else None
+        raise _invalid(error, version, source) from None
 
 
-def _check_version(document: Any, source: str) -> None:
-    version = document.get("schema_version") if isinstance(document, dict) else None
+class _VersionOnly(msgspec.Struct):
+    schema_version: Any = None
+
+
+def _version_in(raw: bytes) -> Any:
+    """The document's schema_version, read again only to word an error."""
+    try:
+        return msgspec.json.decode(raw, type=_VersionOnly).schema_version
+    except msgspec.MsgspecError:
+        return None
+
+
+def _invalid(error: msgspec.ValidationError, version: Any, source: str) -> ConfigError:
+    """The error for a document the decoder refused: another schema_version says so
+    first; otherwise the JSON path (`suites/0/tests/3/kl_div`) and what is wrong there."""
     if version != SCHEMA_VERSION:
-        raise ConfigError(
+        return ConfigError(
             f"{source}: schema_version {version!r} is not supported "
             f"(this kl-bitexact {__version__} reads schema_version {SCHEMA_VERSION})",
             hint="produce and read results with the same major version of kl-bitexact",
         )
+    message, _, at = str(error).partition(" - at `")
+    where = _slash_path(at.rstrip("`")) or "(top level)"
+    return ConfigError(f"{source}: invalid results at {where}: {message}")
 
 
-def _decode_results(doc: Mapping[str, Any]) -> Results:
-    return Results(
-        schema_version=doc["schema_version"],
-        tool=ToolInfo(**doc["tool"]),
-        run=RunInfo(**doc["run"]),
-        suites=tuple(_decode_suite(suite) for suite in doc["suites"]),
-    )
-
-
-def _decode_suite(doc: Mapping[str, Any]) -> SuiteResult:
-    server = doc["server"]
-    return SuiteResult(
-        name=doc["name"],
-        server=ServerInfo(
-            engine=server["engine"],
-            args=tuple(server.get("args", ())),
-            launch_s=server.get("launch_s"),
-        ),
-        tests=tuple(_decode_test(test) for test in doc["tests"]),
-    )
-
-
-def _decode_test(doc: Mapping[str, Any]) -> TestResult:
-    exact, hits = doc.get("exact"), doc.get("cache_hits")
-    return TestResult(
-        id=doc["id"],
-        check=doc["check"],
-        status=Status(doc["status"]),
-        kl_div=doc.get("kl_div"),
-        kl_threshold=doc.get("kl_threshold"),
-        kl_per_sample=tuple(doc.get("kl_per_sample", ())),
-        exact=ExactMatch(**exact) if exact is not None else None,
-        cache_hits=CacheHits(**hits) if hits is not None else None,
-        first_divergence=tuple(Divergence(**item) for item in doc.get("first_divergence", ())),
-        blocked_by=tuple(doc.get("blocked_by", ())),
-        duration_s=doc.get("duration_s", 0.0),
-        message=doc.get("message", ""),
-        warnings=tuple(doc.get("warnings", ())),
-    )
+def _slash_path(msgspec_path: str) -> str:
+    """`$.suites[0].tests[3].kl_div` -> `suites/0/tests/3/kl_div`; `key` in `$.x` -> x."""
+    path = msgspec_path.rpartition("in `")[2] if msgspec_path.startswith("key") else msgspec_path
+    parts = path.removeprefix("$").replace("[", ".").replace("]", "").split(".")
+    return "/".join(part for part in parts if part)
 
 
 # --- shards -----------------------------------------------------------------------------
