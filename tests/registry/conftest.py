@@ -37,3 +37,11 @@ def _snapshot(root: Path) -> dict[str, bytes]:
 def snapshot() -> Callable[[Path], dict[str, bytes]]:
     """Every file of a repository, by relative path, for before/after comparisons."""
     return _snapshot
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each test's scan cache is its own (subprocesses inherit the variable)."""
+    monkeypatch.setenv("KL_BITEXACT_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))

@@ -17,12 +17,12 @@ PLANTED = {
     "unknown-suite": {("suite-not-allowlisted", f"{KL}/test_new_stage.py", 6)},
     "undispatched-suite": {("suite-not-dispatched", RUN_SUITE, 15)},
     "empty-suite": {("empty-suite", ".github/workflows/pr-test.yml", 19)},
-    "no-registration": {("no-registration", f"{KL}/test_helpers.py", None)},
+    "no-registration": {("no-registration", f"{KL}/test_helpers.py", 1)},
     "non-literal": {("non-literal-argument", f"{KL}/test_decode_cache_hit.py", 6)},
     "unknown-argument": {("unknown-argument", f"{KL}/test_decode_cache_hit.py", 5)},
     "not-top-level": {("not-top-level", f"{KL}/test_decode_cache_hit.py", 9)},
     "suite-and-stage": {("suite-and-stage", f"{KL}/test_hicache_bitexact.py", 5)},
-    "missing-main": {("missing-main", f"{KL}/test_tp8_bitexact.py", None)},
+    "missing-main": {("missing-main", f"{KL}/test_tp8_bitexact.py", 5)},
     "disabled-without-reason": {("disabled-without-reason", f"{KL}/test_nightly_longbench.py", 6)},
     "bad-blocked-by": {("bad-blocked-by", "test/bitexact/hicache-b200.yaml", 9)},
     "bad-est-time": {("bad-est-time", f"{KL}/test_tp8_bitexact.py", 5)},
@@ -94,7 +94,7 @@ def test_github_format_is_workflow_commands(cli, make_repo):
 @pytest.mark.parametrize(
     ("overlay", "needle"),
     [
-        ("syntax-error", "test/registered/kl/test_tp8_bitexact.py:8: not valid Python"),
+        ("syntax-error", "test/registered/kl/test_tp8_bitexact.py:5: not valid Python"),
         ("bad-config", "unknown key `registry.registred`"),
     ],
 )

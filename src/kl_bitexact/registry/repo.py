@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from kl_bitexact.errors import ConfigError
-from kl_bitexact.registry import allowlists, paths, scan, suitefiles, workflows, yamlio
+from kl_bitexact.registry import (
+    allowlists,
+    paths,
+    scan,
+    scancache,
+    suitefiles,
+    workflows,
+    yamlio,
+)
 from kl_bitexact.registry.allowlists import Allowlist
 from kl_bitexact.registry.config import RegistryConfig
 from kl_bitexact.registry.model import Registration
@@ -34,7 +43,8 @@ def read(root: Path, config: RegistryConfig) -> RepoState:
         raise ConfigError(f"{root}: repository root not found", hint="pass --root DIR")
     tests = paths.list_files(root, config.registered, config.exclude)
     suites = paths.list_files(root, config.suite_files, config.exclude)
-    scanned = [scan.scan_source(read_text(root, path), path) for path in tests]
+    sources = [(path, _read_listed(root, path)) for path in tests]
+    scanned = scancache.scan_all(root, sources, scan.scan_source)
     scanned += [suitefiles.scan_suite_file(read_text(root, path), path) for path in suites]
     return RepoState(
         config=config,
@@ -49,7 +59,19 @@ def read(root: Path, config: RegistryConfig) -> RepoState:
 
 def read_text(root: Path, relative: str) -> str:
     try:
-        return paths.inside(root, relative).read_text(encoding="utf-8")
+        with open(paths.inside(root, relative), encoding="utf-8") as handle:
+            return handle.read()
+    except UnicodeDecodeError:
+        raise ConfigError(f"{relative}: not UTF-8 text") from None
+    except OSError as error:
+        raise ConfigError(f"{relative}: cannot read ({error.strerror})") from None
+
+
+def _read_listed(root: Path, relative: str) -> str:
+    """A file `paths.list_files` found (so inside the root): without a Path per file."""
+    try:
+        with open(os.path.join(root, relative), encoding="utf-8") as handle:
+            return handle.read()
     except UnicodeDecodeError:
         raise ConfigError(f"{relative}: not UTF-8 text") from None
     except OSError as error:

@@ -13,11 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from kl_bitexact.errors import ConfigError
+from kl_bitexact.registry import toplevel
 from kl_bitexact.registry.findings import Code, Finding, error
 from kl_bitexact.registry.model import Registration, suite_name
 
 BACKENDS = ("cpu", "cuda", "amd", "npu", "xpu", "musa", "mlx")
 REGISTER_FUNCTIONS = {f"register_{backend}_ci": backend for backend in BACKENDS}
+_NAMES = frozenset(REGISTER_FUNCTIONS)
 POSITIONAL = ("est_time", "suite", "nightly", "disabled")
 KEYWORD_ONLY = ("stage", "runner_config", "in_process_group")
 PARAMETERS = POSITIONAL + KEYWORD_ONLY
@@ -33,18 +35,37 @@ class ScannedFile:
 
 
 def scan_source(source: str, path: str) -> ScannedFile:
-    """Registrations and problems of one test file; a syntax error is a ConfigError."""
-    tree = _parse(source, path)
+    """Registrations and problems of one test file; a syntax error is a ConfigError.
+
+    Only the top-level registration calls and main block are parsed when they can be cut
+    out safely (`toplevel`); otherwise, and for every file with a problem the fast path
+    cannot see, the whole file is parsed. A syntax error elsewhere in the file is then not
+    seen: Python itself reports it when the test runs.
+    """
+    located = toplevel.locate(source, _NAMES)
+    if located is None:
+        return _scan_tree(_parse(source, path), path)
+    has_main = any(_is_main_block(block) for block in located.main_blocks)
+    return _scan_calls(list(located.calls), has_main, [], path)
+
+
+def _scan_tree(tree: ast.Module, path: str) -> ScannedFile:
     top_level = [call for call in _top_level_calls(tree) if _register_name(call)]
+    nested = _nested_calls(tree, set(map(id, top_level)), path)
+    has_main = any(_is_main_block(statement) for statement in tree.body)
+    return _scan_calls(top_level, has_main, nested, path)
+
+
+def _scan_calls(
+    top_level: list[ast.Call], has_main: bool, findings: list[Finding], path: str
+) -> ScannedFile:
     registrations: list[Registration] = []
-    findings: list[Finding] = []
+    findings = list(findings)
     for call in top_level:
         registration, problems = _read_call(call, path)
         findings.extend(problems)
         if registration is not None:
             registrations.append(registration)
-    findings.extend(_nested_calls(tree, set(map(id, top_level)), path))
-    has_main = any(_is_main_block(statement) for statement in tree.body)
     findings.extend(_file_checks(path, top_level, registrations, has_main))
     return ScannedFile(path, tuple(registrations), has_main, tuple(findings))
 
@@ -115,18 +136,19 @@ def _file_checks(
         return [
             error(
                 path,
-                None,
+                1,
                 Code.NO_REGISTRATION,
                 "no register_*_ci() call: run_suite.py rejects the file and fails every suite",
                 'add e.g. `register_cuda_ci(est_time=300, suite="...")` at the top level, '
                 "or move the file out of the registered tree",
             )
         ]
-    if any(r.enabled for r in registrations) and not has_main:
+    enabled = [r for r in registrations if r.enabled]
+    if enabled and not has_main:
         return [
             error(
                 path,
-                None,
+                enabled[0].line,
                 Code.MISSING_MAIN,
                 'enabled test file without an `if __name__ == "__main__":` block that calls '
                 "something: CI runs `python3 FILE` and it would exit green without testing",

@@ -1,0 +1,107 @@
+"""The fast scan (top-level slices only) agrees with a full parse, and the scan cache."""
+
+from __future__ import annotations
+
+import ast
+import json
+
+import pytest
+
+from kl_bitexact.registry import scan, scancache, toplevel
+
+HEAD = '"""Module docstring."""\nimport unittest\n\n'
+MAIN = '\n\nif __name__ == "__main__":\n    unittest.main()\n'
+CLASS = '\nclass T(unittest.TestCase):\n    def test_x(self):\n        """Doc."""\n        pass\n'
+
+SOURCES = {
+    "plain": HEAD + 'register_cuda_ci(est_time=60, suite="s")\n' + CLASS + MAIN,
+    "multi-line call": HEAD
+    + 'register_cuda_ci(\n    est_time=60,  # )\n    suite="s)",\n)\n'
+    + CLASS
+    + MAIN,
+    "two backends": HEAD + 'register_cuda_ci(60, "s")\nregister_amd_ci(30, "t")\n' + CLASS + MAIN,
+    "call in a docstring": HEAD
+    + '"""\nregister_cuda_ci(60, "ghost")\n"""\n'
+    + 'register_cuda_ci(60, "s")\n'
+    + CLASS
+    + MAIN,
+    "call in a comment": HEAD
+    + '# register_cuda_ci(60, "ghost")\nregister_cuda_ci(60, "s")\n'
+    + MAIN,
+    "nested call": HEAD
+    + 'register_cuda_ci(60, "s")\ndef f():\n    register_cuda_ci(1, "n")\n'
+    + MAIN,
+    "assigned call": HEAD + 'x = register_cuda_ci(60, "s")\n' + MAIN,
+    "attribute call": HEAD + 'register_cuda_ci(60, "s")\nci.register_cuda_ci(1, "n")\n' + MAIN,
+    "main in a docstring": HEAD + 'register_cuda_ci(60, "s")\nX = """\nif __name__ == "x":\n'
+    '    f()\n"""\n',
+    "main with else": HEAD + 'register_cuda_ci(60, "s")\nif __name__ == "__main__":\n'
+    "    pass\nelse:\n    f()\n",
+    "main that only passes": HEAD + 'register_cuda_ci(60, "s")\nif __name__ == "__main__":\n'
+    "    pass\n",
+    "no registration": HEAD + CLASS + MAIN,
+    "call and more on the line": HEAD + 'register_cuda_ci(60, "s"); y = 1\n' + MAIN,
+}
+
+
+@pytest.mark.parametrize("name", sorted(SOURCES))
+def test_fast_scan_equals_the_full_parse(name):
+    source = SOURCES[name]
+    full = scan._scan_tree(ast.parse(source), "t.py")
+    assert scan.scan_source(source, "t.py") == full
+
+
+def test_the_fast_path_is_taken_for_ordinary_files():
+    located = toplevel.locate(SOURCES["multi-line call"], frozenset(scan.REGISTER_FUNCTIONS))
+    assert located is not None
+    assert [call.lineno for call in located.calls] == [4]
+    assert [block.lineno for block in located.main_blocks] == [15]
+
+
+@pytest.mark.parametrize("name", ["call in a docstring", "nested call", "no registration"])
+def test_unusual_files_fall_back_to_the_full_parse(name):
+    assert toplevel.locate(SOURCES[name], frozenset(scan.REGISTER_FUNCTIONS)) is None
+
+
+def test_cache_returns_the_same_scan_and_rescans_changed_files(tmp_path, monkeypatch):
+    monkeypatch.setenv("KL_BITEXACT_CACHE_DIR", str(tmp_path / "cache"))
+    calls = []
+
+    def counting(text, path):
+        calls.append(path)
+        return scan.scan_source(text, path)
+
+    sources = [("a.py", SOURCES["plain"]), ("b.py", SOURCES["nested call"])]
+    first = scancache.scan_all(tmp_path, sources, counting)
+    second = scancache.scan_all(tmp_path, sources, counting)
+    assert first == second
+    assert calls == ["a.py", "b.py"]
+    changed = [("a.py", SOURCES["two backends"]), ("b.py", SOURCES["nested call"])]
+    third = scancache.scan_all(tmp_path, changed, counting)
+    assert calls[2:] == ["a.py"]
+    assert len(third[0].registrations) == 2
+
+
+def test_a_damaged_cache_is_rescanned(tmp_path, monkeypatch):
+    monkeypatch.setenv("KL_BITEXACT_CACHE_DIR", str(tmp_path / "cache"))
+    sources = [("a.py", SOURCES["plain"])]
+    expected = scancache.scan_all(tmp_path, sources, scan.scan_source)
+    [store] = (tmp_path / "cache" / "lint").iterdir()
+    document = json.loads(store.read_text())
+    for entry in document["entries"].values():
+        entry["registrations"] = [{"nonsense": 1}]
+    store.write_text(json.dumps(document))
+    assert scancache.scan_all(tmp_path, sources, scan.scan_source) == expected
+    store.write_text("{not json")
+    assert scancache.scan_all(tmp_path, sources, scan.scan_source) == expected
+
+
+def test_parallel_scan_matches_and_carries_errors(tmp_path, monkeypatch):
+    monkeypatch.setenv("KL_BITEXACT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(scancache, "PARALLEL_MIN_FILES", 2)
+    sources = [(f"t{i}.py", SOURCES["plain"]) for i in range(450)]
+    parallel = scancache._scan(sources, scan.scan_source)
+    assert parallel == {path: scan.scan_source(text, path) for path, text in sources}
+    broken = [*sources, ("bad.py", "x = (\n")]
+    with pytest.raises(scancache.ConfigError, match=r"bad\.py:1: not valid Python"):
+        scancache._scan(broken, scan.scan_source)
