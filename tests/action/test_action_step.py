@@ -38,6 +38,7 @@ def test_inputs_are_parsed():
             comment="False",
             strict="TRUE",
             partitions="3",
+            repeat="5",
             findings="lint/findings.json",
             expected_shards='["s-0", "s-1"]',
             args="--select decode",
@@ -46,8 +47,16 @@ def test_inputs_are_parsed():
     assert inputs.suites == ("a.yaml", "b/*.yaml")
     assert (inputs.fail_on, inputs.comment, inputs.strict) == ("never", False, True)
     assert (inputs.partitions, inputs.findings) == (3, "lint/findings.json")
+    assert inputs.repeat == 5 and argv.run_argv(inputs, [])[-4:-2] == ["--repeat", "5"]
     assert inputs.expected_shards == ("s-0", "s-1")
     assert inputs.args == ("--select", "decode")
+
+
+@pytest.mark.parametrize("value", ["flaky", "failure,flaky", "regression, flaky"])
+def test_fail_on_takes_flaky_beside_a_mode(value):
+    inputs = read_inputs(env(fail_on=value))
+    assert inputs.fail_on == value
+    assert argv.report_argv(inputs, [], Path("c.md"), None)[-2:] == ["--fail-on", value]
 
 
 def test_expected_shards_accepts_the_shard_matrix():
@@ -61,6 +70,8 @@ def test_expected_shards_accepts_the_shard_matrix():
     [
         ({"command": "deploy"}, "action input `command`: 'deploy' is not one of run, publish"),
         ({"fail_on": "always"}, "action input `fail-on`: 'always' is not one of"),
+        ({"fail_on": "never,failure"}, "'never,failure' is not one of regression, failure"),
+        ({"repeat": "-1"}, "action input `repeat`: '-1' is not a positive integer"),
         ({"comment": "yes"}, "action input `comment`: 'yes' is not true or false"),
         ({"partitions": "two"}, "action input `partitions`: 'two' is not a positive integer"),
         (

@@ -13,10 +13,11 @@ from kl_bitexact.compare.gate import (
     decide,
     excused_by_base,
     gates,
+    parse_fail_on,
     verdict,
 )
 from kl_bitexact.errors import ExitCode
-from kl_bitexact.results.model import Status
+from kl_bitexact.results.model import Repeats, Status
 
 OPEN, MERGED, CLOSED, UNKNOWN = (
     BlockerState.OPEN,
@@ -139,3 +140,55 @@ def test_report_only_passes_and_says_so():
         "passed",
         "report only (gate off)",
     )
+
+
+# --- flaky (run --repeat) -----------------------------------------------------------------
+
+
+def flaky(*statuses: Status, blocked_by: tuple[str, ...] = ()):
+    evidence = Repeats(count=len(statuses), changed=3, positions=24, statuses=statuses)
+    return check_result("s::t", Status.FLAKY, repeats=evidence, blocked_by=blocked_by)
+
+
+@pytest.mark.parametrize(
+    ("statuses", "policy", "gating"),
+    [
+        ((Status.PASSED, Status.PASSED), Policy(), False),  # report only by default
+        ((Status.PASSED, Status.PASSED), Policy(flaky=True), True),
+        ((Status.PASSED, Status.FAILED), Policy(), True),  # a red repeat is never retried away
+        ((Status.PASSED, Status.FAILED), Policy(FailOn.NEVER, flaky=True), False),
+    ],
+)
+def test_a_flaky_test_gates_by_policy_or_when_a_repeat_was_red(statuses, policy, gating):
+    test = flaky(*statuses)
+    assert verdict(test, []) is Verdict.FLAKY
+    assert gates(Verdict.FLAKY, test, policy) is gating
+
+
+def test_a_flaky_test_is_flaky_whatever_its_blockers_say():
+    assert verdict(flaky(Status.PASSED, Status.PASSED, blocked_by=("#1",)), [OPEN]) is Verdict.FLAKY
+
+
+def test_flaky_tests_executed_and_are_named_in_the_reasons():
+    decision = decide({Verdict.FLAKY: 2}, executed=2, policy=Policy(flaky=True))
+    assert decision.reasons == ("2 flaky tests",) and decision.exit_code is ExitCode.GATE_FAILED
+
+
+@pytest.mark.parametrize(
+    ("text", "parsed"),
+    [
+        ("regression", (FailOn.REGRESSION, False)),
+        ("never", (FailOn.NEVER, False)),
+        ("flaky", (FailOn.REGRESSION, True)),
+        ("failure,flaky", (FailOn.FAILURE, True)),
+        (" flaky , never ", (FailOn.NEVER, True)),
+    ],
+)
+def test_fail_on_parses_a_mode_and_flaky(text, parsed):
+    assert parse_fail_on(text) == parsed
+
+
+@pytest.mark.parametrize("text", ["always", "regression,failure", "flaky,flakey"])
+def test_fail_on_refuses_anything_else(text):
+    with pytest.raises(ValueError, match="is not one of regression, failure, never"):
+        parse_fail_on(text)

@@ -70,10 +70,33 @@ def test_round_trip_preserves_every_field(tmp_path: Path):
             cache_hits=None,
             kl_div=None,
         ),
+        make_test(
+            "suite-a::flaky",
+            status=r.Status.FLAKY,
+            repeats=r.Repeats(
+                count=3,
+                launches=2,
+                positions=24,
+                changed=5,
+                kl=(0.0, 1e-18, None),
+                cache_hits=(8, 7, None),
+                statuses=(r.Status.PASSED, r.Status.FAILED, r.Status.PASSED),
+                first_change="repeat 2 vs 1: sample 0, token 1: decoded token 3 vs 4",
+            ),
+        ),
     )
     path = tmp_path / "results.json"
     results_io.write_atomic(original, path)
     assert results_io.load(path) == original
+
+
+def test_a_file_written_before_repeats_existed_still_loads(tmp_path: Path):
+    """The flake meter's fields are additive (schema_version stays 1)."""
+    document = json.loads(results_io.dumps(make_results()))
+    for test in document["suites"][0]["tests"]:
+        del test["repeats"]
+    [(_, test)] = results_io.from_json(document).all_tests()
+    assert test.repeats is None and test.status is r.Status.FAILED
 
 
 def test_written_document_validates_against_published_schema(tmp_path: Path):

@@ -63,8 +63,10 @@ FAULT_MATRIX = {
 }
 
 
-def test_the_matrix_covers_every_reference_fault():
-    assert set(FAULT_MATRIX) == {fault.value for fault in Fault}
+def test_the_matrix_covers_every_state_layer_fault():
+    # order-dependent-decode breaks run-to-run determinism instead: test_flake_meter.py.
+    covered = set(FAULT_MATRIX) | {Fault.ORDER_DEPENDENT_DECODE.value}
+    assert covered == {fault.value for fault in Fault}
 
 
 @pytest.mark.parametrize("fault", sorted(FAULT_MATRIX))

@@ -12,6 +12,8 @@ def run_argv(inputs: ActionInputs, suite_files: Sequence[str]) -> list[str]:
     argv = ["run", *suite_files, "--out", str(inputs.results_dir)]
     if inputs.base_url:
         argv += ["--base-url", inputs.base_url]
+    if inputs.repeat and inputs.repeat > 1:
+        argv += ["--repeat", str(inputs.repeat)]
     return argv + list(inputs.args)
 
 

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kl_bitexact.compare.gate import parse_fail_on
 from kl_bitexact.errors import ConfigError
 
 COMMANDS = ("run", "publish", "report", "lint-ci", "shard", "trust")
-FAIL_ON = ("regression", "failure", "never")
 # `baseline: fetch`: the newest successful base-branch run's results artifact (publish).
 FETCH_BASELINE = "fetch"
 _HINT = "fix the `with:` of the kl-bitexact step in your workflow"
@@ -31,6 +31,7 @@ class ActionInputs:
     comment: bool = True
     strict: bool = False
     partitions: int | None = None
+    repeat: int | None = None  # run: `--repeat N`, the flake meter
     shard_timeout: float | None = None
     findings: str = ""
     expected_shards: tuple[str, ...] = ()
@@ -54,10 +55,11 @@ def read_inputs(environ: Mapping[str, str]) -> ActionInputs:
         results_dir=Path(get("results-dir", "kl-bitexact-results")),
         baseline=get("baseline"),
         github_token=environ.get(env_name("github-token"), ""),
-        fail_on=_choice("fail-on", get("fail-on", "regression"), FAIL_ON),
+        fail_on=_fail_on(get("fail-on", "regression")),
         comment=_boolean("comment", get("comment", "true")),
         strict=_boolean("strict", get("strict", "false")),
         partitions=_positive_int("partitions", get("partitions")),
+        repeat=_positive_int("repeat", get("repeat")),
         shard_timeout=_positive_float("shard-timeout", get("shard-timeout")),
         findings=get("findings"),
         expected_shards=_shard_names(get("expected-shards")),
@@ -71,6 +73,14 @@ def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
         raise ConfigError(
             f"action input `{name}`: {value!r} is not one of {', '.join(allowed)}", hint=_HINT
         )
+    return value
+
+
+def _fail_on(value: str) -> str:
+    try:
+        parse_fail_on(value)
+    except ValueError as error:
+        raise ConfigError(f"action input `fail-on`: {error}", hint=_HINT) from None
     return value
 
 

@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from kl_bitexact.compare.gate import FailOn
+from kl_bitexact.compare.gate import FailOn, Policy, parse_fail_on
 from kl_bitexact.errors import ConfigError, ExitCode
 from kl_bitexact.ingest import junit
 from kl_bitexact.ingest.junit_results import (
@@ -57,9 +57,12 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
 def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--fail-on",
-        choices=[mode.value for mode in FailOn],
-        default=FailOn.REGRESSION.value,
-        help="what fails the gate (default: %(default)s)",
+        type=_fail_on,
+        default=(FailOn.REGRESSION, False),
+        metavar="MODE[,flaky]",
+        help="what fails the gate: regression, failure or never; add ',flaky' for a test "
+        "whose repeats (run --repeat) disagree to gate even when every repeat passed "
+        "(default: regression)",
     )
     parser.add_argument(
         "--strict", action="store_true", help="an unexpected green test fails the gate"
@@ -74,6 +77,19 @@ def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("GITHUB_REPOSITORY"),
         help="owner/repo that completes short #N blockers (default: $GITHUB_REPOSITORY)",
     )
+
+
+def _fail_on(text: str) -> tuple[FailOn, bool]:
+    try:
+        return parse_fail_on(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def policy(args: argparse.Namespace) -> Policy:
+    """The gate policy from `add_policy_arguments`' options."""
+    mode, flaky = args.fail_on
+    return Policy(mode, args.strict, args.allow_unknown_blockers, flaky=flaky)
 
 
 def write_output(path: Path, text: str, *, append: bool = False) -> None:

@@ -17,13 +17,13 @@ from pathlib import Path
 from github import Github
 from github.PullRequest import PullRequest
 
-from kl_bitexact.commands import Command
+from kl_bitexact.commands import Command, common
 from kl_bitexact.commands.common import add_input_arguments, add_policy_arguments, write_output
 from kl_bitexact.compare import baseline
 from kl_bitexact.compare.baseline import Baseline
 from kl_bitexact.compare.blockers import BlockerState
 from kl_bitexact.compare.comparison import Comparison, compare
-from kl_bitexact.compare.gate import FailOn, Policy
+from kl_bitexact.compare.gate import Policy
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.publish import baseline_fetch, status, sticky
 from kl_bitexact.publish import blocker_lookup as blocker_states
@@ -145,7 +145,7 @@ class Options:
             findings=args.findings,
             annotations=args.annotations,
             key=args.key,
-            policy=Policy(FailOn(args.fail_on), args.strict, args.allow_unknown_blockers),
+            policy=common.policy(args),
             repo=args.repo,
             pr=args.pr,
             sha=args.sha,

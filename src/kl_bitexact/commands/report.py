@@ -11,11 +11,10 @@ import json
 import sys
 from pathlib import Path
 
-from kl_bitexact.commands import Command
+from kl_bitexact.commands import Command, common
 from kl_bitexact.commands.common import add_input_arguments, add_policy_arguments, write_output
 from kl_bitexact.compare import baseline
 from kl_bitexact.compare.comparison import Comparison, compare
-from kl_bitexact.compare.gate import FailOn, Policy
 from kl_bitexact.publish import blocker_lookup as blocker_states
 from kl_bitexact.registry import findings_file as findings
 from kl_bitexact.report import render
@@ -86,7 +85,7 @@ def handle(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace) -> Comparison:
     head = results_io.load_merged(args.results)
-    policy = Policy(FailOn(args.fail_on), args.strict, args.allow_unknown_blockers)
+    policy = common.policy(args)
     states = blocker_states.load(args.blockers) if args.blockers else None
     return compare(
         head, baseline.load(args.baseline), blockers=states, policy=policy, default_repo=args.repo

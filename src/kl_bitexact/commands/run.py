@@ -64,6 +64,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="make every test strict: any differing logprob fails, whatever the KL",
     )
+    parser.add_argument(
+        "--repeat",
+        type=_repeat_count,
+        default=1,
+        metavar="N",
+        help="run each test N times on the same server launch and compare the runs with "
+        "each other: a test whose repeats disagree is `flaky` (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--relaunch",
+        action="store_true",
+        help="with --repeat: one launch per repeat (the whole run N times, each on a fresh "
+        "server), to catch differences that only a restart shows",
+    )
+
+
+MAX_REPEAT = 100
+
+
+def _repeat_count(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= MAX_REPEAT:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 1 to {MAX_REPEAT}")
+    return int(text)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -73,7 +96,15 @@ def run(args: argparse.Namespace) -> int:
     out: Path = args.out
     prepare_out(out)
     results_path = out / "results.json"
-    plan = Plan(tuple(suites), out / "logs", run=current_run_info(), base_url=args.base_url)
+    _check_relaunch(args, suites)
+    plan = Plan(
+        tuple(suites),
+        out / "logs",
+        run=current_run_info(),
+        base_url=args.base_url,
+        repeat=args.repeat,
+        relaunch=args.relaunch,
+    )
     reporter = ConsoleReporter(github=os.environ.get("GITHUB_ACTIONS") == "true")
     latest = Results(run=plan.run)
 
@@ -125,6 +156,19 @@ def prepare_out(out: Path) -> None:
             f"--out {out}: cannot write there ({error.strerror})",
             hint="pass a directory you can write to",
         ) from None
+
+
+def _check_relaunch(args: argparse.Namespace, suites: Sequence[Suite]) -> None:
+    if not args.relaunch:
+        return
+    if args.repeat < 2:
+        raise ConfigError("--relaunch needs --repeat N with N >= 2", hint="add --repeat 3")
+    attached = args.base_url or next((s.server.base_url for s in suites if s.server.base_url), None)
+    if attached:
+        raise ConfigError(
+            f"--relaunch cannot restart the server at {attached}: kl-bitexact did not start it",
+            hint="drop --relaunch, or let the suite's server.command launch the server",
+        )
 
 
 def _print_comment(report: str, *, github: bool) -> None:
@@ -206,7 +250,8 @@ class ConsoleReporter:
 
     def test_finished(self, result: TestResult) -> None:
         print(progress_line(result), flush=True)
-        if result.status is not Status.PASSED:
+        # A repeated test always says what its repeats showed (stable or not).
+        if result.status is not Status.PASSED or result.repeats is not None:
             print(f"    {result.message}", flush=True)
         for warning in result.warnings:
             print(f"    warning: {warning}", flush=True)

@@ -9,6 +9,9 @@ How statuses other than passed/failed count:
   yet may well crash); without one it is `infra` and gates.
 - `not_run` measured nothing (cache disabled, no sample kept). It is never a pass: it is
   `infra` and gates in `failure` and `regression` mode, whatever its blockers say.
+- `flaky` (`run --repeat`): the test's own repeats disagreed. Its verdict is `flaky`
+  whatever its blockers say; it gates with `--fail-on ...,flaky`, and always when one of
+  its repeats was red (a red repeat is never retried away).
 - `skipped` was asked for (the suite or a marker skipped it). It is shown and counted but
   does not gate; a test that ran on the base branch and is skipped now is still flagged
   by its transition ("newly not run").
@@ -26,7 +29,7 @@ from kl_bitexact.errors import ExitCode
 from kl_bitexact.results.model import Status, TestResult
 
 RED = frozenset({Status.FAILED, Status.ERROR})
-EXECUTED = frozenset({Status.PASSED, Status.FAILED})
+EXECUTED = frozenset({Status.PASSED, Status.FAILED, Status.FLAKY})
 
 
 class Verdict(str, Enum):
@@ -34,6 +37,7 @@ class Verdict(str, Enum):
 
     REGRESSION = "regression"  # red, nothing excuses it (or its blocker merged)
     INFRA = "infra"  # error or not_run: the check did not measure
+    FLAKY = "flaky"  # its own repeats disagree (`run --repeat`)
     UNKNOWN = "unknown"  # a blocker whose state nobody could tell
     STALE_MARKER = "stale_marker"  # blocker closed without merging
     EXPECTED_RED = "expected_red"  # red while its blocker is open
@@ -54,11 +58,33 @@ class FailOn(str, Enum):
     NEVER = "never"  # report only
 
 
+# `--fail-on MODE,flaky`: a flaky test gates even when every repeat passed.
+FLAKY = "flaky"
+
+
 @dataclass(frozen=True)
 class Policy:
     fail_on: FailOn = FailOn.REGRESSION
     strict: bool = False  # unexpected green gates too
     allow_unknown: bool = False  # a blocker of unknown state does not gate
+    flaky: bool = False  # a flaky test whose repeats all passed gates too
+
+    @property
+    def fail_on_text(self) -> str:
+        """`--fail-on` as given: `regression`, `failure,flaky`, ..."""
+        return self.fail_on.value + (f",{FLAKY}" if self.flaky else "")
+
+
+def parse_fail_on(text: str) -> tuple[FailOn, bool]:
+    """`regression`, `failure`, `never`, optionally with `,flaky`; `flaky` alone means
+    `regression,flaky`. Raises ValueError naming what is accepted."""
+    words = [word.strip() for word in text.split(",") if word.strip()]
+    flaky = FLAKY in words
+    modes = [word for word in words if word != FLAKY]
+    allowed = ", ".join(mode.value for mode in FailOn)
+    if len(modes) > 1 or any(m not in {mode.value for mode in FailOn} for m in modes):
+        raise ValueError(f"{text!r} is not one of {allowed} (optionally with ',{FLAKY}')")
+    return FailOn(modes[0]) if modes else FailOn.REGRESSION, flaky
 
 
 def verdict(test: TestResult, states: Sequence[BlockerState]) -> Verdict:
@@ -67,6 +93,8 @@ def verdict(test: TestResult, states: Sequence[BlockerState]) -> Verdict:
         return Verdict.INFRA
     if test.status is Status.SKIPPED:
         return Verdict.SKIPPED
+    if test.status is Status.FLAKY:
+        return Verdict.FLAKY
     red = test.status in RED
     if states:
         return Verdict(classify(effective_state(list(states)), red).value)
@@ -85,7 +113,13 @@ def gates(verdict: Verdict, test: TestResult, policy: Policy) -> bool:
         return not policy.allow_unknown
     if verdict is Verdict.UNEXPECTED_GREEN:
         return policy.strict
+    if verdict is Verdict.FLAKY:
+        return policy.flaky or a_repeat_was_red(test)
     return verdict in (Verdict.REGRESSION, Verdict.INFRA)
+
+
+def a_repeat_was_red(test: TestResult) -> bool:
+    return test.repeats is not None and any(s in RED for s in test.repeats.statuses)
 
 
 def pre_existing(test: TestResult, base: TestResult | None) -> bool:
@@ -153,6 +187,7 @@ def _ordered(items: Iterable[tuple[Verdict, int]]) -> list[tuple[Verdict, int]]:
 _REASONS = {
     Verdict.REGRESSION: ("regression", "regressions"),
     Verdict.INFRA: ("test that did not measure", "tests that did not measure"),
+    Verdict.FLAKY: ("flaky test", "flaky tests"),
     Verdict.UNKNOWN: ("blocker of unknown state", "blockers of unknown state"),
     Verdict.STALE_MARKER: ("red test with a stale marker", "red tests with stale markers"),
     Verdict.UNEXPECTED_GREEN: ("unexpected green (strict)", "unexpected greens (strict)"),

@@ -50,6 +50,8 @@ class ReferenceEngine:
         self.track_policy = CheckpointPolicy.track(config.mamba_track_interval, config.faults)
         self.limits = Limits(self.spec.vocab_size, config.context_length)
         self._lock = threading.Lock()
+        # Fault.ORDER_DEPENDENT_DECODE: one draw per decode step, over the server's lifetime.
+        self._jitter = np.random.default_rng(config.seed)
 
     def server_info(self) -> dict[str, Any]:
         return {
@@ -144,12 +146,20 @@ class ReferenceEngine:
             capture = [self.track_policy.capture(s, s + 1) for s in starts]
             chunks = [[run.outputs[-1]] for run in active]
             hidden, captured = self.model.extend(states, chunks, capture)
-            table = self.model.logprobs(np.concatenate(hidden))
+            table = self._jittered(self.model.logprobs(np.concatenate(hidden)))
             for i, run in enumerate(active):
                 tracked = self.track_policy.take(starts[i], starts[i] + 1, captured[i], befores[i])
                 self.track(run, tracked)
                 self.sample_into(run, table[i])
             active = [run for run in active if not run.done]
+
+    def _jittered(self, table: Array) -> Array:
+        """Under ORDER_DEPENDENT_DECODE, some rows one ulp up (which ones depends on
+        everything decoded since launch); unchanged otherwise."""
+        if not self.config.has(Fault.ORDER_DEPENDENT_DECODE):
+            return table
+        bumped = self._jitter.random(len(table)) < 0.5
+        return np.where(bumped[:, None], np.nextafter(table, np.inf), table)
 
     def _cache(self, run: Run) -> None:
         if self.config.disable_radix_cache:

@@ -1,8 +1,10 @@
 """State-layer bugs the engine can reproduce on demand (`--fault NAME`).
 
-Each one touches only the cached path (prefix match, cache insertion, host tier), so an
-uncached prefill is never affected, and each one is modelled on a real bug class from
-sglang's history. A suite that does not go red under a fault cannot detect that class.
+Each state-layer fault touches only the cached path (prefix match, cache insertion, host
+tier), so an uncached prefill is never affected, and each one is modelled on a real bug
+class from sglang's history. A suite that does not go red under a fault cannot detect that
+class. `order-dependent-decode` is different: it breaks run-to-run determinism (the class
+`run --repeat` measures), not the cache.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ class Fault(Enum):
     SPEC_OVERSHOOT_CACHED = "spec-overshoot-cached"
     SWA_EARLY_RELEASE = "swa-early-release"
     BRANCH_CHECKPOINT_REUSE = "branch-checkpoint-reuse"
+    ORDER_DEPENDENT_DECODE = "order-dependent-decode"
 
     @property
     def description(self) -> str:
@@ -33,6 +36,9 @@ DESCRIPTIONS: dict[Fault, str] = {
     "token leaves the window, and a hit still reuses the incomplete window",
     Fault.BRANCH_CHECKPOINT_REUSE: "where a request leaves the tree at a branch point, the "
     "matcher reuses the nearest checkpoint down a sibling branch",
+    Fault.ORDER_DEPENDENT_DECODE: "a decode step rounds its logprobs one ulp up or not as a "
+    "stream drawn over the server's lifetime says, so an answer depends on every request "
+    "served before it (a reduction whose split follows load or timing)",
 }
 
 

@@ -171,7 +171,7 @@ def _base_line(comparison: Comparison) -> str:
 
 def _policy_line(comparison: Comparison, links: Links) -> str:
     policy = comparison.policy
-    parts = [f"fails on {policy.fail_on.value}"]
+    parts = [f"fails on {policy.fail_on_text}"]
     if policy.strict:
         parts.append("strict: unexpected green gates")
     if not comparison.blockers_resolved and any(d.blockers for d in comparison.deltas):
@@ -269,6 +269,7 @@ def as_json(comparison: Comparison) -> dict[str, Any]:
             "fail_on": comparison.policy.fail_on.value,
             "strict": comparison.policy.strict,
             "allow_unknown": comparison.policy.allow_unknown,
+            "flaky": comparison.policy.flaky,
         },
         "baseline": {
             "available": baseline.results is not None,

@@ -18,7 +18,14 @@ from kl_bitexact.report import charts
 from kl_bitexact.report.budget import Block, Section
 from kl_bitexact.report.wording import ICON, LABEL, TRANSITION, measured
 from kl_bitexact.results.formats import MISSING, fmt_kl, plural
-from kl_bitexact.results.model import CacheHits, ExactMatch, ServerInfo, Status, TestResult
+from kl_bitexact.results.model import (
+    CacheHits,
+    ExactMatch,
+    Repeats,
+    ServerInfo,
+    Status,
+    TestResult,
+)
 
 # Tiers of the budget, filled in this order: only the headline and footer are KEEP;
 # gating rows come right after, so they are cut only if they alone overflow. Details are
@@ -184,6 +191,7 @@ _BLOCKED_SENTENCE = {
     Verdict.UNKNOWN: "state of {refs} is unknown (GitHub could not tell, or blockers were "
     "not resolved); {measured}",
     Verdict.INFRA: "blocked by {refs}, but the check did not measure; {measured}",
+    Verdict.FLAKY: "blocked by {refs}, and its repeats disagree (flaky); {measured}",
     Verdict.SKIPPED: "blocked by {refs}; skipped",
     Verdict.OK: "blocked by {refs}; {measured}",
 }
@@ -277,6 +285,8 @@ def _test_details(delta: TestDelta) -> str:
     ]
     if test.message:
         parts.append("\n" + escape.block(test.message, 2000) + "\n")
+    if test.repeats is not None:
+        parts.append(_repeats(test.repeats))
     if test.kl_per_sample:
         parts.append(_per_sample(test.kl_per_sample))
     if test.first_divergence:
@@ -294,6 +304,32 @@ def _kl_with_context(delta: TestDelta) -> str:
         context.append(f"base {fmt_kl(delta.base.kl_div)}")
     suffix = f" ({', '.join(context)})" if context else ""
     return fmt_kl(delta.head.kl_div) + suffix
+
+
+def _repeats(evidence: Repeats) -> str:
+    """The flake meter's evidence: one row per repeat, and what changed between them."""
+    launches = f" on {plural(evidence.launches, 'launch')}" if evidence.launches > 1 else ""
+    verdict = "disagree" if not evidence.agree else "are bit-identical"
+    head = (
+        f"\nRepeats: {evidence.count}{launches} {verdict}: "
+        f"{evidence.changed}/{evidence.positions} positions changed between repeats\n\n"
+        "| repeat | status | avg KL | cache hits |\n|---|---|---|---|\n"
+    )
+    rows = [
+        f"| {n} | {status.value} | {fmt_kl(kl)} | {MISSING if hit is None else hit} |\n"
+        for n, (status, kl, hit) in enumerate(
+            zip(evidence.statuses, evidence.kl, evidence.cache_hits, strict=True), start=1
+        )
+    ]
+    where = (
+        f"\nFirst change: {escape.text(evidence.first_change, 400)}\n"
+        if evidence.first_change
+        else ""
+    )
+    return head + "".join(rows[:MAX_REPEATS_LISTED]) + where
+
+
+MAX_REPEATS_LISTED = 20
 
 
 def _per_sample(values: Sequence[float]) -> str:

@@ -10,6 +10,7 @@ from kl_bitexact.results.model import TestResult
 ICON = {
     Verdict.REGRESSION: "🔴",
     Verdict.INFRA: "⚠️",
+    Verdict.FLAKY: "🎲",
     Verdict.UNKNOWN: "❓",
     Verdict.STALE_MARKER: "🧹",
     Verdict.EXPECTED_RED: "🟠",
@@ -22,6 +23,7 @@ ICON = {
 LABEL = {
     Verdict.REGRESSION: "regression",
     Verdict.INFRA: "did not measure",
+    Verdict.FLAKY: "flaky",
     Verdict.UNKNOWN: "blocker unknown",
     Verdict.STALE_MARKER: "stale marker",
     Verdict.EXPECTED_RED: "expected red",

@@ -24,6 +24,9 @@ class Status(str, Enum):
     # The check could not measure anything (cache disabled, no sample kept, no token
     # compared). Never counted as a pass: see SGLANG-PROTOCOL.md on vacuous passes.
     NOT_RUN = "not_run"
+    # `run --repeat N`: the test's own repeats disagreed with each other (outputs, logprobs,
+    # cache hits or verdicts); `TestResult.repeats` holds the evidence. Never retried away.
+    FLAKY = "flaky"
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,29 @@ class Divergence:
 
 
 @dataclass(frozen=True)
+class Repeats:
+    """The same test run `count` times (`run --repeat`), compared with each other.
+
+    A position is one decoded token of one sample kept by the check; it changed when a
+    later repeat's output token, decode logprob or replay logprob differs in any bit from
+    the first repeat's. Samples kept by only some repeats show in `cache_hits`.
+    """
+
+    count: int
+    launches: int = 1  # server launches the repeats ran on (`--relaunch`: one each)
+    positions: int = 0  # positions compared between repeats
+    changed: int = 0
+    kl: tuple[float | None, ...] = ()  # avg KL of each repeat, in order
+    cache_hits: tuple[int | None, ...] = ()  # cache hits of each repeat
+    statuses: tuple[Status, ...] = ()  # each repeat's own status
+    first_change: str = ""  # where the repeats first disagree, in words
+
+    @property
+    def agree(self) -> bool:
+        return self.changed == 0 and len(set(self.cache_hits)) <= 1 and len(set(self.statuses)) <= 1
+
+
+@dataclass(frozen=True)
 class TestResult:
     """One check of one suite."""
 
@@ -78,6 +104,7 @@ class TestResult:
     duration_s: float = 0.0
     message: str = ""
     warnings: tuple[str, ...] = ()
+    repeats: Repeats | None = None  # `run --repeat N` with N > 1 only
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,15 @@ log's tail, the rest of that suite too, and the next suite starts a fresh server
 every test the caller's `save` receives the results so far (run writes them atomically,
 so a kill -9 keeps every finished test). The checks of a suite share cold phases
 (`checks/phases.py`); suites of one name (from several files) are joined in the results.
+
+`repeat` > 1 runs each test that many times and folds the attempts into one result
+(`checks/repeats.py`: flaky when they disagree): back to back on the same launch, or with
+`relaunch`, one whole pass of the plan per launch, folded after each pass.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from collections.abc import Callable, Generator, Iterator
@@ -24,6 +29,7 @@ from kl_bitexact.results.model import Results, RunInfo, ServerInfo, Status, Suit
 from kl_bitexact.run import engines, server
 from kl_bitexact.run.checks import run_check
 from kl_bitexact.run.checks.phases import Phases
+from kl_bitexact.run.checks.repeats import Attempt, fold
 from kl_bitexact.run.engines.base import Engine
 from kl_bitexact.suite.spec import ServerSpec, Suite, TestSpec
 
@@ -55,6 +61,17 @@ class Plan:
     # Checks of a suite reuse each other's cold phases (checks/phases.py); a benchmark
     # turns it off to measure what that saves.
     share_phases: bool = True
+    # The flake meter: runs of each test, compared with each other (`run --repeat`).
+    repeat: int = 1
+    relaunch: bool = False  # each repeat on its own launch (one pass of the plan each)
+
+    @property
+    def passes(self) -> int:
+        return self.repeat if self.relaunch else 1
+
+    @property
+    def per_launch(self) -> int:
+        return 1 if self.relaunch else self.repeat
 
 
 def test_id(suite: Suite, spec: TestSpec) -> str:
@@ -85,28 +102,72 @@ def log_paths(log_dir: Path, groups: list[list[Suite]]) -> list[Path]:
 
 
 def run_suites(plan: Plan, reporter: Reporter, save: Callable[[Results], None]) -> Results:
+    earlier: dict[str, list[Attempt]] = {}  # each test's attempts in earlier passes
+    final: Results | None = None
+    for launch in range(1, plan.passes + 1):
+        final = _pass(plan, reporter, save, _Repeats(launch, earlier), final)
+    assert final is not None, "a plan makes at least one pass"
+    return final
+
+
+@dataclass(frozen=True)
+class _Repeats:
+    """Which pass is running, and what earlier passes measured of each test."""
+
+    launch: int
+    earlier: dict[str, list[Attempt]]
+
+    def fold(self, attempts: list[Attempt]) -> TestResult:
+        identifier = attempts[0].result.id
+        everything = self.earlier.get(identifier, []) + attempts
+        self.earlier[identifier] = everything
+        return fold(everything)
+
+
+def _pass(
+    plan: Plan,
+    reporter: Reporter,
+    save: Callable[[Results], None],
+    repeats: _Repeats,
+    previous: Results | None,
+) -> Results:
     done: list[SuiteResult] = []
 
     def save_with(current: SuiteResult) -> None:
-        save(_doc(plan, [*done, current]))
+        save(_overlay(previous, _doc(plan, [*done, current])))
 
     groups = launch_groups(plan.suites)
-    for group, log in zip(groups, log_paths(plan.log_dir, groups), strict=True):
+    # `--relaunch`: each later pass logs beside the first (logs/launch-2/...), never over it.
+    log_dir = plan.log_dir if repeats.launch == 1 else plan.log_dir / f"launch-{repeats.launch}"
+    for group, log in zip(groups, log_paths(log_dir, groups), strict=True):
         with closing(_servers(plan, group, log)) as pairs:
             try:
                 for suite, running in pairs:
-                    done.append(_run_suite(suite, running, plan, reporter, save_with))
+                    done.append(_run_suite(suite, running, plan, reporter, save_with, repeats))
             except BaseException as error:
                 # A stop signal or a crash mid-suite: thrown into the generator, which
                 # stops its server at once, says why in the server's log, and re-raises.
                 pairs.throw(error)
                 raise
-    return _doc(plan, done)
+    return _overlay(previous, _doc(plan, done))
 
 
 def _doc(plan: Plan, suites: list[SuiteResult]) -> Results:
     """Suites of one name from several files (or launches) become one SuiteResult."""
     return Results(run=plan.run, suites=join_by_name(suites))
+
+
+def _overlay(previous: Results | None, current: Results) -> Results:
+    """A later pass's tests in place of the earlier pass's (the rest kept: a kill
+    mid-pass loses no test)."""
+    if previous is None:
+        return current
+    newer = {test.id: test for _, test in current.all_tests()}
+    suites = tuple(
+        dataclasses.replace(s, tests=tuple(newer.get(t.id, t) for t in s.tests))
+        for s in previous.suites
+    )
+    return dataclasses.replace(previous, suites=suites)
 
 
 def _servers(
@@ -155,12 +216,14 @@ def _run_suite(
     plan: Plan,
     reporter: Reporter,
     save: Callable[[SuiteResult], None],
+    repeats: _Repeats,
 ) -> SuiteResult:
     reporter.suite_started(suite)
     launch_s = running.launch_s if isinstance(running, server.Server) else None
     info = ServerInfo(suite.server.engine, _args(plan, suite), launch_s)
     result = SuiteResult(suite.name, info)
-    for test in _tests(suite, running, plan):
+    for attempts in _tests(suite, running, plan, repeats.launch):
+        test = repeats.fold(attempts)
         result = SuiteResult(suite.name, info, (*result.tests, test))
         save(result)
         reporter.test_finished(test)
@@ -168,10 +231,14 @@ def _run_suite(
     return result
 
 
-def _tests(suite: Suite, running: server.Server | ServerError, plan: Plan) -> Iterator[TestResult]:
+def _tests(
+    suite: Suite, running: server.Server | ServerError, plan: Plan, launch: int
+) -> Iterator[list[Attempt]]:
+    """Each test's attempts on this launch (`plan.per_launch` of them, fewer when one
+    errs: the server is gone or the check cannot run)."""
     if isinstance(running, ServerError):
         for spec in suite.tests:
-            yield error(suite, spec, running.message, 0.0)
+            yield [Attempt(error(suite, spec, running.message, 0.0), launch=launch)]
         return
     engine = plan.connect(
         suite.server.engine,
@@ -184,15 +251,27 @@ def _tests(suite: Suite, running: server.Server | ServerError, plan: Plan) -> It
     gone: str | None = None
     for spec in suite.tests:
         if gone is not None:
-            yield error(suite, spec, f"not run: the server died earlier in this suite; {gone}", 0.0)
+            message = f"not run: the server died earlier in this suite; {gone}"
+            yield [Attempt(error(suite, spec, message, 0.0), launch=launch)]
             continue
         shared = phases if plan.share_phases else Phases(engine)
-        yield _one(suite, spec, shared, running)
+        yield _attempts(suite, spec, shared, running, plan.per_launch, launch)
         gone = running.death_report()
 
 
-def _one(suite: Suite, spec: TestSpec, phases: Phases, running: server.Server) -> TestResult:
-    return checked(phases.engine, spec, test_id(suite, spec), running, phases)
+def _attempts(
+    suite: Suite, spec: TestSpec, phases: Phases, running: server.Server, count: int, launch: int
+) -> list[Attempt]:
+    """`count` runs of one test; every run after the first shares no phase with anything
+    (a reused answer would make repeats agree by construction)."""
+    attempts: list[Attempt] = []
+    for number in range(count):
+        fresh = phases if number == 0 else Phases(phases.engine)
+        result = checked(fresh.engine, spec, test_id(suite, spec), running, fresh)
+        attempts.append(Attempt(result, fresh.scored, launch))
+        if result.status is Status.ERROR:
+            break
+    return attempts
 
 
 def checked(

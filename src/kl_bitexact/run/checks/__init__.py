@@ -31,4 +31,6 @@ def run_check(
 ) -> TestResult:
     """Run the check `spec.check` names; `phases` (over `engine`) shares cold phases
     with earlier checks of the suite, none when omitted."""
-    return CHECKS[spec.check](phases or Phases(engine), spec, test_id)
+    phases = phases or Phases(engine)
+    phases.scored = ()
+    return CHECKS[spec.check](phases, spec, test_id)

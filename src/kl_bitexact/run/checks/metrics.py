@@ -35,6 +35,8 @@ class Sample:
     cached_tokens: int | None
     decode: tuple[float, ...]
     replay: tuple[float, ...]
+    # The decoded token ids (compared between repeats of a test: `run --repeat`).
+    output_ids: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

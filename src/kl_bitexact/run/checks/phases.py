@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from kl_bitexact.run.checks.metrics import Sample
 from kl_bitexact.run.engines.base import Engine, Generation, Replay, SamplingParams, TokenIds
 
 Batch = tuple[tuple[int, ...], ...]
@@ -28,6 +29,9 @@ class Phases:
         # Each replay with the `last` it was asked for.
         self._replayed: dict[Batch, tuple[int | None, list[Replay]]] = {}
         self.reused = 0  # requests answered from an earlier phase (benchmarks print it)
+        # The samples the last check scored (`run_check` clears it first); the flake meter
+        # compares them between repeats of a test.
+        self.scored: tuple[Sample, ...] = ()
 
     def generate_cold(
         self, prompts: Sequence[TokenIds], params: SamplingParams

@@ -101,9 +101,11 @@ def replay_and_pair(
                 cached_tokens=generations[i].cached_tokens,
                 decode=decoded,
                 replay=replay.last(len(decoded)),
+                output_ids=tuple(generations[i].output_ids),
             )
         )
-    return tuple(samples)
+    phases.scored = tuple(samples)
+    return phases.scored
 
 
 def not_run(context: Context, reason: str) -> TestResult:
