@@ -18,8 +18,7 @@ from kl_bitexact.results import io as results_io
 from kl_bitexact.results.model import Status
 
 TEST = (
-    "{name: match, check: match, samples: 3, prompt_tokens: 40, max_new_tokens: 8,"
-    " vocab_size: 256}"
+    "{name: match, check: match, samples: 3, prompt_tokens: 40, max_new_tokens: 8, vocab_size: 256}"
 )
 
 
