@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from import_probe import heavy_in, modules_after
 
 from kl_bitexact import __version__, cli
 from kl_bitexact.commands import Command
@@ -118,3 +119,33 @@ def test_module_and_console_script_agree(cli):
     assert script.exists(), "console script missing: install the package with pip"
     out = subprocess.run([str(script), "--version"], capture_output=True, text=True, check=False)
     assert out.stdout == cli(["--version"]).stdout
+
+
+def test_lazy_table_matches_each_command_module():
+    """The table's names and summaries (shown by --help without loading any command
+    module) are the ones each module declares."""
+    for entry in cli.COMMANDS:
+        assert isinstance(entry, cli.LazyCommand)
+        command = entry.load()
+        assert (command.name, command.summary) == (entry.name, entry.summary)
+
+
+def main_code(argv: list[str]) -> str:
+    """A snippet running the CLI in-process (argparse exits on --help and --version)."""
+    return f"from kl_bitexact import cli\ntry:\n    cli.main({argv!r})\nexcept SystemExit: pass"
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], []])
+def test_start_up_loads_no_command_and_nothing_heavy(argv):
+    code = (
+        f"from kl_bitexact import cli\ntry:\n    cli.main({argv!r})\nexcept SystemExit:\n    pass"
+    )
+    modules = modules_after(code)
+    assert heavy_in(modules) == []
+    assert sorted(m for m in modules if m.startswith("kl_bitexact.commands.")) == []
+
+
+def test_a_command_loads_only_its_own_module():
+    modules = modules_after(main_code(["report", "--help"]))
+    assert "kl_bitexact.commands.report" in modules
+    assert "kl_bitexact.commands.run" not in modules and "numpy" not in modules

@@ -3,39 +3,74 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
-import tempfile
-import traceback
 from collections.abc import Sequence
-from datetime import datetime, timezone
-from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
 from kl_bitexact import __version__, signals
-from kl_bitexact.commands import (
-    Command,
-    action,
-    import_junit,
-    lint_ci,
-    publish,
-    pytest_cmd,
-    report,
-    run,
-    serve_reference,
-    shard,
-)
 from kl_bitexact.errors import ExitCode, FatalError, Interrupted
 
-COMMANDS: tuple[Command, ...] = (
-    run.COMMAND,
-    serve_reference.COMMAND,
-    report.COMMAND,
-    publish.COMMAND,
-    lint_ci.COMMAND,
-    shard.COMMAND,
-    pytest_cmd.COMMAND,
-    import_junit.COMMAND,
-    action.COMMAND,
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from kl_bitexact.commands import Command
+
+
+class LazyCommand(NamedTuple):
+    """A subcommand known by name and summary; its module (and everything that module
+    imports: numpy, requests, PyGithub...) loads only when the command is chosen, so
+    `--version` and `--help` start at once. tests/test_cli.py checks that each summary is
+    its module's."""
+
+    name: str
+    summary: str
+    module: str
+
+    def load(self) -> Command:
+        command: Command = importlib.import_module(self.module).COMMAND
+        return command
+
+
+def _lazy(module: str, name: str, summary: str) -> LazyCommand:
+    return LazyCommand(name, summary, f"kl_bitexact.commands.{module}")
+
+
+COMMANDS: tuple[Command | LazyCommand, ...] = (
+    _lazy("run", "run", "run bit-exact suites and write results.json"),
+    _lazy(
+        "serve_reference",
+        "serve-reference",
+        "serve the embedded reference engine (sglang's /generate protocol)",
+    ),
+    _lazy("report", "report", "render results as the PR comment Markdown and decide the gate"),
+    _lazy("publish", "publish", "post the sticky PR comment and set the merge gate"),
+    _lazy(
+        "lint_ci",
+        "lint-ci",
+        "lint CI registration: every test's suite is allowlisted and dispatched",
+    ),
+    _lazy(
+        "shard",
+        "shard",
+        "partition a suite's files into balanced shards (GitHub matrix JSON)",
+    ),
+    _lazy(
+        "pytest_cmd",
+        "pytest",
+        "run sglang-style pytest/unittest suites and recover their KL metrics",
+    ),
+    _lazy(
+        "import_junit",
+        "import-junit",
+        "turn JUnit XML (and its console log) from another run into results.json",
+    ),
+    _lazy(
+        "action",
+        "action",
+        "the GitHub Action's step (reads INPUT_* variables; used by action.yml)",
+    ),
 )
 
 ISSUES_URL = "https://github.com/org/kl-bitexact/issues"
@@ -55,7 +90,9 @@ exit codes:
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser when `chosen` is None; otherwise only the chosen command's
+    arguments (the others are listed with their summaries, their modules not loaded)."""
     parser = argparse.ArgumentParser(
         prog="kl-bitexact",
         description="Make bit-exact logprob consistency a merge gate for LLM inference engines.",
@@ -64,7 +101,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for command in COMMANDS:
+    for entry in COMMANDS:
+        if chosen is not None and entry.name != chosen:
+            subparsers.add_parser(entry.name, help=entry.summary)
+            continue
+        command = entry.load() if isinstance(entry, LazyCommand) else entry
         sub = subparsers.add_parser(
             command.name,
             help=command.summary,
@@ -76,8 +117,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _chosen(argv: Sequence[str]) -> str:
+    """The subcommand named on the command line (its first word: the top level takes only
+    --version and --help), or "" when there is none."""
+    return argv[0] if argv and not argv[0].startswith("-") else ""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(_chosen(words)).parse_args(words)
     try:
         with signals.routed():
             return int(args.handler(args))
@@ -112,6 +160,12 @@ def _report_bug(error: Exception) -> int:
 
 
 def _write_crash_log() -> Path:
+    # Imported here: only a crash needs them, and every start-up would pay for them.
+    import tempfile
+    import traceback
+    from datetime import datetime, timezone
+    from pathlib import Path
+
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     directory = Path(os.environ.get("KL_BITEXACT_LOG_DIR", tempfile.gettempdir()))
     directory.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,8 @@
 
 Loaded in every pytest session of an environment where kl-bitexact is installed, so it
 stays cheap and silent: it registers markers and adds a few JUnit properties
-(`pytest_properties`) that `kl-bitexact pytest` / `import-junit` read back.
+(`pytest_properties`) that `kl-bitexact pytest` / `import-junit` read back; what a marker
+or fixture needs is imported when one is used.
 
 - `@pytest.mark.blocked_by("owner/repo#N", ...)`: the test is expected red until these merge.
 - `@pytest.mark.register_ci(backend, est_time, suite=..., ...)`: sglang's registration
@@ -17,15 +18,16 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Generator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.ingest import properties as prop
 from kl_bitexact.pytest_plugin.fixtures import kl_check, kl_module_server, kl_record, kl_server
-from kl_bitexact.pytest_plugin.registration import RegisterMarker, from_marker
-from kl_bitexact.suite.references import parse_ref
+
+if TYPE_CHECKING:
+    from kl_bitexact.pytest_plugin.registration import RegisterMarker
 
 # Fixtures are found by name in the plugin module.
 __all__ = ["kl_check", "kl_module_server", "kl_record", "kl_server"]
@@ -85,6 +87,8 @@ def _blocked_by(item: pytest.Item) -> list[str]:
 
 
 def _parse(item: pytest.Item, text: Any, default_repo: str | None) -> str:
+    from kl_bitexact.suite.references import parse_ref  # only for tests with the marker
+
     written = str(text).strip()
     try:
         # The placeholder only lets `#N` pass the syntax check when no repository is
@@ -99,6 +103,8 @@ def _registration(item: pytest.Item) -> RegisterMarker | None:
     marker = item.get_closest_marker("register_ci")
     if marker is None:
         return None
+    from kl_bitexact.pytest_plugin.registration import from_marker  # only with the marker
+
     try:
         return from_marker(marker.args, marker.kwargs)
     except ConfigError as error:

@@ -5,8 +5,9 @@ class or module: a suite YAML path (relative to the test file) or the same mappi
 It is launched once per class (once per module for module-level tests), as sglang's
 setUpClass does, and stopped by the same teardown ladder as `kl-bitexact run`.
 
-The plugin is imported by every pytest run in the environment, so the engine, check and
-server modules (numpy, requests) are imported only when a fixture is used.
+The plugin is imported by every pytest run in the environment, so everything beyond pytest
+(YAML, the results model, the engine, check and server modules: numpy, requests) is
+imported only when a fixture is used; tests/pytest_plugin/test_plugin_imports.py checks.
 """
 
 from __future__ import annotations
@@ -19,13 +20,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-import yaml
 
 from kl_bitexact.errors import ConfigError
-from kl_bitexact.pytest_plugin.record import Recorder
-from kl_bitexact.results.model import ServerInfo, Status, TestResult
 
 if TYPE_CHECKING:
+    from kl_bitexact.pytest_plugin.record import Recorder
+    from kl_bitexact.results.model import ServerInfo, TestResult
     from kl_bitexact.run import server
     from kl_bitexact.run.engines.base import Engine
     from kl_bitexact.suite import spec as suite
@@ -44,6 +44,8 @@ class SuiteSource:
     base_dir: Path
 
     def parse(self, tests: list[Mapping[str, Any]]) -> suite.Suite:
+        import yaml
+
         from kl_bitexact.suite import spec as suite
 
         text = yaml.safe_dump({**self.mapping, "tests": tests})
@@ -67,6 +69,8 @@ def suite_source(marker: pytest.Mark | None, test_file: Path) -> SuiteSource:
     spec = marker.args[0]
     if isinstance(spec, Mapping):
         return SuiteSource(spec, f"{test_file}: kl_suite marker", test_file.parent)
+    import yaml
+
     path = test_file.parent / str(spec)
     try:
         loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -103,6 +107,8 @@ class KLServer:
 
     @property
     def info(self) -> ServerInfo:
+        from kl_bitexact.results.model import ServerInfo
+
         args = self.spec.server.command or (self.running.base_url,)
         return ServerInfo(self.spec.server.engine, tuple(args), self.running.launch_s)
 
@@ -155,6 +161,8 @@ def kl_module_server(request: pytest.FixtureRequest) -> Generator[KLServer, None
 @pytest.fixture
 def kl_record(request: pytest.FixtureRequest) -> Generator[Recorder, None, None]:
     """Record metrics (`kl_div`, `cache_hits`, `exact`) for this test's results.json entry."""
+    from kl_bitexact.pytest_plugin.record import Recorder
+
     recorder = Recorder()
     yield recorder
     request.node.user_properties.extend(recorder.properties())
@@ -170,6 +178,7 @@ def kl_check(
     test keys. The result is recorded; a failed check fails the test, a check that
     measured nothing skips it (and stays `not_run` in results.json).
     """
+    from kl_bitexact.results.model import Status
 
     def run(name: str, **overrides: Any) -> TestResult:
         spec = kl_server.source.test_spec(name, overrides)
