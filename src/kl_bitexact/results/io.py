@@ -183,4 +183,3 @@ def join_by_name(suites: Iterable[SuiteResult]) -> tuple[SuiteResult, ...]:
 def _earliest(sources: Sequence[tuple[str, Results]]) -> str | None:
     stamps = [results.run.started_at for _, results in sources if results.run.started_at]
     return min(stamps) if stamps else None
-
