@@ -1,6 +1,7 @@
 """Time of a llama.cpp replay: every position (before `last`) vs only the compared tail.
 
 Run: python benchmarks/replay.py [--lengths 40 200 1000 3000] [--last 24]
+                                 [--vocabulary ascii|sentencepiece|byte_level]
 Starts the real llama-server (scripts/build-llama-server.sh; one thread, as the integration
 tests run it) on the tiny random-weight Llama of tests/helpers/tiny_llama_gguf.py and replays one
 sequence of each length twice: `replay([seq])`, which scores every position as every replay
@@ -22,13 +23,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from llama_server import STARTUP_TIMEOUT_S, llama_server_command
-from tiny_llama_gguf import TinyLlamaShape, write_tiny_llama
+from tiny_llama_gguf import VOCABULARIES, TinyLlamaShape, write_tiny_llama
 
 from kl_bitexact.run import server
 from kl_bitexact.run.engines.openai import OpenAIEngine, connect
 from kl_bitexact.suite.spec import ServerSpec
 
-VOCAB = 259
 # Four slots share the context; each needs room for the longest sequence.
 CONTEXT_PER_SLOT = 4096
 
@@ -56,20 +56,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", type=int, nargs="+", default=[40, 200, 1000, 3000])
     parser.add_argument("--last", type=int, default=24, help="decoded tokens compared")
+    parser.add_argument("--vocabulary", choices=sorted(VOCABULARIES), default="ascii")
     args = parser.parse_args()
+    vocab = len(VOCABULARIES[args.vocabulary]())
     rng = np.random.default_rng(0)
     workdir = Path(tempfile.mkdtemp(prefix="kl-bench-replay-"))
     # The tests' model, trained context raised so llama-server does not cap the slots.
     shape = TinyLlamaShape(context=CONTEXT_PER_SLOT)
-    model = write_tiny_llama(workdir / "tiny-llama.gguf", shape=shape)
-    print(f"llama-server, tiny Llama (2 layers, 64 wide, 1 thread); tail = last {args.last}")
+    model = write_tiny_llama(workdir / "tiny-llama.gguf", shape=shape, vocabulary=args.vocabulary)
+    print(
+        f"llama-server, tiny Llama (2 layers, 64 wide, {args.vocabulary} vocabulary of {vocab}, "
+        f"1 thread); tail = last {args.last}"
+    )
     print("| sequence tokens | requests, all positions | s | requests, tail | s | speed-up |")
     print("|---:|---:|---:|---:|---:|---:|")
     running = launch(model, workdir)
     try:
         engine = connect(running.base_url)
         for length in args.lengths:
-            sequence = tuple(int(t) for t in rng.integers(1, VOCAB, length))
+            sequence = tuple(int(t) for t in rng.integers(1, vocab, length))
             every = timed(engine, sequence, None)
             tail = timed(engine, sequence, args.last)
             print(

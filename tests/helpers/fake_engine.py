@@ -34,6 +34,7 @@ class FakeEngine:
         disable_radix_cache: bool = False,
         drift: float = 0.0,
         report_cached: bool = True,
+        withhold: frozenset[int] = frozenset(),
     ) -> None:
         self.info: dict[str, Any] = {
             "page_size": page_size,
@@ -42,6 +43,9 @@ class FakeEngine:
         }
         self.drift = drift
         self.report_cached = report_cached
+        # Token ids whose logprob is never reported, in generation or replay (as llama.cpp
+        # withholds tokens that end mid-character).
+        self.withhold = withhold
         self.cache: list[tuple[int, ...]] = []
         self.calls: list[str] = []
 
@@ -71,18 +75,21 @@ class FakeEngine:
     def generate(
         self, prompts: Sequence[Sequence[int]], params: SamplingParams
     ) -> list[Generation]:
+        if params.cold:  # as sglang: a cold request follows a flush
+            self.flush()
         self.calls.append(f"generate({len(prompts)}, {params.max_new_tokens})")
         answers = []
         for raw in prompts:
             prompt = tuple(raw)
             cached = self._cached(prompt)
             seq = list(prompt)
-            ids, lps = [], []
+            ids: list[int] = []
+            lps: list[float | None] = []
             for _ in range(params.max_new_tokens):
                 token = _next_token(seq)
                 lp = _logprob([*seq, token]) + (self.drift if cached else 0.0)
                 ids.append(token)
-                lps.append(lp)
+                lps.append(None if token in self.withhold else lp)
                 seq.append(token)
             # the last sampled token is never fed back: its state is not cached
             self.cache.append(tuple(seq[:-1]) if ids else prompt)
@@ -99,10 +106,13 @@ class FakeEngine:
     def replay(
         self, sequences: Sequence[Sequence[int]], *, last: int | None = None
     ) -> list[Replay]:
+        self.flush()  # as sglang: a replay follows a flush
         self.calls.append(f"replay({len(sequences)})")
         out = []
         for seq in sequences:
             lps: list[float | None] = [None]
             lps += [_logprob(seq[: k + 1]) for k in range(1, len(seq))]
-            out.append(Replay(input_logprobs=tuple(lps), cached_tokens=0))
+            hidden = frozenset(k for k in range(1, len(seq)) if seq[k] in self.withhold)
+            lps = [None if k in hidden else lp for k, lp in enumerate(lps)]
+            out.append(Replay(tuple(lps), cached_tokens=0, unreported=hidden))
         return out

@@ -1,5 +1,5 @@
 """llama.cpp's real `llama-server` for the integration tests: find or build the binary
-(scripts/build-llama-server.sh, cached per version) and the command that serves a model."""
+(scripts/build-llama-server.sh, cached per version) and the commands that serve a model."""
 
 from __future__ import annotations
 
@@ -15,6 +15,10 @@ from kl_bitexact.suite.spec import PORT_PLACEHOLDER, ServerSpec
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO_ROOT / "scripts" / "build-llama-server.sh"
 STARTUP_TIMEOUT_S = 60.0
+# Flash attention off everywhere: on CPU it makes a one-token decode step differ from a
+# prefill by up to ~1e-3 in logprob (docs/engines.md), which would drown the cache's
+# last-bit drift.
+FLASH_ATTENTION_OFF = ("-fa", "off")
 
 
 def llama_server_binary() -> Path:
@@ -28,17 +32,19 @@ def llama_server_binary() -> Path:
     return Path(built.stdout.strip().splitlines()[-1])
 
 
+def _serving(model: Path) -> list[str]:
+    return [str(llama_server_binary()), "-m", str(model), "--host", "127.0.0.1"]
+
+
 def llama_server_command(model: Path, workdir: Path, *, slot_actions: bool = True) -> list[str]:
-    """Serve `model` on `{port}`.
+    """Serve `model` on `{port}` the way docs/engines.md documents for every check.
 
     Four slots, so each sample of a small batch keeps its own cache; `--cache-ram 0` and
-    `--slot-save-path` so that erasing the slots really empties every cache; one thread.
-    Flash attention off: on CPU it makes a one-token decode step differ from a prefill by up
-    to ~1e-3 in logprob (docs/engines.md), which would drown the cache's last-bit drift.
+    `--slot-save-path` so that erasing the slots really empties every cache (only `multiturn`
+    needs that); one thread.
     """
-    command = [str(llama_server_binary()), "-m", str(model), "--host", "127.0.0.1"]
-    command += ["--port", PORT_PLACEHOLDER, "-np", "4", "-c", "4096", "-t", "1", "-fa", "off"]
-    command += ["--cache-ram", "0"]
+    command = [*_serving(model), "--port", PORT_PLACEHOLDER, "-np", "4", "-c", "4096", "-t", "1"]
+    command += [*FLASH_ATTENTION_OFF, "--cache-ram", "0"]
     if not slot_actions:
         return command
     slots = workdir / "slots"
@@ -46,13 +52,28 @@ def llama_server_command(model: Path, workdir: Path, *, slot_actions: bool = Tru
     return [*command, "--slot-save-path", f"{slots}/"]
 
 
+def default_command(model: Path, slots: int) -> list[str]:
+    """Serve `model` as a user starts llama-server: default flags (host-RAM prompt cache on,
+    no slot actions), `slots` slots, and flash attention off."""
+    command = [*_serving(model), "--port", PORT_PLACEHOLDER, "-c", "2048", "-np", str(slots)]
+    return [*command, "-t", "1", *FLASH_ATTENTION_OFF]
+
+
 @contextmanager
 def running_llama_server(model: Path, workdir: Path, *, slot_actions: bool = True) -> Iterator[str]:
     """Launched the way `kl-bitexact run` launches a suite's server; yields the base URL."""
+    with running_command(
+        llama_server_command(model, workdir, slot_actions=slot_actions), workdir
+    ) as url:
+        yield url
+
+
+@contextmanager
+def running_command(command: list[str], workdir: Path) -> Iterator[str]:
     spec = ServerSpec(
         engine="openai",
         dialect="llamacpp",
-        command=tuple(llama_server_command(model, workdir, slot_actions=slot_actions)),
+        command=tuple(command),
         startup_timeout=STARTUP_TIMEOUT_S,
     )
     running = server.launch(spec, workdir / "llama-server.log", label="llama-server")

@@ -1,23 +1,114 @@
 """A tiny random-weight Llama model in GGUF, written deterministically for llama.cpp tests.
 
-No model ships in any package we may install, so the integration test writes its own: a
-2-layer Llama with grouped-query attention, a byte-level SentencePiece-style vocabulary and
-weights drawn from a seeded generator. Same seed, same bytes.
+No model ships in any package we may install, so the integration tests write their own: a
+2-layer Llama with grouped-query attention and weights drawn from a seeded generator. Same
+seed and vocabulary, same bytes. Three vocabularies (`VOCABULARIES`):
+
+- `ascii`: byte-fallback tokens for ASCII only plus whole words, so every token is complete
+  UTF-8 on its own (the first model; llama-server then reports every position).
+- `sentencepiece`: shaped like Llama 2's: the 256 byte-fallback tokens `<0x00>`..`<0xFF>`
+  plus `▁`-prefixed words and whole CJK characters. About half the vocabulary is byte tokens,
+  so random sampling often stops mid-character (a lead byte such as `<0xE4>`).
+- `byte_level`: shaped like GPT-2's byte-level BPE: the 256 byte characters plus merged
+  pieces, many of them a multi-byte character cut short (E4 B8: the first two bytes of 中).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import gguf
 import numpy as np
 
-SPECIAL_TOKENS = ("<unk>", "<s>", "</s>")
-# Byte-fallback tokens for ASCII only, plus whole-word tokens: every token is a complete UTF-8
-# piece, so the server never holds a token back waiting for the rest of a multibyte character.
-BYTE_TOKENS = tuple(f"<0x{value:02X}>" for value in range(128))
-WORD_TOKENS = tuple(f"\u2581w{index}" for index in range(128))
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """What goes into the `tokenizer.ggml.*` keys."""
+
+    model: str  # tokenizer.ggml.model: "llama" (SentencePiece) or "gpt2" (byte-level BPE)
+    tokens: tuple[str, ...]
+    types: tuple[gguf.TokenType, ...]
+    merges: tuple[str, ...] = ()
+    unk: int | None = None
+    bos: int = 1
+    eos: int = 2
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+
+def ascii_vocabulary() -> Vocabulary:
+    specials = ("<unk>", "<s>", "</s>")
+    bytes_ = tuple(f"<0x{value:02X}>" for value in range(128))
+    words = tuple(f"\u2581w{index}" for index in range(128))
+    return _sentencepiece(specials, bytes_, words)
+
+
+# Whole characters of 3 and 4 bytes, as real vocabularies hold the frequent ones.
+CJK = tuple(chr(0x4E00 + index) for index in range(96))
+EMOJI = tuple(chr(0x1F600 + index) for index in range(32))
+
+
+def sentencepiece_vocabulary() -> Vocabulary:
+    specials = ("<unk>", "<s>", "</s>")
+    bytes_ = tuple(f"<0x{value:02X}>" for value in range(256))
+    words = tuple(f"\u2581w{index}" for index in range(128)) + CJK + EMOJI
+    return _sentencepiece(specials, bytes_, words)
+
+
+def _sentencepiece(
+    specials: tuple[str, ...], bytes_: tuple[str, ...], words: tuple[str, ...]
+) -> Vocabulary:
+    types = (gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL)
+    types += (gguf.TokenType.BYTE,) * len(bytes_) + (gguf.TokenType.NORMAL,) * len(words)
+    return Vocabulary("llama", (*specials, *bytes_, *words), types, unk=0)
+
+
+def byte_level_vocabulary() -> Vocabulary:
+    alphabet = _byte_characters()
+    merged: list[str] = []
+    merges: list[str] = []
+
+    def merge(left: bytes, right: bytes) -> None:
+        pieces = ("".join(alphabet[b] for b in left), "".join(alphabet[b] for b in right))
+        if pieces[0] + pieces[1] not in merged:
+            merged.append(pieces[0] + pieces[1])
+            merges.append(f"{pieces[0]} {pieces[1]}")
+
+    for word in (f" w{index}" for index in range(64)):  # "Ġw0": space + word, complete
+        encoded = word.encode()
+        for end in range(2, len(encoded) + 1):
+            merge(encoded[: end - 1], encoded[end - 1 : end])
+    for character in CJK + EMOJI:  # every prefix of each character: most are cut short
+        encoded = character.encode()
+        for end in range(2, len(encoded) + 1):
+            merge(encoded[: end - 1], encoded[end - 1 : end])
+    tokens = ("<|endoftext|>", *alphabet, *merged)
+    types = (gguf.TokenType.CONTROL,) + (gguf.TokenType.NORMAL,) * (len(tokens) - 1)
+    return Vocabulary("gpt2", tokens, types, tuple(merges), bos=0, eos=0)
+
+
+def _byte_characters() -> list[str]:
+    """GPT-2's map from each byte to one printable character: printable Latin-1 bytes stand
+    for themselves, the others (space, controls, ...) take the code points from 256 on."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    characters, extra = {}, 0
+    for value in range(256):
+        if value in printable:
+            characters[value] = chr(value)
+        else:
+            characters[value] = chr(256 + extra)
+            extra += 1
+    return [characters[value] for value in range(256)]
+
+
+VOCABULARIES: dict[str, Callable[[], Vocabulary]] = {
+    "ascii": ascii_vocabulary,
+    "sentencepiece": sentencepiece_vocabulary,
+    "byte_level": byte_level_vocabulary,
+}
 
 
 @dataclass(frozen=True)
@@ -28,16 +119,22 @@ class TinyLlamaShape:
     kv_heads: int = 2
     feed_forward: int = 128
     context: int = 1024
-    vocab: int = len(SPECIAL_TOKENS) + len(BYTE_TOKENS) + len(WORD_TOKENS)
 
 
-def write_tiny_llama(path: Path, *, seed: int = 0, shape: TinyLlamaShape | None = None) -> Path:
+def write_tiny_llama(
+    path: Path,
+    *,
+    seed: int = 0,
+    shape: TinyLlamaShape | None = None,
+    vocabulary: str = "ascii",
+) -> Path:
     """Write the model to `path` (a few hundred KB) and return the path."""
     shape = shape or TinyLlamaShape()
+    vocab = VOCABULARIES[vocabulary]()
     writer = gguf.GGUFWriter(str(path), arch="llama")
-    _add_hyperparameters(writer, shape)
-    _add_vocabulary(writer)
-    for name, weights in _random_tensors(shape, np.random.default_rng(seed)):
+    _add_hyperparameters(writer, shape, len(vocab))
+    _add_vocabulary(writer, vocab)
+    for name, weights in _random_tensors(shape, len(vocab), np.random.default_rng(seed)):
         writer.add_tensor(name, weights)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
@@ -46,7 +143,7 @@ def write_tiny_llama(path: Path, *, seed: int = 0, shape: TinyLlamaShape | None 
     return path
 
 
-def _add_hyperparameters(writer: gguf.GGUFWriter, shape: TinyLlamaShape) -> None:
+def _add_hyperparameters(writer: gguf.GGUFWriter, shape: TinyLlamaShape, vocab: int) -> None:
     writer.add_name("kl-bitexact tiny random llama")
     writer.add_context_length(shape.context)
     writer.add_embedding_length(shape.embedding)
@@ -56,28 +153,28 @@ def _add_hyperparameters(writer: gguf.GGUFWriter, shape: TinyLlamaShape) -> None
     writer.add_head_count_kv(shape.kv_heads)
     writer.add_rope_dimension_count(shape.embedding // shape.heads)
     writer.add_layer_norm_rms_eps(1e-5)
-    writer.add_vocab_size(shape.vocab)
+    writer.add_vocab_size(vocab)
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
 
 
-def _add_vocabulary(writer: gguf.GGUFWriter) -> None:
-    tokens = [*SPECIAL_TOKENS, *BYTE_TOKENS, *WORD_TOKENS]
-    token_types = [gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL]
-    token_types += [gguf.TokenType.BYTE] * len(BYTE_TOKENS)
-    token_types += [gguf.TokenType.NORMAL] * len(WORD_TOKENS)
-    writer.add_tokenizer_model("llama")
-    writer.add_token_list(tokens)
-    writer.add_token_scores([0.0] * len(tokens))
-    writer.add_token_types(token_types)
-    writer.add_unk_token_id(0)
-    writer.add_bos_token_id(1)
-    writer.add_eos_token_id(2)
+def _add_vocabulary(writer: gguf.GGUFWriter, vocab: Vocabulary) -> None:
+    writer.add_tokenizer_model(vocab.model)
+    if vocab.merges:
+        writer.add_tokenizer_pre("default")
+        writer.add_token_merges(list(vocab.merges))
+    writer.add_token_list(list(vocab.tokens))
+    writer.add_token_scores([0.0] * len(vocab))
+    writer.add_token_types(list(vocab.types))
+    if vocab.unk is not None:
+        writer.add_unk_token_id(vocab.unk)
+    writer.add_bos_token_id(vocab.bos)
+    writer.add_eos_token_id(vocab.eos)
     # Prompts are token ids chosen by the test; a BOS inserted by the server would shift them.
     writer.add_add_bos_token(False)
 
 
 def _random_tensors(
-    shape: TinyLlamaShape, rng: np.random.Generator
+    shape: TinyLlamaShape, vocab: int, rng: np.random.Generator
 ) -> list[tuple[str, np.ndarray]]:
     head_dim = shape.embedding // shape.heads
     kv_width = shape.kv_heads * head_dim
@@ -89,7 +186,7 @@ def _random_tensors(
     def norm() -> np.ndarray:
         return np.ones(shape.embedding, dtype=np.float32)
 
-    tensors = [("token_embd.weight", matrix(shape.vocab, shape.embedding))]
+    tensors = [("token_embd.weight", matrix(vocab, shape.embedding))]
     for layer in range(shape.layers):
         prefix = f"blk.{layer}"
         tensors += [
@@ -105,6 +202,6 @@ def _random_tensors(
         ]
     tensors += [
         ("output_norm.weight", norm()),
-        ("output.weight", 4 * matrix(shape.vocab, shape.embedding)),
+        ("output.weight", 4 * matrix(vocab, shape.embedding)),
     ]
     return tensors

@@ -88,6 +88,30 @@ def test_too_few_hits_fails_with_sglangs_words_and_the_prediction():
     assert result.warnings and "only 0/6" in result.warnings[0]
 
 
+@pytest.mark.parametrize("check", ["match", "prefill_cache_hit", "decode_cache_hit"])
+def test_positions_the_server_does_not_report_are_counted_and_left_out(check):
+    every = run_check(FakeEngine(page_size=4, drift=1e-3), spec(check))
+    # Withhold a quarter of the token ids (generated tokens are 100..499).
+    hidden = frozenset(range(100, 500, 4))
+    some = run_check(FakeEngine(page_size=4, drift=1e-3, withhold=hidden), spec(check))
+    assert every.exact is not None and some.exact is not None
+    assert every.exact.not_reported == 0 and some.exact.not_reported > 0
+    assert some.exact.tokens + some.exact.not_reported == every.exact.tokens
+    assert f"{some.exact.not_reported} not reported by the server" in some.message
+    # The drift is the same at every position: leaving some out must not dilute the KL.
+    assert some.status is every.status and some.kl_div == pytest.approx(every.kl_div)
+
+
+def test_a_check_whose_positions_were_all_withheld_fails():
+    result = run_check(FakeEngine(withhold=frozenset(range(100, 500))), spec("match"))
+    assert result.status is Status.FAILED and result.exact is not None
+    assert (result.exact.tokens, result.exact.not_reported) == (0, 6 * 12)
+    assert result.message == (
+        "no logprob could be compared: all 72 positions were not reported by the server"
+    )
+    assert result.kl_div is None and result.kl_per_sample == ()
+
+
 def test_decode_phases_are_batched_and_flush_before_each_cold_phase():
     engine = FakeEngine(page_size=4)
     run_check(engine, spec("decode_cache_hit"))

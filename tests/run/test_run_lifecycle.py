@@ -163,6 +163,11 @@ def test_a_hanging_request_times_out_as_an_error(cli, tmp_path):
     assert statuses(out) == {"hang::match": "error", "after::match": "passed"}
     assert "did not answer within 2 s" in messages(out)["hang::match"]
     assert result.returncode == 2
+    # The error's hint (what to do) is kept and shown under the test's line, not only the message.
+    hint = "raise server.request_timeout in the suite, or look at the server log"
+    [hanging] = [t for _, t in results_io.load(out / "results.json").all_tests() if t.hint]
+    assert hanging.id == "hang::match" and hanging.hint == hint
+    assert f"    hint: {hint}\n" in result.stdout
 
 
 def test_github_actions_folds_each_suite(cli, tmp_path):

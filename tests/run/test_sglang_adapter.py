@@ -106,6 +106,16 @@ def test_replay_asks_for_every_input_logprob(served):
     assert replay.last(2) == (-1.0, -1.0)
     body = seen[-1][1]
     assert body["logprob_start_len"] == 0 and body["sampling_params"]["max_new_tokens"] == 0
+    # A replay is cold: sglang has no per-request switch, so the cache is flushed first.
+    assert [path for path, _ in seen] == ["/flush_cache", "/get_server_info", "/generate"]
+
+
+def test_a_cold_generation_follows_a_flush(served):
+    url, seen = served(echo)
+    engine = SglangEngine(url)
+    engine.generate([[5, 6, 7]], SamplingParams(max_new_tokens=1))
+    engine.generate([[5, 6, 7]], SamplingParams(max_new_tokens=1, cold=True))
+    assert [path for path, _ in seen] == ["/generate", "/flush_cache", "/generate"]
 
 
 @pytest.mark.parametrize(("deterministic", "expected"), [(True, [5, 0]), (False, 0)])
@@ -113,6 +123,8 @@ def test_replay_of_the_last_positions_starts_one_before_them(served, determinist
     def reply(path: str, body: Any) -> tuple[int, Any]:
         if path == "/server_info":
             return 200, {"enable_deterministic_inference": deterministic}
+        if path == "/flush_cache":
+            return 200, b"Cache flushed.\n"
         starts = body["logprob_start_len"]
         starts = starts if isinstance(starts, list) else [starts] * len(body["input_ids"])
         answers = [generation(p[s:], 0) for p, s in zip(body["input_ids"], starts, strict=True)]

@@ -253,6 +253,8 @@ class ConsoleReporter:
         # A repeated test always says what its repeats showed (stable or not).
         if result.status is not Status.PASSED or result.repeats is not None:
             print(f"    {result.message}", flush=True)
+        if result.hint:
+            print(f"    hint: {result.hint}", flush=True)
         for warning in result.warnings:
             print(f"    warning: {warning}", flush=True)
 
@@ -265,11 +267,14 @@ class ConsoleReporter:
             for warning in test.warnings:
                 print(f"::warning title={title}::{escape.command_data(warning)}")
             if test.status is not Status.PASSED:
-                print(f"::error title={title}::{escape.command_data(test.message)}")
+                text = f"{test.message} (hint: {test.hint})" if test.hint else test.message
+                print(f"::error title={title}::{escape.command_data(text)}")
 
 
 def progress_line(result: TestResult) -> str:
     exact = f"{result.exact.mismatched}/{result.exact.tokens} differ" if result.exact else "-"
+    if result.exact and result.exact.not_reported:
+        exact += f" ({result.exact.not_reported} not reported)"
     hits = "-"
     if result.cache_hits is not None:
         h = result.cache_hits

@@ -119,6 +119,8 @@ def _exact_cell(head: ExactMatch | None, base: ExactMatch | None) -> str:
     if head is None:
         return MISSING
     now = f"{head.mismatched}/{head.tokens}"
+    if head.not_reported:
+        now += f" ({head.not_reported} not reported)"
     if base is None or base.mismatched == head.mismatched:
         return now
     return f"{base.mismatched} → {now}"

@@ -50,4 +50,6 @@ def measured(test: TestResult) -> str:
     text = f"measured {fmt_kl(test.kl_div)}"
     if test.exact is not None and test.exact.mismatched:
         text += f", {test.exact.mismatched}/{test.exact.tokens} logprobs differ"
+    if test.exact is not None and test.exact.not_reported:
+        text += f", {test.exact.not_reported} not reported by the server"
     return text

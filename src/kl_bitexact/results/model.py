@@ -35,6 +35,9 @@ class ExactMatch:
 
     tokens: int
     mismatched: int
+    # Decoded positions left out of `tokens` (and of the KL) because the server did not
+    # report a logprob for them (llama.cpp: tokens that end mid-character).
+    not_reported: int = 0
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,8 @@ class TestResult:
     duration_s: float = 0.0
     message: str = ""
     warnings: tuple[str, ...] = ()
+    # What to do about an `error` (the EngineError's hint), e.g. which server flag is missing.
+    hint: str = ""
     repeats: Repeats | None = None  # `run --repeat N` with N > 1 only
 
 

@@ -238,7 +238,8 @@ def _tests(
     errs: the server is gone or the check cannot run)."""
     if isinstance(running, ServerError):
         for spec in suite.tests:
-            yield [Attempt(error(suite, spec, running.message, 0.0), launch=launch)]
+            failed = error(suite, spec, running.message, 0.0, hint=running.hint)
+            yield [Attempt(failed, launch=launch)]
         return
     engine = plan.connect(
         suite.server.engine,
@@ -288,14 +289,19 @@ def checked(
     except EngineError as failure:
         death = running.death_report(grace_s=DEATH_GRACE_S)
         message = f"{failure.message}; {death}" if death else failure.message
-        return _error(result_id, spec, message, time.monotonic() - started)
+        elapsed = time.monotonic() - started
+        return _error(result_id, spec, message, elapsed, hint=failure.hint)
 
 
-def error(suite: Suite, spec: TestSpec, message: str, duration_s: float) -> TestResult:
-    return _error(test_id(suite, spec), spec, message, duration_s)
+def error(
+    suite: Suite, spec: TestSpec, message: str, duration_s: float, *, hint: str | None = None
+) -> TestResult:
+    return _error(test_id(suite, spec), spec, message, duration_s, hint=hint)
 
 
-def _error(result_id: str, spec: TestSpec, message: str, duration_s: float) -> TestResult:
+def _error(
+    result_id: str, spec: TestSpec, message: str, duration_s: float, *, hint: str | None = None
+) -> TestResult:
     return TestResult(
         id=result_id,
         check=spec.check,
@@ -304,6 +310,7 @@ def _error(result_id: str, spec: TestSpec, message: str, duration_s: float) -> T
         blocked_by=spec.blocked_by,
         duration_s=duration_s,
         message=message,
+        hint=hint or "",
     )
 
 

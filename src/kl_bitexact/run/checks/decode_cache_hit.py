@@ -1,7 +1,7 @@
 """`decode_cache_hit`: turn 2 resumes from state the cache kept while decoding turn 1.
 
-Phases: flush, turn 1 generate, turn 2 = prompt + output + separator generate, keep
-samples with cached_tokens > len(prompt) + 1 (sglang's rule), flush, replay turn 2.
+Phases: turn 1 generate (cold), turn 2 = prompt + output + separator generate, keep
+samples with cached_tokens > len(prompt) + 1 (sglang's rule), replay turn 2 (cold).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """`match`: decode logprobs vs a fresh prefill replay, no cache involved.
 
-Phases: flush, generate, flush, replay (sglang's input_output_logprobs_match). Both are
-cold phases: an earlier check's identical turn-1 generation or replay is reused.
+Phases: generate, replay (sglang's input_output_logprobs_match), both cold: they reuse
+no cached prefix (on sglang a flush comes before each), and an earlier check's identical
+turn-1 generation or replay is reused.
 """
 
 from __future__ import annotations

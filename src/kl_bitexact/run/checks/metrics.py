@@ -27,16 +27,30 @@ KL_INFINITE = sys.float_info.max
 
 @dataclass(frozen=True)
 class Sample:
-    """One prompt's decoded logprobs beside the replay's logprobs of the same tokens."""
+    """One prompt's decoded logprobs beside the replay's logprobs of the same tokens; None
+    where the server did not report a position (llama.cpp mid-character tokens)."""
 
     index: int
     # Tokens before the first decoded one (the prompt of the turn being scored).
     prompt_len: int
     cached_tokens: int | None
-    decode: tuple[float, ...]
-    replay: tuple[float, ...]
+    decode: tuple[float | None, ...]
+    replay: tuple[float | None, ...]
     # The decoded token ids (compared between repeats of a test: `run --repeat`).
     output_ids: tuple[int, ...] = ()
+
+    def compared(self) -> tuple[tuple[int, float, float], ...]:
+        """(token index, decode, replay) where both sides reported the position."""
+        return tuple(
+            (index, a, b)
+            for index, (a, b) in enumerate(zip(self.decode, self.replay, strict=True))
+            if a is not None and b is not None
+        )
+
+    @property
+    def not_reported(self) -> int:
+        """Positions left out of KL and exact counts because a side did not report them."""
+        return len(self.decode) - len(self.compared())
 
 
 @dataclass(frozen=True)
@@ -122,7 +136,7 @@ def mismatched(decode: Sequence[float], replay: Sequence[float]) -> int:
 
 
 def first_divergence(sample: Sample, geometry: Geometry) -> Divergence | None:
-    for index, (a, b) in enumerate(zip(sample.decode, sample.replay, strict=True)):
+    for index, a, b in sample.compared():
         if a != b:
             position = sample.prompt_len + index
             return Divergence(

@@ -1,13 +1,15 @@
 """`prefill_cache_hit`: generate from prompts whose prefix the cache already holds.
 
-Phases: flush, warm (max_new_tokens=0), generate the same prompts, keep samples that
-hit (cached_tokens > 0), flush, replay (a cold phase: not sent again when an earlier
+Phases: warm (a cold request, max_new_tokens=0), generate the same prompts, keep samples
+that hit (cached_tokens > 0), replay (a cold phase: not sent again when an earlier
 check of the suite replayed exactly these sequences, as `match` does in a bit-exact
 run). Radix cache disabled -> not_run (sglang returns early and passes; that would be a
 vacuous pass).
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from kl_bitexact.results.model import CacheHits, TestResult
 from kl_bitexact.run.checks import metrics, prompts, scoring
@@ -21,8 +23,7 @@ def run(phases: Phases, spec: TestSpec, test_id: str | None = None) -> TestResul
     if not context.geometry.radix_cache:
         return scoring.not_run(context, scoring.RADIX_DISABLED)
     batch = prompts.single_turn(spec, context.info)
-    engine.flush()
-    engine.generate(batch, scoring.sampling(spec, max_new_tokens=0))
+    engine.generate(batch, dataclasses.replace(scoring.sampling(spec, max_new_tokens=0), cold=True))
     generations = engine.generate(batch, scoring.sampling(spec))
     if scoring.unreported(generations):
         return scoring.not_run(context, scoring.NO_CACHED_TOKENS)

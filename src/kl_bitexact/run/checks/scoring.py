@@ -81,7 +81,7 @@ def replay_and_pair(
     generations: Sequence[Generation],
     indices: Sequence[int],
 ) -> tuple[Sample, ...]:
-    """Flush, replay `prompt + output` for the kept samples, pair the logprobs."""
+    """Replay `prompt + output` for the kept samples (cold), pair the logprobs."""
     sequences = [tuple(prompts[i]) + generations[i].output_ids for i in indices]
     # Only the decoded tokens' logprobs are compared: spare the engine the prompt's.
     needed = max((len(generations[i].output_logprobs) for i in indices), default=0)
@@ -123,17 +123,21 @@ def not_run(context: Context, reason: str) -> TestResult:
 
 def judge(context: Context, measured: Measured) -> TestResult:
     spec, samples = context.spec, measured.samples
-    kl_per_sample = tuple(metrics.k3(s.decode, s.replay) for s in samples)
-    kl = metrics.average(kl_per_sample) if samples else None
+    pairs = [_reported(sample) for sample in samples]
+    # A sample none of whose positions the server reported has no KL (not a KL of 0).
+    pairs = [(decode, replay) for decode, replay in pairs if decode]
+    kl_per_sample = tuple(metrics.k3(decode, replay) for decode, replay in pairs)
+    kl = metrics.average(kl_per_sample) if pairs else None
     exact = ExactMatch(
-        tokens=sum(len(s.decode) for s in samples),
-        mismatched=sum(metrics.mismatched(s.decode, s.replay) for s in samples),
+        tokens=sum(len(decode) for decode, _ in pairs),
+        mismatched=sum(metrics.mismatched(decode, replay) for decode, replay in pairs),
+        not_reported=sum(s.not_reported for s in samples),
     )
     divergences = [d for s in samples if (d := metrics.first_divergence(s, context.geometry))]
     failures = _failures(spec, measured, kl, exact)
     status = Status.FAILED if failures else Status.PASSED
     if not failures and exact.tokens == 0:
-        status, failures = Status.NOT_RUN, ["no logprob was compared (no sample kept)"]
+        status, failures = _nothing_compared(exact)
     return TestResult(
         id=context.test_id,
         check=spec.check,
@@ -146,9 +150,26 @@ def judge(context: Context, measured: Measured) -> TestResult:
         first_divergence=tuple(divergences[:MAX_DIVERGENCES]),
         blocked_by=spec.blocked_by,
         duration_s=time.monotonic() - context.started,
-        message="; ".join(failures) or _summary(kl, exact, measured.hits),
+        message=_failure_text(failures, exact) or _summary(kl, exact, measured.hits),
         warnings=measured.warnings,
     )
+
+
+def _reported(sample: Sample) -> tuple[list[float], list[float]]:
+    """The decode and replay logprobs of the positions both sides reported."""
+    compared = sample.compared()
+    return [a for _, a, _ in compared], [b for _, _, b in compared]
+
+
+def _nothing_compared(exact: ExactMatch) -> tuple[Status, list[str]]:
+    """No position compared: not run when no sample was kept, failed when the server
+    reported none of the kept ones (the gate cannot vouch for a server that hides them)."""
+    if not exact.not_reported:
+        return Status.NOT_RUN, ["no logprob was compared (no sample kept)"]
+    return Status.FAILED, [
+        f"no logprob could be compared: all {exact.not_reported} positions were "
+        "not reported by the server"
+    ]
 
 
 def _failures(spec: TestSpec, measured: Measured, kl: float | None, exact: ExactMatch) -> list[str]:
@@ -170,8 +191,21 @@ def _failures(spec: TestSpec, measured: Measured, kl: float | None, exact: Exact
     return failures
 
 
+def _failure_text(failures: Sequence[str], exact: ExactMatch) -> str:
+    text = "; ".join(failures)
+    if text and exact.tokens and exact.not_reported:
+        text += f"; {_not_reported(exact)}"
+    return text
+
+
+def _not_reported(exact: ExactMatch) -> str:
+    return f"{exact.not_reported} not reported by the server"
+
+
 def _summary(kl: float | None, exact: ExactMatch, hits: CacheHits | None) -> str:
     text = f"avg KL {fmt_kl(kl)}; {exact.mismatched}/{exact.tokens} logprobs differ"
+    if exact.not_reported:
+        text += f"; {_not_reported(exact)}"
     if hits is not None:
         text += f"; cache hits {hits.hit}/{hits.total}"
     return text

@@ -22,6 +22,10 @@ class SamplingParams:
     temperature: float = 1.0
     seed: int | None = None
     ignore_eos: bool = True
+    # A cold request reuses no cached prefix: its answer depends on itself alone, while the
+    # cache may keep what it computed (a later request can hit it). llama.cpp says so per
+    # request (`cache_prompt: false`); sglang and vLLM flush the whole cache first.
+    cold: bool = False
 
 
 @dataclass(frozen=True)
@@ -29,8 +33,10 @@ class Generation:
     """One prompt's answer to a generate call."""
 
     output_ids: tuple[int, ...]
-    # Logprob of each generated token as scored while decoding, one per output id.
-    output_logprobs: tuple[float, ...]
+    # Logprob of each generated token as scored while decoding, one per output id; None
+    # where the server scored the token but would not report it (llama.cpp withholds a
+    # token that leaves its text in the middle of a UTF-8 character: docs/engines.md).
+    output_logprobs: tuple[float | None, ...]
     # Prompt tokens served from the prefix cache; None when the server cannot say
     # (a check that needs it must then report `not_run`, never guess).
     cached_tokens: int | None
@@ -46,22 +52,28 @@ class Replay:
     # asked for only its `last` positions may hold None for the positions before them.
     input_logprobs: tuple[float | None, ...]
     cached_tokens: int | None
+    # Positions the server scored but would not report (their entry is None), as
+    # `Generation.output_logprobs`; told apart from positions a tail replay left out.
+    unreported: frozenset[int] = frozenset()
 
-    def last(self, count: int) -> tuple[float, ...]:
-        """The logprobs of the last `count` tokens (aligned with decoded tokens)."""
+    def last(self, count: int) -> tuple[float | None, ...]:
+        """The logprobs of the last `count` tokens (aligned with decoded tokens); None
+        where the server did not report one."""
         if count > len(self.input_logprobs):
             raise ValueError(
                 f"replay asked for the last {count} logprobs of {len(self.input_logprobs)} tokens"
             )
-        tail = self.input_logprobs[len(self.input_logprobs) - count :]
-        missing = [i for i, value in enumerate(tail) if value is None]
+        start = len(self.input_logprobs) - count
+        tail = self.input_logprobs[start:]
+        missing = [
+            i for i, value in enumerate(tail) if value is None and start + i not in self.unreported
+        ]
         if missing:
-            position = len(self.input_logprobs) - count + missing[0]
             raise ValueError(
-                f"replay has no logprob for position {position} (the first token has none, "
-                "and a replay of only the last positions leaves earlier ones out)"
+                f"replay has no logprob for position {start + missing[0]} (the first token has "
+                "none, and a replay of only the last positions leaves earlier ones out)"
             )
-        return tuple(float(value) for value in tail if value is not None)
+        return tail
 
 
 def tail_start(length: int, last: int | None) -> int:
@@ -82,17 +94,19 @@ class Engine(Protocol):
         ...
 
     def flush(self) -> None:
-        """Empty the prefix cache, so that the next request starts cold."""
+        """Empty the prefix cache. Only a check that needs an empty cache calls it (cold
+        requests say so themselves: `SamplingParams.cold`); an engine that cannot flush
+        raises an EngineError whose hint says how to start the server."""
         ...
 
     def generate(self, prompts: Sequence[TokenIds], params: SamplingParams) -> list[Generation]:
         """Generate for a batch of prompts; answers are in prompt order.
-        `max_new_tokens=0` only fills the cache (a warm-up)."""
+        `max_new_tokens=0` only fills the cache (a warm-up); `params.cold`: reuse nothing."""
         ...
 
     def replay(self, sequences: Sequence[TokenIds], *, last: int | None = None) -> list[Replay]:
-        """Score each sequence by prefill, without using or filling the prefix cache
-        where the engine allows it (the caller flushes first where it does not).
+        """Score each sequence by a fresh prefill that reuses no cached prefix (engines
+        without a per-request switch flush first).
 
         `last`: only the logprobs of each sequence's last `last` positions are needed; an
         adapter may then answer None for earlier positions (every Replay keeps one entry per

@@ -41,6 +41,8 @@ class LlamaCppDialect:
     # One request at a time: llama-server batches concurrent slots into one forward pass,
     # which would make the numbers depend on what else happened to be running.
     parallel_requests = False
+    # Cold requests and replays carry `cache_prompt: false`: no flush before them.
+    cold_per_request = True
 
     def __init__(self, model: str) -> None:
         self.model = model
@@ -75,7 +77,7 @@ class LlamaCppDialect:
         body = completion_body(self.model, prompt, params)
         # llama.cpp samples through top-k 40, top-p 0.95 and min-p 0.05 unless told otherwise;
         # switched off so temperature means what it means for sglang and vLLM.
-        body.update(n_probs=1, cache_prompt=True, top_k=0, top_p=1.0, min_p=0.0)
+        body.update(n_probs=1, cache_prompt=not params.cold, top_k=0, top_p=1.0, min_p=0.0)
         return parse_generation(client.post("/v1/completions", body), params.max_new_tokens)
 
     def replay_one(self, client: JsonClient, sequence: TokenIds, last: int | None) -> Replay:

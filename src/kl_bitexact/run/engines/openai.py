@@ -28,6 +28,9 @@ MAX_PARALLEL_REQUESTS = 64
 class Dialect(Protocol):
     name: str
     parallel_requests: bool
+    # True when cold generations and replays reuse no cache by themselves (llama.cpp's
+    # `cache_prompt: false`); else the engine flushes before them.
+    cold_per_request: bool
 
     def server_info(self, client: JsonClient) -> dict[str, Any]: ...
 
@@ -54,11 +57,15 @@ class OpenAIEngine:
         self.dialect.flush(self.client)
 
     def generate(self, prompts: Sequence[TokenIds], params: SamplingParams) -> list[Generation]:
+        if params.cold and not self.dialect.cold_per_request:
+            self.flush()
         return self._each(
             prompts, lambda prompt: self.dialect.generate_one(self.client, prompt, params)
         )
 
     def replay(self, sequences: Sequence[TokenIds], *, last: int | None = None) -> list[Replay]:
+        if not self.dialect.cold_per_request:
+            self.flush()
         return self._each(
             sequences, lambda sequence: self.dialect.replay_one(self.client, sequence, last)
         )

@@ -67,6 +67,8 @@ class SglangEngine:
         self._call("POST", "/flush_cache", expect_json=False)
 
     def generate(self, prompts: Sequence[TokenIds], params: SamplingParams) -> list[Generation]:
+        if params.cold:  # sglang has no per-request switch: a cold request follows a flush
+            self.flush()
         sampling: dict[str, Any] = {
             "temperature": params.temperature,
             "max_new_tokens": params.max_new_tokens,
@@ -78,6 +80,10 @@ class SglangEngine:
         return [_generation(answer, self.base_url) for answer in answers]
 
     def replay(self, sequences: Sequence[TokenIds], *, last: int | None = None) -> list[Replay]:
+        self.flush()  # a replay is a fresh prefill: nothing of earlier requests may serve it
+        return self._replay(sequences, last)
+
+    def _replay(self, sequences: Sequence[TokenIds], last: int | None) -> list[Replay]:
         if not self._scores_rows_alike():
             last = None
         # sglang scores positions from `logprob_start_len` on and answers null for the first
@@ -94,7 +100,7 @@ class SglangEngine:
         # scored again from position 0, which sglang never serves from the cache.
         stale = [i for i, start in enumerate(starts) if start and replays[i].cached_tokens != 0]
         if stale:
-            fresh = self.replay([sequences[i] for i in stale])
+            fresh = self._replay([sequences[i] for i in stale], None)
             for i, replay in zip(stale, fresh, strict=True):
                 replays[i] = replay
         return replays

@@ -33,6 +33,8 @@ class VllmDialect:
     # vLLM batches concurrent requests; sending a batch's prompts together is what a user's
     # batch does, so the decode runs with the batch shapes the engine really uses.
     parallel_requests = True
+    # vLLM has no per-request switch: cold requests follow a flush.
+    cold_per_request = False
 
     def __init__(self, model: str) -> None:
         self.model = model
