@@ -107,7 +107,8 @@ def test_replay_asks_for_every_input_logprob(served):
     body = seen[-1][1]
     assert body["logprob_start_len"] == 0 and body["sampling_params"]["max_new_tokens"] == 0
     # A replay is cold: sglang has no per-request switch, so the cache is flushed first.
-    assert [path for path, _ in seen] == ["/flush_cache", "/get_server_info", "/generate"]
+    sent = [path for path, _ in seen if path in ("/flush_cache", "/generate")]
+    assert sent == ["/flush_cache", "/generate"]
 
 
 def test_a_cold_generation_follows_a_flush(served):
