@@ -103,7 +103,7 @@ def _positions(a: Sample, b: Sample) -> list[tuple[Position, Position]]:
 
 
 def _at(sample: Sample, token: int) -> Position:
-    def get(values: Sequence[float] | Sequence[int]) -> float | int | None:
+    def get(values: Sequence[float | None] | Sequence[int]) -> float | int | None:
         return values[token] if token < len(values) else None
 
     return (get(sample.output_ids), get(sample.decode), get(sample.replay))  # type: ignore[return-value]
