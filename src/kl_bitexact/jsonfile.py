@@ -3,12 +3,19 @@
 Parsing is msgspec's (C): a `type` decodes and validates in the same pass. Syntax errors
 name the line and column; validation errors are the caller's to word (`ValidationError`
 carries the JSON path).
+
+Bounded in every dimension an artifact can be hostile in: only a regular file (a FIFO or a
+link to /dev/zero would block or never end), its size checked before reading, nesting at
+most MAX_DEPTH deep (parsers and every reader after them recurse), integers of at most
+MAX_INT_DIGITS digits where Python's json parses them (msgspec refuses past 64 bits).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -18,29 +25,79 @@ from kl_bitexact.errors import ConfigError
 
 _BYTE_OFFSET = re.compile(r"\(byte (\d+)\)")
 
+# No file we read nests deeper than about 6 levels or holds integers past 20 digits.
+MAX_DEPTH = 64
+MAX_INT_DIGITS = 100
+
 
 def read_bounded(path: Path, *, what: str, max_bytes: int, hint: str | None = None) -> bytes:
-    """The bytes at `path`; the size is checked before reading, so an oversized artifact
-    is never loaded."""
+    """The bytes of the regular file at `path`; the size is checked before reading, so an
+    oversized artifact is never loaded, and a FIFO or a device is refused unread."""
     try:
-        size = path.stat().st_size
-        raw = path.read_bytes() if size <= max_bytes else b""
+        # O_NONBLOCK: opening a FIFO with no writer returns at once instead of waiting.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as error:
         raise ConfigError(f"{path}: cannot read {what} ({error.strerror})", hint=hint) from None
-    if size > max_bytes:
-        raise ConfigError(f"{path}: {size} bytes is over the {max_bytes}-byte limit for {what}")
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(
+                f"{path}: not a regular file ({_kind(info.st_mode)}), so not a {what}", hint=hint
+            )
+        if info.st_size > max_bytes:
+            raise ConfigError(
+                f"{path}: {info.st_size} bytes is over the {max_bytes}-byte limit for {what}"
+            )
+        try:
+            raw = handle.read(max_bytes + 1)  # a file growing while read stays bounded too
+        except OSError as error:
+            raise ConfigError(f"{path}: cannot read {what} ({error.strerror})") from None
+    if len(raw) > max_bytes:
+        raise ConfigError(f"{path}: over the {max_bytes}-byte limit for {what}")
     return raw
+
+
+def _kind(mode: int) -> str:
+    kinds = {
+        stat.S_ISDIR: "a directory",
+        stat.S_ISFIFO: "a FIFO",
+        stat.S_ISCHR: "a character device",
+        stat.S_ISBLK: "a block device",
+        stat.S_ISSOCK: "a socket",
+    }
+    return next((name for test, name in kinds.items() if test(mode)), "not a plain file")
 
 
 def read_json(path: Path, *, what: str, max_bytes: int, hint: str | None = None) -> Any:
     """The parsed document at `path`; `what` names the kind of file in error messages."""
     raw = read_bounded(path, what=what, max_bytes=max_bytes, hint=hint)
     try:
-        return msgspec.json.decode(raw)
+        document = msgspec.json.decode(raw)
     except msgspec.ValidationError as error:  # a number beyond float range, e.g. 1e999
         raise ConfigError(f"{path}: {error} in this {what}") from None
     except msgspec.DecodeError as error:
-        return parse_refused(raw, error, path, what)
+        document = parse_refused(raw, error, path, what)
+    except RecursionError:
+        raise too_deep(path, what) from None
+    check_depth(document, path, what)
+    return document
+
+
+def too_deep(path: Path, what: str) -> ConfigError:
+    return ConfigError(f"{path}: nested more than {MAX_DEPTH} levels deep: not a {what}")
+
+
+def check_depth(document: Any, path: Path, what: str) -> None:
+    """Refuse a document nested deeper than MAX_DEPTH (walked without recursion)."""
+    stack: list[tuple[Any, int]] = [(document, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise too_deep(path, what)
+        if isinstance(node, dict):
+            stack.extend((value, depth + 1) for value in node.values())
+        elif isinstance(node, list):
+            stack.extend((value, depth + 1) for value in node)
 
 
 def parse_refused(raw: bytes, error: msgspec.DecodeError, path: Path, what: str) -> Any:
@@ -53,9 +110,29 @@ def parse_refused(raw: bytes, error: msgspec.DecodeError, path: Path, what: str)
     if "surrogate" not in str(error):
         raise syntax_error(raw, error, path, what) from None
     try:
-        return json.loads(raw)
+        return json.loads(raw, parse_int=_bounded_int)
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise syntax_error(raw, error, path, what) from None
+    except _TooLong as long:
+        raise ConfigError(
+            f"{path}: an integer of {long.digits} digits (the limit is {MAX_INT_DIGITS}): "
+            f"not a {what}"
+        ) from None
+    except RecursionError:
+        raise too_deep(path, what) from None
+
+
+class _TooLong(ValueError):
+    def __init__(self, digits: int) -> None:
+        super().__init__(digits)
+        self.digits = digits
+
+
+def _bounded_int(text: str) -> int:
+    """Python refuses past 4,300 digits with a ValueError; we refuse far earlier, by name."""
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise _TooLong(len(text))
+    return int(text)
 
 
 def syntax_error(raw: bytes, error: msgspec.DecodeError, path: Path, what: str) -> ConfigError:

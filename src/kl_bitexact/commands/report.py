@@ -88,12 +88,7 @@ def _compare(args: argparse.Namespace) -> Comparison:
     policy = common.policy(args)
     states = blocker_states.load(args.blockers) if args.blockers else None
     return compare(
-        head,
-        baseline.load(args.baseline),
-        blockers=states,
-        policy=policy,
-        default_repo=args.repo,
-        proof=common.load_proof(args.proof),
+        head, baseline.load(args.baseline), blockers=states, policy=policy, default_repo=args.repo
     )
 
 

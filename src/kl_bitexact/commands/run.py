@@ -8,6 +8,7 @@ import fnmatch
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from kl_bitexact import escape
 from kl_bitexact.commands import Command
@@ -93,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
     suites = select(load_suites(args.suites), args.select or [])
     if args.exact:
         suites = [strict(s) for s in suites]
+    if args.base_url:
+        check_base_url(args.base_url)
     out: Path = args.out
     prepare_out(out)
     results_path = out / "results.json"
@@ -137,6 +140,20 @@ def _write_outputs(results: Results, out: Path) -> str:
     report = render.comment(compare(results, None))
     write_output(out / "report.md", report)
     return report
+
+
+def check_base_url(url: str) -> None:
+    """Refuse at once what cannot be a server's address (instead of 30 s of retries)."""
+    parts = urlsplit(url)
+    try:
+        port_ok = parts.port is None or 0 < parts.port < 65536
+    except ValueError:
+        port_ok = False
+    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
+        raise ConfigError(
+            f"--base-url {url}: not an http(s) URL with a host",
+            hint="e.g. --base-url http://127.0.0.1:30000 (the server's address, no path)",
+        )
 
 
 def prepare_out(out: Path) -> None:

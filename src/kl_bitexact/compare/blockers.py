@@ -61,11 +61,15 @@ def classify(state: BlockerState, red: bool) -> BlockedVerdict:
 def states_from_json(document: object, source: str) -> dict[str, BlockerState]:
     """`{"owner/repo#N": "open"|"merged"|"closed"|"unknown"}` as canonical refs to states."""
     if not isinstance(document, dict):
-        raise ConfigError(f'{source}: expected an object like {{"owner/repo#N": "open"}}')
+        raise ConfigError(
+            f"{source}: blocker states must be an object like "
+            f'{{"owner/repo#N": "open"}}, not {type(document).__name__}'
+        )
     states: dict[str, BlockerState] = {}
     allowed = ", ".join(state.value for state in BlockerState)
     for key, value in document.items():
-        if value not in {state.value for state in BlockerState}:
+        # A list or an object is no state (and unhashable: test the type before the set).
+        if not isinstance(value, str) or value not in {state.value for state in BlockerState}:
             raise ConfigError(f"{source}: {key}: state {value!r} is not one of {allowed}")
         try:
             states[str(parse_ref(key))] = BlockerState(value)

@@ -16,6 +16,7 @@ import defusedxml.ElementTree as SafeET
 from defusedxml import DefusedXmlException
 
 from kl_bitexact.errors import ConfigError
+from kl_bitexact.jsonfile import read_bounded
 
 # Captured output of a whole GPU suite stays far under this; a bigger file is not ours.
 MAX_JUNIT_BYTES = 256 * 1024 * 1024
@@ -65,29 +66,27 @@ def read(path: Path, *, max_bytes: int = MAX_JUNIT_BYTES) -> tuple[JUnitCase, ..
 
 
 def _parse(path: Path, max_bytes: int) -> ET.Element:
+    raw = read_bounded(
+        path,
+        what="JUnit XML",
+        max_bytes=max_bytes,
+        hint="pass the file written by pytest --junitxml",
+    )
     try:
-        size = path.stat().st_size
-    except OSError as error:
-        raise ConfigError(
-            f"{path}: cannot read JUnit XML ({error.strerror})",
-            hint="pass the file written by pytest --junitxml",
-        ) from None
-    if size > max_bytes:
-        raise ConfigError(f"{path}: {size} bytes is over the {max_bytes}-byte limit for JUnit XML")
-    try:
-        root = SafeET.parse(path).getroot()
+        root = SafeET.fromstring(raw)
     except ET.ParseError as error:
-        raise ConfigError(_parse_problem(path, error)) from None
+        raise ConfigError(_parse_problem(path, raw, error)) from None
     except DefusedXmlException as error:
         raise ConfigError(f"{path}: refused unsafe XML ({type(error).__name__})") from None
+    except LookupError as error:  # <?xml encoding="x-nonexistent"?>
+        raise ConfigError(f"{path}: invalid JUnit XML: {error} in the XML declaration") from None
     if root is None:
         raise ConfigError(f"{path}: the JUnit XML has no root element")
     return root
 
 
-def _parse_problem(path: Path, error: ET.ParseError) -> str:
+def _parse_problem(path: Path, text: bytes, error: ET.ParseError) -> str:
     line, column = error.position
-    text = path.read_bytes()
     ends_early = line >= text.count(b"\n") + (0 if text.endswith(b"\n") else 1)
     why = "the file ends early (truncated: was pytest killed?)" if ends_early else str(error)
     return f"{path}: invalid JUnit XML at line {line} column {column + 1}: {why}"

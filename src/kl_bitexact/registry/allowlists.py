@@ -52,6 +52,8 @@ def read_python(source: str, path: str) -> Allowlist:
         tree = ast.parse(source, filename=path)
     except SyntaxError as problem:
         raise ConfigError(f"{path}:{problem.lineno}: not valid Python ({problem.msg})") from None
+    except (RecursionError, MemoryError):
+        raise ConfigError(f"{path}: nested too deep for Python's parser to read") from None
     entries: list[AllowlistEntry] = []
     for name, mapping in suite_dicts(tree):
         for key, value in zip(mapping.keys, mapping.values, strict=True):

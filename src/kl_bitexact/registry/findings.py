@@ -38,6 +38,7 @@ class Code(str, Enum):
     UNKNOWN_RUNNER = "unknown-runner"
     BAD_SUITE_NAME = "bad-suite-name"
     NOTHING_REGISTERED = "nothing-registered"
+    UNREADABLE = "unreadable-source"
 
 
 @dataclass(frozen=True, order=True)

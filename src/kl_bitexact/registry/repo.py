@@ -57,21 +57,32 @@ def read(root: Path, config: RegistryConfig) -> RepoState:
     )
 
 
+# Allowlists, workflows and suite files are kilobytes; past this one is not what it claims.
+MAX_TEXT_BYTES = 4 * 1024 * 1024
+
+
 def read_text(root: Path, relative: str) -> str:
+    target = paths.inside(root, relative)
+    if target.exists() and not target.is_file():  # a FIFO or a device would block or never end
+        raise ConfigError(f"{relative}: not a regular file, so it cannot be read")
     try:
-        with open(paths.inside(root, relative), encoding="utf-8") as handle:
-            return handle.read()
+        with open(target, encoding="utf-8") as handle:
+            text = handle.read(MAX_TEXT_BYTES + 1)
     except UnicodeDecodeError:
         raise ConfigError(f"{relative}: not UTF-8 text") from None
     except OSError as error:
         raise ConfigError(f"{relative}: cannot read ({error.strerror})") from None
+    if len(text) > MAX_TEXT_BYTES:
+        raise ConfigError(f"{relative}: too large to read (over {MAX_TEXT_BYTES // 2**20} MB)")
+    return text
 
 
 def _read_listed(root: Path, relative: str) -> str:
     """A file `paths.list_files` found (so inside the root): without a Path per file."""
     try:
         with open(os.path.join(root, relative), encoding="utf-8") as handle:
-            return handle.read()
+            # At most one character past the limit: scan_source calls it too large.
+            return handle.read(scan.MAX_SOURCE_BYTES + 1)
     except UnicodeDecodeError:
         raise ConfigError(f"{relative}: not UTF-8 text") from None
     except OSError as error:

@@ -34,6 +34,10 @@ class ScannedFile:
     findings: tuple[Finding, ...]
 
 
+# The largest test file in sglang is under 200 kB; past this a source is not a test file.
+MAX_SOURCE_BYTES = 4 * 1024 * 1024
+
+
 def scan_source(source: str, path: str) -> ScannedFile:
     """Registrations and problems of one test file; a syntax error is a ConfigError.
 
@@ -41,7 +45,32 @@ def scan_source(source: str, path: str) -> ScannedFile:
     out safely (`toplevel`); otherwise, and for every file with a problem the fast path
     cannot see, the whole file is parsed. A syntax error elsewhere in the file is then not
     seen: Python itself reports it when the test runs.
+
+    A source too large (the reader passes at most MAX_SOURCE_BYTES + 1 characters), or
+    nested too deep for Python's parser (a 200,000-long attribute or operator chain), is
+    one `unreadable-source` finding instead of a crash.
     """
+    if len(source) > MAX_SOURCE_BYTES:
+        return unreadable(path, f"too large to read (over {MAX_SOURCE_BYTES // 2**20} MB)")
+    try:
+        return _scan(source, path)
+    except (RecursionError, MemoryError):
+        return unreadable(path, "nested too deep to read (Python's parser gave up)")
+
+
+def unreadable(path: str, why: str) -> ScannedFile:
+    finding = error(
+        path,
+        1,
+        Code.UNREADABLE,
+        f"{why}, so its CI registration cannot be checked",
+        f"keep test files under {MAX_SOURCE_BYTES // 2**20} MB and their expressions shallow "
+        "(split long chains), or exclude the file in .kl-bitexact.yaml",
+    )
+    return ScannedFile(path, (), False, (finding,))
+
+
+def _scan(source: str, path: str) -> ScannedFile:
     located = toplevel.locate(source, _NAMES)
     if located is None:
         return _scan_tree(_parse(source, path), path)

@@ -11,6 +11,7 @@ globs its suite file (the action's `command: run`, or `kl-bitexact run FILE` in 
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -18,11 +19,14 @@ from typing import Any
 
 from ruamel.yaml.scalarstring import LiteralScalarString
 
+from kl_bitexact.errors import ConfigError
 from kl_bitexact.registry import yamlio
 from kl_bitexact.registry.model import suite_name
 
 SUITE_INPUTS = ("suite", "self_name")
 SUITES_INPUT = "suites-input"
+# GitHub: "A matrix will generate a maximum of 256 jobs per workflow run."
+MAX_MATRIX_JOBS = 256
 _MATRIX_EXPRESSION = re.compile(r"\$\{\{\s*matrix\.([\w-]+)\s*\}\}")
 # The value may be an expression such as `${{ matrix.suite }}`, spaces included.
 _SUITE_ARGUMENT = re.compile(r"--suite(?:=|\s+)([\"']?)((?:\$\{\{[^}]*\}\}|[^\s\"';|&])+)\1")
@@ -108,7 +112,7 @@ def read_workflow(text: str, path: str) -> Workflows:
 def _read_job(job_id: str, job: Any, out: _Collector) -> None:
     strategy = job.get("strategy")
     matrix = strategy.get("matrix") if isinstance(strategy, dict) else None
-    combos = list(matrix_combinations(matrix))
+    combos = list(matrix_combinations(matrix, out.path))
     _read_matrix(job_id, matrix, combos, out)
     contexts = [values for values, _ in combos] or [{}]
     _read_inputs(job, contexts, out, job_id)
@@ -118,8 +122,9 @@ def _read_job(job_id: str, job: Any, out: _Collector) -> None:
             _read_run(step, contexts, out)
 
 
-def matrix_combinations(matrix: Any) -> Iterator[tuple[dict[str, Any], int]]:
-    """(values, line) for each product combination and each `include` entry."""
+def matrix_combinations(matrix: Any, path: str = "") -> Iterator[tuple[dict[str, Any], int]]:
+    """(values, line) for each product combination and each `include` entry; a product
+    GitHub would refuse to run (over MAX_MATRIX_JOBS) is an error, not expanded."""
     if not isinstance(matrix, dict):
         return  # e.g. `matrix: ${{ fromJson(...) }}`: unknown until run time
     axes = [
@@ -127,6 +132,14 @@ def matrix_combinations(matrix: Any) -> Iterator[tuple[dict[str, Any], int]]:
         for key, values in matrix.items()
         if key not in ("include", "exclude") and isinstance(values, list)
     ]
+    count = math.prod(len(values) for _, values in axes)
+    if axes and count > MAX_MATRIX_JOBS:
+        line = yamlio.node_line(matrix)
+        raise ConfigError(
+            f"{path}{f':{line}' if line else ''}: a job matrix of {count} combinations; "
+            f"GitHub runs at most {MAX_MATRIX_JOBS} jobs per matrix, so it is not expanded",
+            hint="split the matrix, or list the combinations under `include:`",
+        )
     # A combination is located at its `suite` value when there is one (what lint reports).
     where = next((i for i, (key, _) in enumerate(axes) if key == "suite"), 0)
     for indexes in itertools.product(*(range(len(values)) for _, values in axes)):

@@ -9,12 +9,14 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
+from kl_bitexact import yamlbounds
 from kl_bitexact.errors import ConfigError
 
 
 def load(text: str, path: str) -> Any:
     """The round-trip document of `text`; a syntax error names the file and line."""
     try:
+        yamlbounds.check(YAML(typ="rt").parse(text), path)
         return YAML(typ="rt").load(text)
     except MarkedYAMLError as problem:
         mark = problem.problem_mark or problem.context_mark

@@ -22,7 +22,10 @@ def per_sample_kl(values: Sequence[float]) -> str | None:
     if len(shown) < 2 or not all(math.isfinite(v) for v in shown) or max(shown) <= 0:
         return None
     exponent = math.floor(math.log10(max(shown)))
-    bars = ", ".join(f"{value / 10.0**exponent:.3f}" for value in shown)
+    # Below float's normal range 10**exponent underflows to 0 (5e-324 gives 1e-324):
+    # divide by the power in two steps that each stay representable.
+    half = exponent // 2
+    bars = ", ".join(f"{value / 10.0**half / 10.0 ** (exponent - half):.3f}" for value in shown)
     samples = ", ".join(str(index) for index in range(len(shown)))
     more = f" (first {MAX_BARS} of {len(values)})" if len(values) > MAX_BARS else ""
     return (

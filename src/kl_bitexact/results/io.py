@@ -20,7 +20,7 @@ import msgspec
 
 from kl_bitexact import __version__
 from kl_bitexact.errors import ConfigError
-from kl_bitexact.jsonfile import parse_refused, read_bounded
+from kl_bitexact.jsonfile import check_depth, parse_refused, read_bounded, too_deep
 from kl_bitexact.results import strict
 from kl_bitexact.results.model import SCHEMA_VERSION, Results, SuiteResult
 
@@ -91,6 +91,9 @@ def loads(raw: bytes, path: Path) -> Results:
         raise _invalid(error, _version_in(raw), str(path)) from None
     except msgspec.DecodeError as error:  # after ValidationError, its subclass
         document = parse_refused(raw, error, path, "results file")
+    except RecursionError:
+        raise too_deep(path, "results file") from None
+    check_depth(document, path, "results file")
     return from_json(document, source=str(path))
 
 

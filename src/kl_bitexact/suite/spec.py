@@ -8,7 +8,6 @@ key gets a "did you mean". Nothing here launches or measures: the result is plai
 from __future__ import annotations
 
 import difflib
-import json
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -18,7 +17,9 @@ from typing import Any
 
 import yaml
 
+from kl_bitexact import yamlbounds
 from kl_bitexact.errors import ConfigError
+from kl_bitexact.jsonfile import read_bounded, read_json
 from kl_bitexact.suite.references import parse_ref
 
 ENGINES = ("sglang", "openai", "reference")
@@ -112,15 +113,26 @@ class Suite:
 
 # --- loading ----------------------------------------------------------------------------
 
+# A suite file is a few kilobytes; a prompts file a few megabytes at most.
+MAX_SUITE_BYTES = 1024 * 1024
+MAX_PROMPTS_BYTES = 64 * 1024 * 1024
+
 
 def load(path: Path) -> list[Suite]:
     """All suites in one file."""
+    raw = read_bounded(
+        path,
+        what="suite file",
+        max_bytes=MAX_SUITE_BYTES,
+        hint="pass the path of a suite YAML file (see docs/suites.md)",
+    )
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = raw[: error.start].count(b"\n") + 1
         raise ConfigError(
-            f"{path}: cannot read suite file ({error.strerror})",
-            hint="pass the path of a suite YAML file (see docs/suites.md)",
+            f"{path}: not UTF-8 text (line {line}), so not a suite file",
+            hint="save the suite file as UTF-8",
         ) from None
     return parse(text, source=str(path), base_dir=path.parent)
 
@@ -133,6 +145,7 @@ def load_bundled() -> list[Suite]:
 
 def parse(text: str, *, source: str, base_dir: Path | None = None) -> list[Suite]:
     try:
+        yamlbounds.check(yaml.parse(text, Loader=yaml.SafeLoader), source)
         document = yaml.safe_load(text)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
@@ -422,13 +435,9 @@ class _Reader:
         name = self.text("prompts")
         path = (self.base_dir or Path.cwd()) / name
         try:
-            loaded = json.loads(path.read_text(encoding="utf-8"))
-        except OSError as error:
-            raise self.fail("prompts", f"cannot read {path} ({error.strerror})") from None
-        except json.JSONDecodeError as error:
-            raise self.fail(
-                "prompts", f"{path} is not JSON ({error.msg} at line {error.lineno})"
-            ) from None
+            loaded = read_json(path, what="prompts file", max_bytes=MAX_PROMPTS_BYTES)
+        except ConfigError as error:
+            raise self.fail("prompts", error.message) from None
         good = isinstance(loaded, list) and loaded and all(_is_token_list(p, vocab) for p in loaded)
         if not good:
             raise self.fail(
