@@ -149,3 +149,39 @@ def test_blocker_states_may_be_keyed_by_parsed_references():
     head = results(red_hicache("a", blocked_by=("o/r#1",)))
     comparison = compare(head, None, blockers={BlockerRef("o", "r", 1): BlockerState.OPEN})
     assert comparison.deltas[0].verdict is Verdict.EXPECTED_RED
+
+
+# --- tests without a verdict (issue 14, case 1) ----------------------------------------
+
+
+def test_a_planned_test_without_verdict_is_an_error_that_gates_not_removed():
+    head = dataclasses.replace(
+        results(check_result("a"), check_result("b")),
+        run=r.RunInfo(finished=False),
+    )
+    head = dataclasses.replace(
+        head, plan=(*head.plan, r.PlannedTest("hicache-mamba", "c", "multiturn"))
+    )
+    base = results(check_result("a"), check_result("b"), check_result("c"))
+    comparison = compare(head, base)
+    lost = {d.id: d for d in comparison.deltas}["c"]
+    assert lost.transition is Transition.REGRESSED and lost.verdict is Verdict.INFRA
+    assert lost.gating and "the run stopped before this planned test" in lost.head.message
+    assert Transition.REMOVED not in comparison.transitions
+    assert comparison.decision.exit_code is ExitCode.GATE_FAILED
+
+
+def test_without_a_plan_a_missing_base_test_cannot_be_called_removed():
+    head = results(check_result("a"), planned=False)
+    comparison = compare(head, results(check_result("a"), check_result("gone")))
+    lost = {d.id: d for d in comparison.deltas}["gone"]
+    assert lost.verdict is Verdict.INFRA and lost.gating
+    assert "record no plan" in lost.head.message
+    assert not comparison.decision.passed
+
+
+def test_a_test_outside_the_heads_plan_was_removed_by_the_pr():
+    comparison = compare(results(check_result("a")), results(check_result("a"), check_result("x")))
+    removed = {d.id: d for d in comparison.deltas}["x"]
+    assert removed.transition is Transition.REMOVED and not removed.gating
+    assert comparison.decision.passed

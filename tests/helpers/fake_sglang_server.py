@@ -2,7 +2,7 @@
 the adapter and of the server lifecycle (crash, hang, never healthy, out of memory).
 
 Run: python tests/helpers/fake_sglang_server.py --port P [--crash-after N] [--hang-after N]
-     [--never-healthy] [--oom] [--page-size N]
+     [--never-healthy] [--oom] [--page-size N] [--bad-logprob-after N]
 """
 
 from __future__ import annotations
@@ -61,7 +61,13 @@ def serve(args: argparse.Namespace) -> None:
                 os._exit(1)
             if args.hang_after is not None and generates["count"] > args.hang_after:
                 time.sleep(3600)
-            self._send(200, answer(engine, body))
+            answered = answer(engine, body)
+            if args.bad_logprob_after is not None and generates["count"] > args.bad_logprob_after:
+                for item in answered:  # a logprob that is not a number (a broken server)
+                    meta = item["meta_info"]
+                    key = "output_token_logprobs" if item["output_ids"] else "input_token_logprobs"
+                    meta[key] = [["not-a-number", *entry[1:]] for entry in meta[key]]
+            self._send(200, answered)
 
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True  # a hanging request must not hold the exit
@@ -116,6 +122,7 @@ if __name__ == "__main__":
     parser.add_argument("--page-size", type=int, default=4)
     parser.add_argument("--crash-after", type=int)
     parser.add_argument("--hang-after", type=int)
+    parser.add_argument("--bad-logprob-after", type=int)
     parser.add_argument("--never-healthy", action="store_true")
     parser.add_argument("--oom", action="store_true")
     serve(parser.parse_args())

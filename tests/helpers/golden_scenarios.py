@@ -73,8 +73,13 @@ def red_hicache(test_id: str, **changes: object) -> r.TestResult:
 
 
 def results(
-    *tests: r.TestResult, suite: str = "hicache-mamba", commit: str = "1a2b3c4d5e6f"
+    *tests: r.TestResult,
+    suite: str = "hicache-mamba",
+    commit: str = "1a2b3c4d5e6f",
+    planned: bool = True,
 ) -> r.Results:
+    """A finished run of `tests` whose plan was exactly them (`planned=False`: a file
+    from before runs recorded their plan)."""
     server = r.ServerInfo(
         "sglang",
         ("--page-size", "128", "--mamba-track-interval", "128", "--enable-hierarchical-cache"),
@@ -82,9 +87,13 @@ def results(
     )
     return r.Results(
         run=r.RunInfo(
-            commit=commit, ref="refs/pull/34356/merge", started_at="2026-11-29T09:00:00Z"
+            commit=commit,
+            ref="refs/pull/34356/merge",
+            started_at="2026-11-29T09:00:00Z",
+            finished=True if planned else None,
         ),
         suites=(r.SuiteResult(suite, server, tests),),
+        plan=tuple(r.PlannedTest(suite, t.id, t.check) for t in tests) if planned else None,
     )
 
 

@@ -104,7 +104,7 @@ def test_written_document_validates_against_published_schema(tmp_path: Path):
     jsonschema.Draft202012Validator.check_schema(results_io.schema())
     jsonschema.validate(document, results_io.schema())
     assert document["schema_version"] == 1
-    assert set(document) == {"schema_version", "tool", "run", "suites"}
+    assert set(document) == {"schema_version", "tool", "run", "suites", "plan"}
     test = document["suites"][0]["tests"][0]
     for key in (
         "id",
@@ -208,3 +208,49 @@ def test_atomic_write_leaves_no_temporary_files(tmp_path):
     results_io.write_atomic(make_results(), path)
     results_io.write_atomic(make_results(), path)
     assert [p.name for p in path.parent.iterdir()] == ["results.json"]
+
+
+# --- the plan and whether the run finished (issue 14, case 1) ---------------------------
+
+
+def planned(*ids: str) -> tuple[r.PlannedTest, ...]:
+    return tuple(r.PlannedTest("suite-a", i, "match") for i in ids)
+
+
+def test_plan_and_finished_round_trip_and_say_what_is_missing(tmp_path: Path):
+    half = dataclasses.replace(
+        make_results(make_test("suite-a::one")),
+        run=r.RunInfo(finished=False),
+        plan=planned("suite-a::one", "suite-a::two"),
+    )
+    path = tmp_path / "results.json"
+    results_io.write_atomic(half, path)
+    loaded = results_io.load(path)
+    assert loaded == half
+    assert [item.id for item in loaded.missing()] == ["suite-a::two"]
+
+
+def test_a_file_from_before_plans_loads_as_plan_and_finish_unknown(tmp_path: Path):
+    document = json.loads(results_io.dumps(make_results()))
+    del document["plan"], document["run"]["finished"]
+    loaded = results_io.load(write(tmp_path, json.dumps(document)))
+    assert loaded.plan is None and loaded.run.finished is None and loaded.missing() == ()
+
+
+def test_merge_joins_plans_and_any_unfinished_shard_makes_the_run_unfinished():
+    one = dataclasses.replace(
+        make_results(make_test("suite-a::one")),
+        run=r.RunInfo(finished=True),
+        plan=planned("suite-a::one"),
+    )
+    two = dataclasses.replace(
+        make_results(make_test("suite-a::two")),
+        run=r.RunInfo(finished=False),
+        plan=planned("suite-a::two", "suite-a::three"),
+    )
+    merged = results_io.merge([("a", one), ("b", two)])
+    assert [item.id for item in merged.plan] == ["suite-a::one", "suite-a::two", "suite-a::three"]
+    assert merged.run.finished is False
+    unplanned = dataclasses.replace(two, plan=None, run=r.RunInfo(finished=True))
+    merged = results_io.merge([("a", one), ("b", unplanned)])
+    assert merged.plan is None and merged.run.finished is True

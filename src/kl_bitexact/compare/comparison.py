@@ -3,6 +3,12 @@
 Tests are matched by id (ids are unique across a run: `results.merge` enforces it). A
 base that is missing or unreadable is carried as a reason, never as an empty run: an
 empty base would turn every test "new" and every red test into a regression of this PR.
+
+A test without a verdict in the head is an `error`, never silently dropped: a test of the
+head's own plan that has no result (the run was killed before it), or a base test the
+head neither reports nor planned when the head records no plan (it cannot be told removed
+from lost). Only a base test outside the head's recorded plan is `removed`: the PR took it
+out of its suite definitions (or `--select` left it out).
 """
 
 from __future__ import annotations
@@ -105,11 +111,18 @@ def compare(
     baseline = base if isinstance(base, Baseline) else Baseline.of(base)
     base_tests = _index(baseline.results)
     resolve = _Resolver(blockers or {}, default_repo)
+    reported = [(suite.name, test) for suite, test in head.all_tests()]
+    reported += [(item.suite, _no_verdict(item.id, item.check, head)) for item in head.missing()]
     deltas = [
-        _delta(suite.name, test, base_tests.pop(test.id, None), baseline, resolve, policy)
-        for suite, test in head.all_tests()
+        _delta(suite, test, base_tests.pop(test.id, None), baseline, resolve, policy)
+        for suite, test in reported
     ]
-    deltas.extend(_removed(suite, test) for suite, test in base_tests.values())
+    for suite, test in base_tests.values():
+        if head.plan is not None:
+            deltas.append(_removed(suite, test))
+        else:
+            lost = _no_verdict(test.id, test.check, head)
+            deltas.append(_delta(suite, lost, (suite, test), baseline, resolve, policy))
     decision = gate.decide(_gating(deltas), _executed(head), policy)
     return Comparison(head, baseline, tuple(deltas), decision, policy, blockers is not None)
 
@@ -136,6 +149,20 @@ def _delta(
         gating = not gate.excused_by_base(verdict, test, base_test)
     transition = transition_of(test, base_test, baseline.results is not None)
     return TestDelta(suite, test.id, test, base_test, transition, verdict, blockers, gating)
+
+
+def _no_verdict(test_id: str, check: str, head: Results) -> TestResult:
+    """The `error` standing for a test the head should have reported and did not."""
+    if head.plan is None:
+        why = (
+            "no verdict: in the base but not in the head's results, which record no plan, "
+            "so a removed test cannot be told from a lost one"
+        )
+    elif head.run.finished is False:
+        why = "no verdict: the run stopped before this planned test (it did not finish)"
+    else:
+        why = "no verdict: planned by the run but missing from its results"
+    return TestResult(id=test_id, check=check, status=Status.ERROR, message=why)
 
 
 def _removed(suite: str, base: TestResult) -> TestDelta:

@@ -247,16 +247,18 @@ def _details_sections(comparison: Comparison) -> list[Section]:
         if delta.head is not None and _worth_details(delta.head):
             by_suite.setdefault(delta.suite, []).append(delta)
     servers = {suite.name: suite.server for suite in comparison.head.suites}
-    return [_suite_details(name, servers[name], deltas) for name, deltas in by_suite.items()]
+    # A suite with no result at all (the run stopped before it) has no server to show.
+    return [_suite_details(name, servers.get(name), deltas) for name, deltas in by_suite.items()]
 
 
-def _suite_details(name: str, server: ServerInfo, deltas: Sequence[TestDelta]) -> Section:
-    args = " ".join(server.args)
+def _suite_details(name: str, server: ServerInfo | None, deltas: Sequence[TestDelta]) -> Section:
     summary = f"Details: {escape.text(name, 80)} ({plural(len(deltas), 'test')})"
-    head = (
-        f"\n<details><summary>{summary}</summary>\n\n"
-        f"Server: {escape.code(server.engine, 40)} {escape.code(args, 600) if args else ''}\n"
-    )
+    head = f"\n<details><summary>{summary}</summary>\n\n"
+    if server is not None:
+        args = " ".join(server.args)
+        head += (
+            f"Server: {escape.code(server.engine, 40)} {escape.code(args, 600) if args else ''}\n"
+        )
     blocks = [
         Block(GATING_DETAILS if d.gating else DETAILS, partial(_test_details, d), "test details")
         for d in deltas

@@ -22,7 +22,7 @@ from kl_bitexact import __version__
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.jsonfile import check_depth, parse_refused, read_bounded, too_deep
 from kl_bitexact.results import strict
-from kl_bitexact.results.model import SCHEMA_VERSION, Results, SuiteResult
+from kl_bitexact.results.model import SCHEMA_VERSION, PlannedTest, Results, SuiteResult
 
 # A 32-sample suite with first divergences is a few kB; 10,000 such tests stay far under
 # this. Anything larger is not a results file we wrote.
@@ -165,8 +165,27 @@ def merge(sources: Sequence[tuple[str, Results]]) -> Results:
                 )
             seen[test.id] = source
     first = sources[0][1]
-    run = dataclasses.replace(first.run, shard=None, started_at=_earliest(sources))
-    return Results(run=run, suites=join_by_name(s for _, r in sources for s in r.suites))
+    run = dataclasses.replace(
+        first.run, shard=None, started_at=_earliest(sources), finished=_finished(sources)
+    )
+    suites = join_by_name(s for _, r in sources for s in r.suites)
+    return Results(run=run, suites=suites, plan=_joined_plan(sources))
+
+
+def _finished(sources: Sequence[tuple[str, Results]]) -> bool | None:
+    """False if any shard stopped early; None (unknown) if any shard did not say."""
+    flags = [results.run.finished for _, results in sources]
+    if False in flags:
+        return False
+    return None if None in flags else True
+
+
+def _joined_plan(sources: Sequence[tuple[str, Results]]) -> tuple[PlannedTest, ...] | None:
+    """Every shard's plan; unknown as soon as one shard recorded none."""
+    plans = [results.plan for _, results in sources]
+    if any(plan is None for plan in plans):
+        return None
+    return tuple(item for plan in plans for item in plan or ())
 
 
 def join_by_name(suites: Iterable[SuiteResult]) -> tuple[SuiteResult, ...]:

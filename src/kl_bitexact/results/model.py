@@ -132,6 +132,18 @@ class RunInfo:
     ref: str | None = None
     shard: str | None = None
     started_at: str | None = None
+    # True once every planned test has its verdict; False while running and after an
+    # interrupted or aborted run; None in files written before runs recorded it.
+    finished: bool | None = None
+
+
+@dataclass(frozen=True)
+class PlannedTest:
+    """One test the run meant to execute: enough to report it if it never got a verdict."""
+
+    suite: str
+    id: str
+    check: str
 
 
 @dataclass(frozen=True)
@@ -148,11 +160,20 @@ class Results:
     suites: tuple[SuiteResult, ...] = ()
     tool: ToolInfo = field(default_factory=ToolInfo)
     schema_version: int = SCHEMA_VERSION
+    # Every test the run meant to execute (its suite definitions after --select), written
+    # before the first test runs. None: not recorded (files from before plans existed),
+    # so a test missing from `suites` cannot be told removed from lost.
+    plan: tuple[PlannedTest, ...] | None = None
 
     def all_tests(self) -> Iterable[tuple[SuiteResult, TestResult]]:
         for suite in self.suites:
             for test in suite.tests:
                 yield suite, test
+
+    def missing(self) -> tuple[PlannedTest, ...]:
+        """Planned tests that have no result (the run stopped before reporting them)."""
+        reported = {test.id for _, test in self.all_tests()}
+        return tuple(item for item in self.plan or () if item.id not in reported)
 
 
 def current_run_info() -> RunInfo:

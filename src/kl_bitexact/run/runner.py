@@ -4,8 +4,11 @@ One bad case never aborts the run: a server that does not start turns its suite'
 into `error`; a server that dies mid-run turns the running test into `error` with the
 log's tail, the rest of that suite too, and the next suite starts a fresh server. After
 every test the caller's `save` receives the results so far (run writes them atomically,
-so a kill -9 keeps every finished test). The checks of a suite share cold phases
-(`checks/phases.py`); suites of one name (from several files) are joined in the results.
+so a kill -9 keeps every finished test). The plan (every test the run means to execute)
+is saved before the first test; whatever ends the run early (a signal, a crash) saves the
+tests left without a verdict as `error` saying why, so no reader can take a half run for
+a whole one. The checks of a suite share cold phases (`checks/phases.py`); suites of one
+name (from several files) are joined in the results.
 
 `repeat` > 1 runs each test that many times and folds the attempts into one result
 (`checks/repeats.py`: flaky when they disagree): back to back on the same launch, or with
@@ -23,9 +26,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from kl_bitexact.errors import EngineError, ServerError
+from kl_bitexact.errors import EngineError, FatalError, Interrupted, ServerError
 from kl_bitexact.results.io import join_by_name
-from kl_bitexact.results.model import Results, RunInfo, ServerInfo, Status, SuiteResult, TestResult
+from kl_bitexact.results.model import (
+    PlannedTest,
+    Results,
+    RunInfo,
+    ServerInfo,
+    Status,
+    SuiteResult,
+    TestResult,
+)
 from kl_bitexact.run import engines, server
 from kl_bitexact.run.checks import run_check
 from kl_bitexact.run.checks.phases import Phases
@@ -104,10 +115,58 @@ def log_paths(log_dir: Path, groups: list[list[Suite]]) -> list[Path]:
 def run_suites(plan: Plan, reporter: Reporter, save: Callable[[Results], None]) -> Results:
     earlier: dict[str, list[Attempt]] = {}  # each test's attempts in earlier passes
     final: Results | None = None
-    for launch in range(1, plan.passes + 1):
-        final = _pass(plan, reporter, save, _Repeats(launch, earlier), final)
+    latest = _doc(plan, [])  # what was saved last
+
+    def saving(results: Results) -> None:
+        nonlocal latest
+        latest = results
+        save(results)
+
+    saving(latest)  # the plan, before anything can go wrong
+    try:
+        for launch in range(1, plan.passes + 1):
+            final = _pass(plan, reporter, saving, _Repeats(launch, earlier), final)
+    except BaseException as stop:
+        save(unfinished(plan, latest, why_stopped(stop)))
+        raise
     assert final is not None, "a plan makes at least one pass"
-    return final
+    return dataclasses.replace(final, run=dataclasses.replace(final.run, finished=True))
+
+
+def planned_tests(suites: tuple[Suite, ...]) -> tuple[PlannedTest, ...]:
+    return tuple(
+        PlannedTest(s.name, test_id(s, spec), spec.check) for s in suites for spec in s.tests
+    )
+
+
+def why_stopped(stop: BaseException) -> str:
+    """The message of the tests an early end left without a verdict."""
+    if isinstance(stop, Interrupted):
+        return f"interrupted: {stop.name} before this test finished"
+    if isinstance(stop, KeyboardInterrupt):
+        return "interrupted: SIGINT before this test finished"
+    detail = stop.message if isinstance(stop, FatalError) else f"{type(stop).__name__}: {stop}"
+    return f"run aborted before this test finished: {detail}"
+
+
+def unfinished(plan: Plan, so_far: Results, reason: str) -> Results:
+    """The results so far plus an `error` for every planned test without a verdict."""
+    reported = {test.id for _, test in so_far.all_tests()}
+    rest = [
+        SuiteResult(
+            suite.name,
+            ServerInfo(suite.server.engine, _args(plan, suite)),
+            tuple(
+                # No blocker excuses it: an interrupted test says nothing about the feature.
+                dataclasses.replace(error(suite, spec, reason, 0.0), blocked_by=())
+                for spec in suite.tests
+                if test_id(suite, spec) not in reported
+            ),
+        )
+        for suite in plan.suites
+    ]
+    suites = join_by_name([*so_far.suites, *(s for s in rest if s.tests)])
+    return dataclasses.replace(so_far, suites=suites)
 
 
 @dataclass(frozen=True)
@@ -153,8 +212,10 @@ def _pass(
 
 
 def _doc(plan: Plan, suites: list[SuiteResult]) -> Results:
-    """Suites of one name from several files (or launches) become one SuiteResult."""
-    return Results(run=plan.run, suites=join_by_name(suites))
+    """Suites of one name from several files (or launches) become one SuiteResult; the
+    run is unfinished until `run_suites` returns."""
+    run = dataclasses.replace(plan.run, finished=False)
+    return Results(run=run, suites=join_by_name(suites), plan=planned_tests(plan.suites))
 
 
 def _overlay(previous: Results | None, current: Results) -> Results:
