@@ -36,6 +36,7 @@ tests:
     branches: 3
     turn_suffix_tokens: [64, 32]
     cache_assert: mamba
+    flow: sglang
 """
 
 
@@ -55,7 +56,14 @@ def test_issue_example_parses():
     assert decode.prompt_tokens == (1024, 1024) and decode.min_cache_hit_ratio == 0.99
     assert decode.blocked_by == ("sgl-project/sglang#29792",)
     assert turns.samples == 6 and turns.turn_suffix_tokens == (64, 32)
-    assert turns.cache_assert == "mamba"
+    assert turns.cache_assert == "mamba" and turns.flow == "sglang"
+
+
+def test_multiturn_flow_is_branch_waves_unless_told_and_named_otherwise():
+    text = GOOD.replace("    flow: sglang\n", "")
+    assert suite.parse(text, source="s.yaml")[0].tests[1].flow == "branch-waves"
+    message = _error(GOOD.replace("flow: sglang", "flow: sglan"))
+    assert "'sglan' is not one of branch-waves, sglang" in message and "'sglang'" in message
 
 
 def test_several_suites_per_file_and_reference_command():

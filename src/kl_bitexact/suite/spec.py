@@ -25,6 +25,9 @@ from kl_bitexact.suite.references import parse_ref
 ENGINES = ("sglang", "openai", "reference")
 CHECKS = ("match", "prefill_cache_hit", "decode_cache_hit", "multiturn")
 CACHE_ASSERTS = ("exact", "mamba")
+# multiturn request flows: ours (turn 1 in waves per branch index, detects more) and sglang's
+# kl_multiturn_utils prefill-cache-hit helper, request for request.
+FLOWS = ("branch-waves", "sglang")
 DIALECTS = ("vllm", "llamacpp")  # of the openai engine
 PORT_PLACEHOLDER = "{port}"
 
@@ -55,7 +58,14 @@ _TEST_KEYS = (
     "vocab_size",
     "separator_ids",
 )
-_MULTITURN_KEYS = ("groups", "branches", "prefix_tokens", "turn_suffix_tokens", "cache_assert")
+_MULTITURN_KEYS = (
+    "groups",
+    "branches",
+    "prefix_tokens",
+    "turn_suffix_tokens",
+    "cache_assert",
+    "flow",
+)
 # Multiturn builds its prompts from groups x branches, a shared prefix and suffixes.
 _SINGLE_TURN_KEYS = ("samples", "prompt_tokens", "prompts", "separator_ids")
 
@@ -100,6 +110,7 @@ class TestSpec:
     prefix_tokens: int = 512
     turn_suffix_tokens: tuple[int, ...] = (512, 256)
     cache_assert: str = "exact"
+    flow: str = "branch-waves"
 
 
 @dataclass(frozen=True)
@@ -453,6 +464,7 @@ class _Reader:
             "prefix_tokens": self.integer("prefix_tokens", 512),
             "turn_suffix_tokens": self.integers("turn_suffix_tokens", (512, 256), minimum=1),
             "cache_assert": self.choice("cache_assert", CACHE_ASSERTS, "exact"),
+            "flow": self.choice("flow", FLOWS, "branch-waves"),
         }
 
 

@@ -6,7 +6,8 @@ prefix; turn 1 generates prefix + suffix for every branch, one wave per branch i
 history + output + a fresh suffix, sent in interleaved order (g0b0, g1b0, ..., g0b1, ...)
 to stress the radix tree, and its cached_tokens must cover the previous turn; the last
 turn is replayed and scored. `cache_assert: mamba` uses the checkpoint rules of hybrid
-models instead of exact ones.
+models instead of exact ones. `flow: sglang` sends sglang's own request sequence instead
+(multiturn_sglang.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 
 from kl_bitexact.results.model import CacheHits, TestResult
 from kl_bitexact.run.checks import prompts, scoring
-from kl_bitexact.run.checks.metrics import Geometry
+from kl_bitexact.run.checks.metrics import Geometry, Sample
 from kl_bitexact.run.checks.phases import Phases
 from kl_bitexact.run.checks.scoring import sampling
 from kl_bitexact.run.engines.base import Engine, Generation, SamplingParams
@@ -37,8 +38,13 @@ def run(phases: Phases, spec: TestSpec, test_id: str | None = None) -> TestResul
     prefixes, suffixes = conversation(spec, prompts.vocab_size(spec, context.info))
     current = [prefixes[i // spec.branches] + suffixes[0][i] for i in range(count)]
     engine.flush()
-    engine.generate(prefixes, sampling(spec, max_new_tokens=0))
-    generations = in_waves(engine, current, sampling(spec), spec.groups, spec.branches)
+    if spec.flow == "sglang":
+        # sglang seeds one prefix per sample and sends turn 1 as one batch.
+        engine.generate([prefixes[i // spec.branches] for i in range(count)], sampling(spec, 0))
+        generations = engine.generate(current, sampling(spec))
+    else:
+        engine.generate(prefixes, sampling(spec, max_new_tokens=0))
+        generations = in_waves(engine, current, sampling(spec), spec.groups, spec.branches)
     if scoring.unreported(generations):
         return scoring.not_run(context, scoring.NO_CACHED_TOKENS)
     expected = prefill_expectation(len(prefixes[0]), context.geometry, spec.cache_assert)
@@ -51,12 +57,26 @@ def run(phases: Phases, spec: TestSpec, test_id: str | None = None) -> TestResul
     missed = {problem.split(":", 1)[0] for problem in problems}
     hits = CacheHits(count - len(missed), count, spec.min_cache_hit_ratio, count)
     measured = scoring.Measured(
-        samples=scoring.replay_and_pair(phases, current, generations, range(count)),
+        samples=replayed(phases, spec, current, generations),
         hits=hits,
         hit_label="multiturn",
         problems=tuple(problems),
     )
     return scoring.judge(context, measured)
+
+
+def replayed(
+    phases: Phases, spec: TestSpec, current: Sequence[Prompt], generations: Sequence[Generation]
+) -> tuple[Sample, ...]:
+    """The last turn replayed: together, or as sglang does, one sample per flushed replay
+    (on a server whose arithmetic depends on the batch, only that gives sglang's bits)."""
+    if spec.flow != "sglang":
+        return scoring.replay_and_pair(phases, current, generations, range(len(current)))
+    return tuple(
+        sample
+        for index in range(len(current))
+        for sample in scoring.replay_and_pair(phases, current, generations, [index])
+    )
 
 
 def next_turn(
