@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from kl_bitexact import __version__, signals
+from kl_bitexact import __version__
 from kl_bitexact.errors import ExitCode, FatalError, Interrupted
 
 if TYPE_CHECKING:
+    import argparse
     from pathlib import Path
 
     from kl_bitexact.commands import Command
@@ -93,6 +93,8 @@ exit codes:
 def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
     """The whole parser when `chosen` is None; otherwise only the chosen command's
     arguments (the others are listed with their summaries, their modules not loaded)."""
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="kl-bitexact",
         description="Make bit-exact logprob consistency a merge gate for LLM inference engines.",
@@ -125,7 +127,12 @@ def _chosen(argv: Sequence[str]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
+    if words == ["--version"]:  # asked before every deploy and in bug reports: no parser needed
+        print(f"kl-bitexact {__version__}")
+        return 0
     args = build_parser(_chosen(words)).parse_args(words)
+    from kl_bitexact import signals  # threads and signal handlers, for a command only
+
     try:
         with signals.routed():
             return int(args.handler(args))

@@ -18,7 +18,12 @@ from github import Github
 from github.PullRequest import PullRequest
 
 from kl_bitexact.commands import Command, common
-from kl_bitexact.commands.common import add_input_arguments, add_policy_arguments, write_output
+from kl_bitexact.commands.common import (
+    add_input_arguments,
+    add_policy_arguments,
+    freeze_loaded,
+    write_output,
+)
 from kl_bitexact.compare import baseline
 from kl_bitexact.compare.baseline import Baseline
 from kl_bitexact.compare.blockers import BlockerState
@@ -168,6 +173,7 @@ class Published:
 def handle(args: argparse.Namespace) -> int:
     options = Options.from_args(args)
     head = results_io.load_merged(options.results)
+    freeze_loaded()
     found = findings.load(options.findings) if options.findings else ()
     where = resolve_target(
         os.environ, repository=options.repo, pr_number=options.pr, head_sha=options.sha

@@ -10,15 +10,18 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kl_bitexact.commands import Command, common
 from kl_bitexact.commands.common import add_input_arguments, add_policy_arguments, write_output
 from kl_bitexact.compare import baseline
 from kl_bitexact.compare.comparison import Comparison, compare
-from kl_bitexact.publish import blocker_lookup as blocker_states
-from kl_bitexact.registry import findings_file as findings
 from kl_bitexact.report import render
 from kl_bitexact.results import io as results_io
+
+if TYPE_CHECKING:
+    from kl_bitexact.compare.blockers import BlockerState
+    from kl_bitexact.registry.findings_file import Finding
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -65,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     comparison = _compare(args)
-    found = findings.load(args.findings) if args.findings else ()
+    found = _findings(args.findings) if args.findings else ()
     links = render.Links.from_env()
     if args.annotations:
         print("\n".join(render.workflow_commands(comparison)))
@@ -86,10 +89,24 @@ def handle(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> Comparison:
     head = results_io.load_merged(args.results)
     policy = common.policy(args)
-    states = blocker_states.load(args.blockers) if args.blockers else None
-    return compare(
-        head, baseline.load(args.baseline), blockers=states, policy=policy, default_repo=args.repo
-    )
+    states = _blocker_states(args.blockers) if args.blockers else None
+    base = baseline.load(args.baseline)
+    common.freeze_loaded()
+    return compare(head, base, blockers=states, policy=policy, default_repo=args.repo)
+
+
+def _findings(path: Path) -> tuple[Finding, ...]:
+    from kl_bitexact.registry import findings_file
+
+    return findings_file.load(path)
+
+
+def _blocker_states(path: Path) -> dict[str, BlockerState]:
+    # Imported only with --blockers: the module also resolves states on GitHub (PyGithub,
+    # requests: most of `report`'s start-up otherwise).
+    from kl_bitexact.publish import blocker_lookup
+
+    return blocker_lookup.load(path)
 
 
 COMMAND = Command(

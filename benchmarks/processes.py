@@ -1,0 +1,79 @@
+"""Timing whole processes, as users wait for them: wall clock and CPU (user + system).
+
+Shared by the process benchmarks (report.py, startup.py, vs_sglang.py). The machine is
+printed with every table, because wall time on a busy 2-core runner is not wall time on an
+idle workstation; CPU time says how much of the wait is our own work.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+# The CLI as users start it: the console script beside this interpreter (which honours
+# PYTHONPATH, so `PYTHONPATH=src` measures a checkout), else `python -m kl_bitexact`.
+_SCRIPT = Path(sys.executable).with_name("kl-bitexact")
+KL = (str(_SCRIPT),) if _SCRIPT.exists() else (sys.executable, "-m", "kl_bitexact")
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Repeated runs of one command: median and best wall, median CPU, in seconds."""
+
+    wall: float
+    best: float
+    cpu: float
+    exit_code: int
+
+    def cells(self) -> str:
+        return f"{self.wall:>8.3f} {self.best:>8.3f} {self.cpu:>8.3f}"
+
+
+def run_once(argv: Sequence[str], env: Mapping[str, str] | None = None) -> tuple[float, float, int]:
+    """Wall and CPU seconds of one run of `argv` (output discarded) and its exit code."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    done = subprocess.run(
+        list(argv),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+        check=False,
+        timeout=600,
+    )
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, done.returncode
+
+
+def timed(argv: Sequence[str], repeat: int, env: Mapping[str, str] | None = None) -> Timing:
+    runs = [run_once(argv, env) for _ in range(repeat)]
+    walls = [wall for wall, _, _ in runs]
+    return Timing(
+        wall=statistics.median(walls),
+        best=min(walls),
+        cpu=statistics.median(cpu for _, cpu, _ in runs),
+        exit_code=runs[-1][2],
+    )
+
+
+def machine() -> str:
+    """One line: CPUs, load, Python: the conditions every figure was measured under."""
+    load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
+    return (
+        f"machine: {os.cpu_count()} CPUs, load average {load}, "
+        f"Python {platform.python_version()} on {platform.system()}"
+    )
+
+
+def header() -> str:
+    return f"{'wall':>8} {'best':>8} {'cpu':>8}"
