@@ -362,3 +362,35 @@ def test_registration_findings_are_reported_when_no_shard_ran(cli, tmp_path):
     )
     assert finished.returncode == 2, finished.stdout + finished.stderr  # nothing ran
     assert "nightly-x" in (tmp_path / "none" / "comment.md").read_text()
+
+
+# --- the proof of new tests (issue 19) -----------------------------------------------------
+
+
+def test_prove_inputs_reach_each_command_line():
+    inputs = read_inputs(env(command="run", prove="Strict", base_path="base", proof_dir="p"))
+    assert (inputs.prove, inputs.base_path, inputs.proof_dir) == ("strict", Path("base"), Path("p"))
+    assert argv.run_argv(inputs, ["s.yaml"])[-2:] == ["--prove-base", "base"]
+    proof = [Path("p/proof-a/results.json"), Path("p/proof-b/results.json")]
+    published = argv.publish_argv(inputs, [Path("r.json")], proof)
+    assert published[published.index("--proof") :][:5] == [
+        "--proof",
+        "p/proof-a/results.json",
+        "--proof",
+        "p/proof-b/results.json",
+        "--proof-strict",
+    ]
+    plan = argv.prove_plan_argv(dataclasses.replace(inputs, suites=("a", "b")))
+    assert plan == ["prove-plan", "--base", "base", "--suite", "a", "--suite", "b"]
+
+
+def test_prove_off_adds_nothing():
+    inputs = read_inputs(env(command="publish"))
+    assert inputs.prove == "false"
+    assert "--proof" not in argv.publish_argv(inputs, [Path("r.json")], [Path("x.json")])
+    assert "--prove-base" not in argv.run_argv(inputs, [])
+
+
+def test_prove_must_be_false_true_or_strict():
+    with pytest.raises(ConfigError, match="action input `prove`: 'always' is not one of"):
+        read_inputs(env(prove="always"))

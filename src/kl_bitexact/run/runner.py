@@ -75,6 +75,9 @@ class Plan:
     # The flake meter: runs of each test, compared with each other (`run --repeat`).
     repeat: int = 1
     relaunch: bool = False  # each repeat on its own launch (one pass of the plan each)
+    # Where servers start (`run --prove-base DIR`: the base revision's checkout, so that a
+    # suite's relative server command runs the base's engine); None: this process's cwd.
+    cwd: Path | None = None
 
     @property
     def passes(self) -> int:
@@ -268,7 +271,7 @@ def _start(plan: Plan, suite: Suite, log: Path) -> server.Server:
     url = plan.base_url or suite.server.base_url
     if url:
         return server.attach(url, label=label)
-    return server.launch(suite.server, log, teardown=plan.teardown, label=label)
+    return server.launch(suite.server, log, teardown=plan.teardown, label=label, cwd=plan.cwd)
 
 
 def _run_suite(

@@ -161,9 +161,15 @@ class Watchdog:
 
 
 def launch(
-    spec: ServerSpec, log_path: Path, *, teardown: Teardown = Teardown(), label: str = "server"
+    spec: ServerSpec,
+    log_path: Path,
+    *,
+    teardown: Teardown = Teardown(),
+    label: str = "server",
+    cwd: Path | None = None,
 ) -> Server:
-    """Start `spec.command` on a free port and wait until /health answers 200."""
+    """Start `spec.command` on a free port (in `cwd`: the proof run launches the base
+    revision's engine) and wait until /health answers 200."""
     port = free_port()
     command = [part.replace(PORT_PLACEHOLDER, str(port)) for part in spec.command]
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -175,6 +181,7 @@ def launch(
             process = subprocess.Popen(
                 command,
                 stdin=subprocess.DEVNULL,
+                cwd=cwd,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env={**os.environ, **dict(spec.env)},
