@@ -38,6 +38,15 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
         help="registration findings from `kl-bitexact lint-ci --format json`",
     )
     parser.add_argument(
+        "--proof",
+        action="append",
+        type=Path,
+        metavar="FILE",
+        help="results of the proof run (`run --prove-base`: the new and changed tests on the "
+        "base revision); each is shown as proven, not shown to detect anything, red on both "
+        "or could not prove; repeatable (one file per proof job)",
+    )
+    parser.add_argument(
         "--annotations",
         action="store_true",
         help="print workflow-command annotations (::error ...) on standard output first",
@@ -63,6 +72,12 @@ def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
         "--strict", action="store_true", help="an unexpected green test fails the gate"
     )
     parser.add_argument(
+        "--proof-strict",
+        action="store_true",
+        help="with --proof: a new or changed test that is green on the base revision too "
+        "fails the gate",
+    )
+    parser.add_argument(
         "--allow-unknown-blockers",
         action="store_true",
         help="a blocker whose state is unknown does not fail the gate",
@@ -84,7 +99,14 @@ def _fail_on(text: str) -> tuple[FailOn, bool]:
 def policy(args: argparse.Namespace) -> Policy:
     """The gate policy from `add_policy_arguments`' options."""
     mode, flaky = args.fail_on
-    return Policy(mode, args.strict, args.allow_unknown_blockers, flaky=flaky)
+    return Policy(
+        mode, args.strict, args.allow_unknown_blockers, flaky=flaky, proof_strict=args.proof_strict
+    )
+
+
+def load_proof(paths: list[Path] | None) -> Results | None:
+    """The proof run's results (`--proof`, several files merged), None without any."""
+    return results_io.load_merged(paths) if paths else None
 
 
 def freeze_loaded() -> None:

@@ -131,6 +131,7 @@ class Options:
 
     results: tuple[Path, ...]
     findings: Path | None
+    proof: tuple[Path, ...]
     annotations: bool
     key: str
     policy: Policy
@@ -148,6 +149,7 @@ class Options:
         return cls(
             results=tuple(args.results),
             findings=args.findings,
+            proof=tuple(args.proof or ()),
             annotations=args.annotations,
             key=args.key,
             policy=common.policy(args),
@@ -200,6 +202,7 @@ def _run(
         blockers=_blocker_states(options, client, target, head),
         policy=options.policy,
         default_repo=target.repository,
+        proof=common.load_proof(list(options.proof)),
     )
     # The summary and annotations come first: if GitHub then refuses the comment (a
     # read-only token on a fork PR), the report is still on the run's page.
