@@ -19,7 +19,7 @@ from kl_bitexact.jsonfile import read_bounded
 from kl_bitexact.report import render
 from kl_bitexact.results import io as results_io
 from kl_bitexact.results.exit_code import exit_code
-from kl_bitexact.results.model import Results, TestResult, current_run_info
+from kl_bitexact.results.model import Results, Status, TestResult, current_run_info
 
 
 def add_input_arguments(parser: argparse.ArgumentParser) -> None:
@@ -195,8 +195,18 @@ def import_and_write(
     _print_summary(imported, out_path)
     code = exit_code(imported)
     if code is ExitCode.COULD_NOT_RUN:
-        print(f"kl-bitexact: no test in {junit_path} ran to a verdict", file=sys.stderr)
+        print(f"kl-bitexact: {_could_not_run(imported, junit_path)}", file=sys.stderr)
     return int(code)
+
+
+def _could_not_run(imported: Results, junit_path: Path) -> str:
+    """Why exit 2: nothing reached a verdict, or some tests errored beside those that did."""
+    tests = [test for _, test in imported.all_tests()]
+    errored = [test.id for test in tests if test.status is Status.ERROR]
+    if any(test.status in (Status.PASSED, Status.FAILED) for test in tests):
+        shown = ", ".join(errored[:3]) + (" ..." if len(errored) > 3 else "")
+        return f"{len(errored)} test(s) in {junit_path} errored before a verdict: {shown}"
+    return f"no test in {junit_path} ran to a verdict"
 
 
 def _read_log(path: Path) -> str:

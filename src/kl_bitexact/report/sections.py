@@ -268,7 +268,7 @@ def _suite_details(name: str, server: ServerInfo | None, deltas: Sequence[TestDe
 
 
 def _worth_details(test: TestResult) -> bool:
-    nonzero = any(test.kl_per_sample)  # a float is true unless it is zero
+    nonzero = any(test.kl_per_sample or ())  # a float is true unless it is zero
     return bool(
         nonzero or test.first_divergence or test.message or test.status is not Status.PASSED
     )

@@ -99,7 +99,7 @@ class TestResult:
     status: Status
     kl_div: float | None = None
     kl_threshold: float | None = None
-    kl_per_sample: tuple[float, ...] = ()
+    kl_per_sample: tuple[float, ...] | None = None  # None: not measured (or not printed)
     exact: ExactMatch | None = None
     cache_hits: CacheHits | None = None
     first_divergence: tuple[Divergence, ...] = ()

@@ -144,7 +144,7 @@ def judge(context: Context, measured: Measured) -> TestResult:
         status=status,
         kl_div=kl,
         kl_threshold=spec.kl_threshold,
-        kl_per_sample=kl_per_sample,
+        kl_per_sample=kl_per_sample if samples else None,
         exact=exact,
         cache_hits=measured.hits,
         first_divergence=tuple(divergences[:MAX_DIVERGENCES]),
