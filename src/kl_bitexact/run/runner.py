@@ -115,6 +115,16 @@ def log_paths(log_dir: Path, groups: list[list[Suite]]) -> list[Path]:
     return paths
 
 
+@dataclass(frozen=True)
+class Launch:
+    """The server a suite runs on and what launching it cost that suite: the measured
+    seconds for a fresh launch, 0.0 when an earlier suite's launch is shared, None when
+    attached to a server someone else started."""
+
+    server: server.Server
+    seconds: float | None
+
+
 def run_suites(plan: Plan, reporter: Reporter, save: Callable[[Results], None]) -> Results:
     earlier: dict[str, list[Attempt]] = {}  # each test's attempts in earlier passes
     final: Results | None = None
@@ -236,7 +246,7 @@ def _overlay(previous: Results | None, current: Results) -> Results:
 
 def _servers(
     plan: Plan, group: list[Suite], log: Path
-) -> Generator[tuple[Suite, server.Server | ServerError], None, None]:
+) -> Generator[tuple[Suite, Launch | ServerError], None, None]:
     """Each suite of a launch group with its server, launched once and relaunched only
     when it died; stopped when the group is done (or the run is interrupted)."""
     running: server.Server | None = None
@@ -251,9 +261,9 @@ def _servers(
                 except ServerError as error:
                     yield suite, error
                     continue
+                yield suite, Launch(running, running.launch_s)
             else:
-                running.launch_s = 0.0  # shared launch: no cost for this suite
-            yield suite, running
+                yield suite, Launch(running, 0.0)  # shared launch: no cost for this suite
     except GeneratorExit:
         raise
     except BaseException as error:
@@ -276,17 +286,17 @@ def _start(plan: Plan, suite: Suite, log: Path) -> server.Server:
 
 def _run_suite(
     suite: Suite,
-    running: server.Server | ServerError,
+    launched: Launch | ServerError,
     plan: Plan,
     reporter: Reporter,
     save: Callable[[SuiteResult], None],
     repeats: _Repeats,
 ) -> SuiteResult:
     reporter.suite_started(suite)
-    launch_s = running.launch_s if isinstance(running, server.Server) else None
+    launch_s = launched.seconds if isinstance(launched, Launch) else None
     info = ServerInfo(suite.server.engine, _args(plan, suite), launch_s)
     result = SuiteResult(suite.name, info)
-    for attempts in _tests(suite, running, plan, repeats.launch):
+    for attempts in _tests(suite, launched, plan, repeats.launch):
         test = repeats.fold(attempts)
         result = SuiteResult(suite.name, info, (*result.tests, test))
         save(result)
@@ -296,15 +306,16 @@ def _run_suite(
 
 
 def _tests(
-    suite: Suite, running: server.Server | ServerError, plan: Plan, launch: int
+    suite: Suite, launched: Launch | ServerError, plan: Plan, launch: int
 ) -> Iterator[list[Attempt]]:
     """Each test's attempts on this launch (`plan.per_launch` of them, fewer when one
     errs: the server is gone or the check cannot run)."""
-    if isinstance(running, ServerError):
+    if isinstance(launched, ServerError):
         for spec in suite.tests:
-            failed = error(suite, spec, running.message, 0.0, hint=running.hint)
+            failed = error(suite, spec, launched.message, 0.0, hint=launched.hint)
             yield [Attempt(failed, launch=launch)]
         return
+    running = launched.server
     engine = plan.connect(
         suite.server.engine,
         running.base_url,
