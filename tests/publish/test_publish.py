@@ -379,3 +379,45 @@ def test_a_refused_comment_still_leaves_the_job_summary(
     assert "GitHub answered 403 while writing the sticky comment on #7: Resource not" in err
     assert "pull-requests: write" in err
     assert "kl-bitexact: gate passed" in Path(env["GITHUB_STEP_SUMMARY"]).read_text()
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        (r"/pulls/7$", "a JSON string, not a pull request"),
+        (r"/pulls/7$", [{"number": 7}]),
+        (r"/issues/7/comments", "a JSON string, not a list"),
+        (r"/issues/7/comments", {"comments": []}),
+        (r"/issues/21$", "a JSON string, not an issue"),
+        (r"/issues/21$", [1, 2]),
+    ],
+    ids=[
+        "pull-string",
+        "pull-list",
+        "comments-string",
+        "comments-object",
+        "issue-string",
+        "issue-list",
+    ],
+)
+def test_a_200_of_the_wrong_shape_is_a_clear_error_not_a_crash(
+    fake_github: FakeGitHub,
+    env: dict[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    path: str,
+    body: Any,
+) -> None:
+    fake_github.world.seed({"repos": {REPO: {"issues": [{"number": 21, "state": "open"}]}}})
+    fake_github.add_fault(Fault("GET", path, 200, body, times=99))
+    results = _write(tmp_path / "r.json", _test("t::a"), _test("t::b", True, ("#21",)))
+    code = cli.main(["publish", str(results)])
+    err = capsys.readouterr().err
+    assert "internal error" not in err and "Traceback" not in err, err
+    if "issues/21" in path:  # a blocker lookup that fails is `unknown`, not an abort
+        assert code == 1
+        return
+    assert code == 2, err
+    # PyGithub itself refuses some shapes (as a 400); the rest are named by `translated`.
+    assert err.startswith("kl-bitexact: error: GitHub answered "), err
+    assert len(err.strip().splitlines()) <= 2, err  # one line and its hint

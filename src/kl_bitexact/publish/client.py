@@ -255,6 +255,28 @@ def translated(doing: str, token: str) -> Iterator[None]:
             redact(f"GitHub unreachable while {doing}: {type(error).__name__}", token),
             hint="check GITHUB_API_URL and the network; retries were exhausted",
         ) from None
+    except _WRONG_SHAPE as error:
+        # A 200 whose body is a string, or a list where an object belongs: PyGithub reads
+        # fields off it and fails with these. Only a proxy or a broken GitHub answers so.
+        raise GitHubError(
+            redact(
+                f"GitHub answered something other than its API describes while {doing} "
+                f"({type(error).__name__})",
+                token,
+            ),
+            hint="check GITHUB_API_URL: it must be the REST API root (a proxy in between?)",
+        ) from None
+
+
+# What reading fields off an answer of the wrong JSON type raises (see `translated`).
+_WRONG_SHAPE = (TypeError, AttributeError, KeyError, IndexError, ValueError)
+
+
+def shaped(value: Any, kind: type, doing: str) -> Any:
+    """`value` when it is a `kind` (dict, list), else the error `translated` gives."""
+    if not isinstance(value, kind):
+        raise TypeError(f"{type(value).__name__} while {doing}")
+    return value
 
 
 def _reason(error: GithubException) -> str:
