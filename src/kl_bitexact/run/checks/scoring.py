@@ -64,6 +64,11 @@ def geometry_warnings(context: Context, expected: int, total: int) -> tuple[str,
     return (text,) if text else ()
 
 
+def budget_warnings(context: Context, held: int) -> tuple[str, ...]:
+    text = metrics.eviction_warning(held, context.geometry)
+    return (text,) if text else ()
+
+
 @dataclass(frozen=True)
 class Measured:
     """What a check's phases produced, before the verdict."""
