@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -67,7 +68,7 @@ class Counts:
         with self.lock:
             self.requests += 1
             self.tokens += tokens
-            self.log.append(f"{request} {tokens}")
+            self.log.append(f"{request} {tokens})")
 
     def take(self) -> tuple[int, int]:
         with self.lock:
@@ -107,11 +108,14 @@ def proxy(upstream: str, counts: Counts) -> ThreadingHTTPServer:
             if not hasattr(local, "conn"):
                 local.conn = http.client.HTTPConnection(host, int(port), timeout=600)
             headers = {"Content-Type": self.headers.get("Content-Type", "application/json")}
+            started = time.perf_counter()
             local.conn.request(self.command, self.path, body=body, headers=headers)
             answer = local.conn.getresponse()
             data = answer.read()
             generated = self.path.startswith("/generate") and answer.status == 200
-            counts.add(f"{self.command} {self.path}", computed_tokens(data) if generated else 0)
+            took = time.perf_counter() - started
+            request = f"{self.command} {self.path} ({took:.2f} s, tokens:"
+            counts.add(request, computed_tokens(data) if generated else 0)
             self.send_response(answer.status)
             self.send_header("Content-Type", answer.getheader("Content-Type") or "text/plain")
             self.send_header("Content-Length", str(len(data)))
