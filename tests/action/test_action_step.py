@@ -268,6 +268,22 @@ def pr_event(head_repo: str, association: str, action: str = "opened", label: st
         ("pull_request", pr_event("fork/r", "NONE", "labeled", "bug"), False),
         ("pull_request", pr_event("fork/r", "NONE", "synchronize", "run-ci"), False),
         ("pull_request", {}, False),
+        # Issue 14, case 4: review events on a fork PR were "not a pull request", trusted.
+        ("pull_request_review", pr_event("fork/r", "NONE", "submitted"), False),
+        ("pull_request_review_comment", pr_event("fork/r", "CONTRIBUTOR", "created"), False),
+        ("pull_request_review", pr_event("fork/r", "NONE", "labeled", "run-ci"), False),
+        ("pull_request_review", pr_event("o/r", "NONE", "submitted"), True),
+        ("pull_request_review_comment", pr_event("fork/r", "MEMBER", "created"), True),
+        # Unknown (or future) events are untrusted; the repository's own code is not.
+        ("issue_comment", {"issue": {"pull_request": {}}}, False),
+        ("discussion", {}, False),
+        ("", {}, False),
+        ("schedule", {}, True),
+        ("workflow_dispatch", {}, True),
+        ("workflow_run", {"workflow_run": {"head_repository": {"full_name": "o/r"}}}, True),
+        ("workflow_run", {"workflow_run": {"head_repository": {"full_name": "fork/r"}}}, False),
+        ("workflow_run", {}, False),
+        ("pull_request", {"pull_request": {"head": "not a mapping"}}, False),
     ],
 )
 def test_trust_decision(event_name, event, trusted):

@@ -128,6 +128,35 @@ def test_the_status_goes_to_the_commit_that_was_tested(
     assert [s["sha"] for s in _statuses(fake_github)] == [tested]
 
 
+def test_fork_safe_stage_2_sets_the_status_on_the_tested_commit_not_the_prs_new_head(
+    fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
+) -> None:
+    # Issue 14, case 5: workflow_run.pull_requests is empty for a fork, so stage 2 names
+    # the PR with --pr; the PR got a push (HEAD_SHA) after the run tested `tested`.
+    tested = "b" * 40
+    event = {"workflow_run": {"head_sha": tested, "pull_requests": [], "event": "pull_request"}}
+    Path(env["GITHUB_EVENT_PATH"]).write_text(json.dumps(event))
+    results = _write(tmp_path / "r.json", _test("t::a"), commit=tested)
+    assert cli.main(["publish", str(results), "--pr", "7"]) == 0
+    assert [s["sha"] for s in _statuses(fake_github)] == [tested]
+
+
+def test_another_bots_marker_comment_does_not_block_publish(
+    fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
+) -> None:
+    # Issue 14, case 6: publish tried to delete dependabot's comment, got 403, exit 2.
+    marked = "<!-- kl-bitexact:bitexact -->\nquoted"
+    fake_github.world.add_comment(REPO, 7, marked, "dependabot[bot]")
+    results = _write(tmp_path / "r.json", _test("t::a"))
+    assert cli.main(["publish", str(results)]) == 0
+    assert cli.main(["publish", str(results)]) == 0  # a re-run too
+    comments = fake_github.world.repos[REPO].comments
+    assert [(c.user, c.body == marked) for c in comments] == [
+        ("dependabot[bot]", True),
+        ("github-actions[bot]", False),
+    ]
+
+
 def test_a_502_then_success_still_publishes_once(
     fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
 ) -> None:

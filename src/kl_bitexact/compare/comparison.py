@@ -21,6 +21,7 @@ from enum import Enum
 from kl_bitexact.compare import gate
 from kl_bitexact.compare.baseline import Baseline
 from kl_bitexact.compare.blockers import BlockerState
+from kl_bitexact.compare.consistency import judged_by_numbers
 from kl_bitexact.compare.gate import RED, Decision, Policy, Verdict
 from kl_bitexact.compare.proof import Outcome, Proof, prove
 from kl_bitexact.errors import ConfigError
@@ -157,11 +158,15 @@ def _delta(
     policy: Policy,
 ) -> TestDelta:
     base_test = base[1] if base else None
+    test, contradicted = judged_by_numbers(test)
     blockers = tuple(resolve(text) for text in test.blocked_by)
     verdict = gate.verdict(test, [blocker.state for blocker in blockers])
     gating = gate.gates(verdict, test, policy)
     if gating and policy.fail_on is gate.FailOn.REGRESSION:
         gating = not gate.excused_by_base(verdict, test, base_test)
+    if contradicted:
+        # Neither a blocker nor the base excuses a result that contradicts itself.
+        verdict, gating = Verdict.INFRA, policy.fail_on is not gate.FailOn.NEVER
     transition = transition_of(test, base_test, baseline.results is not None)
     return TestDelta(suite, test.id, test, base_test, transition, verdict, blockers, gating)
 

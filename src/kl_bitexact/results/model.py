@@ -38,6 +38,9 @@ class ExactMatch:
     # Decoded positions left out of `tokens` (and of the KL) because the server did not
     # report a logprob for them (llama.cpp: tokens that end mid-character).
     not_reported: int = 0
+    # The test ran in exact mode (`exact: true`, `run --exact`): any differing logprob
+    # fails it. False in files written before it was recorded.
+    enforced: bool = False
 
 
 @dataclass(frozen=True)

@@ -137,6 +137,7 @@ def judge(context: Context, measured: Measured) -> TestResult:
         tokens=sum(len(decode) for decode, _ in pairs),
         mismatched=sum(metrics.mismatched(decode, replay) for decode, replay in pairs),
         not_reported=sum(s.not_reported for s in samples),
+        enforced=spec.exact,
     )
     divergences = [d for s in samples if (d := metrics.first_divergence(s, context.geometry))]
     failures = _failures(spec, measured, kl, exact)
