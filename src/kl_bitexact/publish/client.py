@@ -133,15 +133,12 @@ def resolve_target(
         raise ConfigError(f"commit {head_sha!r} is not a full hexadecimal SHA")
     event = read_event(env.get("GITHUB_EVENT_PATH"))
     number = pr_number if pr_number is not None else _event_pr(event)
-    # Under workflow_run (the fork-safe stage 2) the run that tested is the event's, and
-    # `workflow_run.pull_requests` is empty for forks, so `--pr` is how the PR is named:
-    # the status still belongs to the tested `workflow_run.head_sha`, never to whatever
-    # the PR's head is by now (a push in between would get the old commit's verdict).
-    if (
-        pr_number is None
-        or number == _event_pr(event)
-        or isinstance(event.get("workflow_run"), dict)
-    ):
+    # Under workflow_run (the fork-safe stage 2) `workflow_run.pull_requests` is empty for
+    # forks, so `--pr` names the PR: the status still belongs to the tested
+    # `workflow_run.head_sha`, never to the PR's head by now (a push in between would get
+    # the old commit's verdict).
+    named_by_option = isinstance(event.get("workflow_run"), dict) and _event_pr(event) is None
+    if pr_number is None or number == _event_pr(event) or named_by_option:
         head_sha = head_sha or _event_head_sha(event)
     return Target(url, repository, token, number, head_sha)
 
