@@ -38,7 +38,9 @@ from typing import Any
 
 import numpy as np
 import yaml
-from processes import KL, machine, run_once
+from processes import KL, compile_bytecode, machine, run_once
+
+import kl_bitexact
 
 HELPERS = Path(__file__).resolve().parents[1] / "tests" / "helpers"
 MODEL = "kl-bitexact-reference"
@@ -249,6 +251,11 @@ def main() -> int:
     parser.add_argument("--requests", action="store_true", help="list every request")
     args = parser.parse_args()
     sizes = [tuple(int(n) for n in size.split("x")) for size in args.sizes.split(",")]
+    # Both sides as installed: kl-bitexact's modules, sglang's helpers and our shims compiled.
+    sys.path.insert(0, str(HELPERS))
+    from sglang_wheel import source_root
+
+    compile_bytecode(Path(kl_bitexact.__file__).parent, source_root(), HELPERS)
     print(machine())
     print(f"match + prefill cache hit + decode cache hit, median of {args.repeat} (seconds)\n")
     print(
