@@ -9,12 +9,24 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 # Before anything imports numpy: the reference engine's tiny matrices run 10x slower when
 # OpenBLAS threads contend for the machine's shared cores.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# `--hypothesis-profile=mutation` (benchmarks/mutation.py): the same examples every run, so a
+# mutant's verdict does not depend on luck, and no "too slow" health check while mutmut
+# traces every line on a busy machine.
+settings.register_profile(
+    "mutation",
+    derandomize=True,
+    deadline=None,
+    max_examples=50,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 def run_cli(

@@ -20,7 +20,6 @@ SUBCOMMANDS = [
     "publish",
     "lint-ci",
     "shard",
-    "prove-plan",
     "pytest",
     "import-junit",
     "action",

@@ -5,31 +5,28 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 from kl_bitexact import __version__
+from kl_bitexact.errors import ExitCode, FatalError, Interrupted
 
-# `kl-bitexact --version` imports nothing more than this module: not even `typing` (which
-# pulls in `re` and `collections`); mypy reads the block below, Python skips it.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Sequence
     from pathlib import Path
 
     from kl_bitexact.commands import Command
-    from kl_bitexact.errors import FatalError
 
 
-class LazyCommand:
+class LazyCommand(NamedTuple):
     """A subcommand known by name and summary; its module (and everything that module
     imports: numpy, requests, PyGithub...) loads only when the command is chosen, so
     `--version` and `--help` start at once. tests/test_cli.py checks that each summary is
     its module's."""
 
-    __slots__ = ("module", "name", "summary")
-
-    def __init__(self, name: str, summary: str, module: str) -> None:
-        self.name, self.summary, self.module = name, summary, module
+    name: str
+    summary: str
+    module: str
 
     def load(self) -> Command:
         command: Command = importlib.import_module(self.module).COMMAND
@@ -58,11 +55,6 @@ COMMANDS: tuple[Command | LazyCommand, ...] = (
         "shard",
         "shard",
         "partition a suite's files into balanced shards (GitHub matrix JSON)",
-    ),
-    _lazy(
-        "prove_plan",
-        "prove-plan",
-        "list the suites whose tests a PR adds or changes (the proof job matrix)",
     ),
     _lazy(
         "pytest_cmd",
@@ -138,13 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if words == ["--version"]:  # asked before every deploy and in bug reports: no parser needed
         print(f"kl-bitexact {__version__}")
         return 0
-    return _handle(build_parser(_chosen(words)).parse_args(words))
-
-
-def _handle(args: argparse.Namespace) -> int:
-    """Run the chosen command; every error becomes its exit code, with one message."""
+    args = build_parser(_chosen(words)).parse_args(words)
     from kl_bitexact import signals  # threads and signal handlers, for a command only
-    from kl_bitexact.errors import ExitCode, FatalError, Interrupted
 
     try:
         with signals.routed():
@@ -169,8 +156,6 @@ def _print_fatal(error: FatalError) -> None:
 
 
 def _report_bug(error: Exception) -> int:
-    from kl_bitexact.errors import ExitCode
-
     log = _write_crash_log()
     print(
         f"kl-bitexact: internal error: {type(error).__name__}: {error}\n"

@@ -13,7 +13,6 @@ models instead of exact ones. `flow: sglang` sends sglang's own request sequence
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -49,19 +48,19 @@ def run(phases: Phases, spec: TestSpec, test_id: str | None = None) -> TestResul
     if scoring.unreported(generations):
         return scoring.not_run(context, scoring.NO_CACHED_TOKENS)
     expected = prefill_expectation(len(prefixes[0]), context.geometry, spec.cache_assert)
-    found = violations(generations, [expected] * count, turn=1)
+    problems = [f"{p} (turn 1)" for p in violations(generations, [expected] * count)]
     for turn, turn_suffixes in enumerate(suffixes[1:], start=2):
-        current, generations, later = next_turn(
-            engine, context, current, generations, turn_suffixes, turn
+        current, generations, found = next_turn(
+            engine, context, current, generations, turn_suffixes
         )
-        found += later
-    missed = {violation.sample for violation in found}
+        problems += [f"{problem} (turn {turn})" for problem in found]
+    missed = {problem.split(":", 1)[0] for problem in problems}
     hits = CacheHits(count - len(missed), count, spec.min_cache_hit_ratio, count)
     measured = scoring.Measured(
         samples=replayed(phases, spec, current, generations),
         hits=hits,
         hit_label="multiturn",
-        problems=tuple(str(violation) for violation in found),
+        problems=tuple(problems),
     )
     return scoring.judge(context, measured)
 
@@ -86,8 +85,7 @@ def next_turn(
     history: Sequence[Prompt],
     previous: Sequence[Generation],
     suffixes: Sequence[Prompt],
-    turn: int,
-) -> tuple[list[Prompt], list[Generation], list[Violation]]:
+) -> tuple[list[Prompt], list[Generation], list[str]]:
     """history + output + suffix for every sample, sent interleaved; each must reuse
     what the previous turn left in the cache."""
     spec, geometry = context.spec, context.geometry
@@ -98,7 +96,7 @@ def next_turn(
     current = [h + g.output_ids + s for h, g, s in zip(history, previous, suffixes, strict=True)]
     order = interleaved(spec.groups, spec.branches)
     generations = generate_in_order(engine, current, sampling(spec), order)
-    return current, generations, violations(generations, expected, turn)
+    return current, generations, violations(generations, expected)
 
 
 def sample_count(spec: TestSpec) -> int:
@@ -162,29 +160,11 @@ def decode_expectation(history: int, output: int, geometry: Geometry, mode: str)
     return ((history + output - 1) // step * step, None)
 
 
-@dataclass(frozen=True)
-class Violation:
-    """One sample of one turn whose cached_tokens fell outside its expectation."""
-
-    sample: int
-    turn: int
-    cached: int
-    expected: Expectation
-
-    def __str__(self) -> str:
-        low, high = self.expected
-        want = f"{low}" if low == high else f">= {low}" if high is None else f"{low}..{high}"
-        return (
-            f"sample {self.sample}: cached_tokens {self.cached}, expected {want} (turn {self.turn})"
-        )
-
-
-def violations(
-    generations: Sequence[Generation], expected: Sequence[Expectation], turn: int
-) -> list[Violation]:
-    found = []
+def violations(generations: Sequence[Generation], expected: Sequence[Expectation]) -> list[str]:
+    problems = []
     for index, (generation, (low, high)) in enumerate(zip(generations, expected, strict=True)):
         cached = generation.cached_tokens or 0
         if cached < low or (high is not None and cached > high):
-            found.append(Violation(index, turn, cached, (low, high)))
-    return found
+            want = f"{low}" if low == high else f">= {low}" if high is None else f"{low}..{high}"
+            problems.append(f"sample {index}: cached_tokens {cached}, expected {want}")
+    return problems

@@ -24,7 +24,6 @@ from typing import Any
 from kl_bitexact.errors import EngineError
 from kl_bitexact.run.engines.base import Generation, Replay, SamplingParams, TokenIds, tail_start
 from kl_bitexact.run.engines.http import JsonClient
-from kl_bitexact.run.engines.malformed import decoder
 from kl_bitexact.run.engines.openai_wire import (
     cached_tokens_from_usage,
     completion_body,
@@ -103,7 +102,6 @@ class LlamaCppDialect:
         }
 
 
-@decoder("completion answer")
 def parse_generation(response: Mapping[str, Any], max_new_tokens: int) -> Generation:
     choice = first_choice(response)
     content = require(require(choice, "logprobs", "choices[0]"), "content", "choices[0].logprobs")
@@ -117,7 +115,6 @@ def parse_generation(response: Mapping[str, Any], max_new_tokens: int) -> Genera
     )
 
 
-@decoder("replay answer")
 def forced_logprob(response: Mapping[str, Any], token: int, position: int) -> float:
     content = require(
         require(first_choice(response), "logprobs", "choices[0]"), "content", "choices[0].logprobs"
@@ -131,7 +128,6 @@ def forced_logprob(response: Mapping[str, Any], token: int, position: int) -> fl
     return float(content[0]["logprob"])
 
 
-@decoder("usage")
 def cached_tokens(response: Mapping[str, Any]) -> int | None:
     """The OpenAI usage field where the server fills it, else llama.cpp's `timings.cache_n`."""
     from_usage = cached_tokens_from_usage(response.get("usage") or {})

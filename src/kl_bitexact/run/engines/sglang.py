@@ -14,9 +14,7 @@ from typing import Any
 import requests
 
 from kl_bitexact.errors import EngineError
-from kl_bitexact.run.engines import deadline
 from kl_bitexact.run.engines.base import Generation, Replay, SamplingParams, TokenIds, tail_start
-from kl_bitexact.run.engines.malformed import decoder
 
 CONNECT_TIMEOUT_S = 10.0
 # sglang schedules a big batch itself; splitting bounds one request's size and duration.
@@ -40,34 +38,29 @@ class SglangEngine:
         self.batch_size = batch_size
         self._session = requests.Session()
         self._rows_alike: bool | None = None  # learnt from the server on the first replay
-        self._info: Mapping[str, Any] | None = None  # asked on the first server_info
+        self._info_path: str | None = None  # learnt on the first server_info
 
     def server_info(self) -> Mapping[str, Any]:
-        """The server's configuration, asked once: it is fixed while the server runs, and
-        every check of a suite reads it (geometry, radix cache, deterministic mode)."""
-        if self._info is None:
-            self._info = self._fetch_info()
-        return self._info
-
-    def _fetch_info(self) -> Mapping[str, Any]:
-        """sglang 0.5 serves /server_info; older releases only /get_server_info."""
-        current, older = SERVER_INFO_PATHS
-        try:
-            response = self._session.get(self.base_url + current, timeout=CONNECT_TIMEOUT_S)
-            missing = response.status_code == 404
-        except requests.RequestException:
-            missing = False  # the request below reports the transport failure
-            response = None
-        path = older if missing else current
-        if response is None or missing or response.status_code >= 400:
-            info = self._call("GET", path)
-        else:
-            info = _json_of(response, self.base_url + path)
+        path = self._server_info_path()
+        info = self._call("GET", path)
         if not isinstance(info, Mapping):
             raise EngineError(
                 f"{self.base_url}{path} answered {type(info).__name__}, not an object"
             )
         return info
+
+    def _server_info_path(self) -> str:
+        """sglang 0.5 serves /server_info; older releases only /get_server_info."""
+        if self._info_path is None:
+            try:
+                probe = self._session.get(
+                    self.base_url + SERVER_INFO_PATHS[0], timeout=CONNECT_TIMEOUT_S
+                )
+                missing = probe.status_code == 404
+            except requests.RequestException:
+                missing = False  # the real request below reports the transport failure
+            self._info_path = SERVER_INFO_PATHS[1] if missing else SERVER_INFO_PATHS[0]
+        return self._info_path
 
     def flush(self) -> None:
         # sglang answers with plain text ("Cache flushed."), not JSON.
@@ -161,13 +154,8 @@ class SglangEngine:
     def _call(self, method: str, path: str, body: Any = None, *, expect_json: bool = True) -> Any:
         url = self.base_url + path
         try:
-            response = deadline.request(
-                self._session,
-                method,
-                url,
-                json=body,
-                timeout=(CONNECT_TIMEOUT_S, self.request_timeout),
-                total_s=self.request_timeout,
+            response = self._session.request(
+                method, url, json=body, timeout=(CONNECT_TIMEOUT_S, self.request_timeout)
             )
         except requests.Timeout:
             raise EngineError(
@@ -180,16 +168,12 @@ class SglangEngine:
             raise EngineError(f"{url} answered HTTP {response.status_code}: {response.text[:500]}")
         if not expect_json:
             return None
-        return _json_of(response, url)
-
-
-def _json_of(response: requests.Response, url: str) -> Any:
-    try:
-        return response.json()
-    except ValueError:
-        raise EngineError(
-            f"{url} answered something that is not JSON: {response.text[:200]!r}"
-        ) from None
+        try:
+            return response.json()
+        except ValueError:
+            raise EngineError(
+                f"{url} answered something that is not JSON: {response.text[:200]!r}"
+            ) from None
 
 
 def _reason(error: requests.RequestException) -> str:
@@ -200,7 +184,6 @@ def _reason(error: requests.RequestException) -> str:
 # --- answer decoding ----------------------------------------------------------------------
 
 
-@decoder("/generate answer")
 def _generation(answer: Mapping[str, Any], where: str) -> Generation:
     meta = _field(answer, "meta_info", Mapping, where)
     output_ids = tuple(int(token) for token in _field(answer, "output_ids", list, where))
@@ -219,7 +202,6 @@ def _generation(answer: Mapping[str, Any], where: str) -> Generation:
     )
 
 
-@decoder("/generate replay answer")
 def _replay(answer: Mapping[str, Any], start: int, where: str) -> Replay:
     """Entries from position `start` on; the positions before it are None."""
     meta = _field(answer, "meta_info", Mapping, where)

@@ -1,0 +1,118 @@
+"""The gate's decision pinned where the mutation run of issue 22 found it unheld: what a run
+of only errors means, the order of reasons, the exit code of a report-only gate."""
+
+from __future__ import annotations
+
+import pytest
+from golden_scenarios import check_result, results
+
+from kl_bitexact.compare.blockers import BlockerState
+from kl_bitexact.compare.comparison import compare
+from kl_bitexact.compare.gate import FailOn, Policy, Verdict, decide
+from kl_bitexact.errors import ExitCode
+from kl_bitexact.results.model import Status
+
+
+def test_a_run_in_which_every_test_errored_could_not_run():
+    head = results(check_result("a", Status.ERROR), check_result("b", Status.ERROR))
+    decision = compare(head, None).decision
+    assert decision.exit_code is ExitCode.COULD_NOT_RUN
+    assert (decision.verdict, decision.label) == ("could_not_run", "could not run")
+    assert decision.passed is False
+
+
+def test_one_executed_test_among_errors_is_a_verdict_not_could_not_run():
+    head = results(check_result("a", Status.ERROR), check_result("b", Status.PASSED))
+    decision = compare(head, None).decision
+    assert decision.exit_code is ExitCode.GATE_FAILED
+    assert decision.reasons == ("1 test that did not measure",)
+
+
+def test_reasons_are_ordered_by_severity_whatever_the_input_order():
+    gating = {Verdict.UNKNOWN: 1, Verdict.INFRA: 3, Verdict.REGRESSION: 2, Verdict.OK: 0}
+    decision = decide(gating, executed=5, policy=Policy())
+    assert decision.reasons == (
+        "2 regressions",
+        "3 tests that did not measure",
+        "1 blocker of unknown state",
+    )
+    assert (decision.passed, decision.exit_code, decision.label) == (
+        False,
+        ExitCode.GATE_FAILED,
+        "gate failed",
+    )
+
+
+@pytest.mark.parametrize(
+    ("verdict", "one", "many"),
+    [
+        (Verdict.REGRESSION, "1 regression", "2 regressions"),
+        (Verdict.INFRA, "1 test that did not measure", "2 tests that did not measure"),
+        (Verdict.UNKNOWN, "1 blocker of unknown state", "2 blockers of unknown state"),
+        (
+            Verdict.STALE_MARKER,
+            "1 red test with a stale marker",
+            "2 red tests with stale markers",
+        ),
+        (
+            Verdict.UNEXPECTED_GREEN,
+            "1 unexpected green (strict)",
+            "2 unexpected greens (strict)",
+        ),
+    ],
+)
+def test_each_reason_in_singular_and_plural(verdict, one, many):
+    assert decide({verdict: 1}, 1, Policy()).reasons == (one,)
+    assert decide({verdict: 2}, 2, Policy()).reasons == (many,)
+
+
+def test_report_only_gate_passes_with_exit_zero_and_says_so():
+    decision = decide({Verdict.REGRESSION: 4}, executed=4, policy=Policy(FailOn.NEVER))
+    assert decision.exit_code is ExitCode.GATE_PASSED
+    assert int(decision.exit_code) == 0
+    assert (decision.passed, decision.report_only, decision.reasons) == (True, True, ())
+    assert (decision.verdict, decision.label) == ("passed", "report only (gate off)")
+
+
+def test_nothing_executed_could_not_run_even_in_report_only_mode():
+    decision = decide({}, executed=0, policy=Policy(FailOn.NEVER))
+    assert decision.exit_code is ExitCode.COULD_NOT_RUN
+    assert decision.reasons == ("no test executed (all skipped, not run, or no tests at all)",)
+
+
+def test_a_clean_run_passes_without_reasons():
+    decision = decide({Verdict.REGRESSION: 0}, executed=3, policy=Policy())
+    assert (decision.passed, decision.exit_code, decision.reasons) == (
+        True,
+        ExitCode.GATE_PASSED,
+        (),
+    )
+    assert (decision.verdict, decision.label, decision.report_only) == (
+        "passed",
+        "gate passed",
+        False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "gating", "reasons"),
+    [
+        (Status.FAILED, True, ("1 red test with a stale marker",)),
+        (Status.PASSED, False, ()),
+    ],
+)
+def test_a_stale_marker_through_compare(status, gating, reasons):
+    head = results(check_result("a", status, blocked_by=("#5",)))
+    comparison = compare(head, None, blockers={"o/r#5": BlockerState.CLOSED}, default_repo="o/r")
+    (delta,) = comparison.deltas
+    assert (delta.verdict, delta.gating) == (Verdict.STALE_MARKER, gating)
+    assert delta.blockers[0].ref == "o/r#5"
+    assert comparison.decision.reasons == reasons
+
+
+def test_a_test_only_in_the_base_keeps_its_base_values():
+    base_test = check_result("gone", Status.FAILED, kl_div=0.5)
+    comparison = compare(results(check_result("kept")), results(check_result("kept"), base_test))
+    (gone,) = [d for d in comparison.deltas if d.id == "gone"]
+    assert (gone.head, gone.base, gone.suite) == (None, base_test, "hicache-mamba")
+    assert gone.kl_change is None
