@@ -102,7 +102,7 @@ jobs:
     runs-on: x
     steps:
       - run: |
-          echo start
+          cd test
           python3 run_suite.py --hw ${{ matrix.hw }} --suite=${{ matrix.suite }}
           python3 run_suite.py --suite "${{ inputs.dynamic }}"
       - uses: org/kl-bitexact@v1
@@ -137,16 +137,18 @@ jobs:
 def test_workflow_dispatch_sources():
     found = workflows.read_workflow(WORKFLOW, "w.yml")
     dispatches = {(d.suite, d.line) for d in found.dispatches}
+    # The include entry merges into both combinations: it adds no job, so no suite.
     assert dispatches == {
         ("a", 7),
         ("b", 7),
-        ("extra-test-8-gpu", 9),
-        ("a", 14),
-        ("b", 14),
         ("base-test", 23),
         ("bitexact-b200", 28),
         ("bitexact-gb300", 28),
         ("sharded", 35),
+    }
+    assert {(d.suite, d.backend) for d in found.dispatches if d.backend} == {
+        ("a", "cuda"),
+        ("b", "cuda"),
     }
     assert [(g.pattern, g.line) for g in found.globs] == [
         ("suites/a.yaml", 18),
@@ -155,10 +157,13 @@ def test_workflow_dispatch_sources():
     ]
     assert found.runner_configs == {"8-gpu", "1-gpu"}
     assert [(t.job, t.kind, sorted(t.suites)) for t in found.targets] == [
-        ("stage", "pair", []),
         ("stage", "suite", ["a", "b"]),
         ("called", "suites-input", ["bitexact-b200", "bitexact-gb300"]),
     ]
+    assert {(u.line, u.expression) for u in found.unresolved} == {
+        (15, "the suite: ${{ inputs.dynamic }}"),
+        (41, "the `suite` input: ${{ matrix.suite }}"),
+    }
 
 
 def test_github_annotations_escape_pr_controlled_text():

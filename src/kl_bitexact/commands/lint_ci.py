@@ -7,7 +7,7 @@ import sys
 
 from kl_bitexact.commands import Command
 from kl_bitexact.commands.common import add_repository_arguments
-from kl_bitexact.errors import ExitCode
+from kl_bitexact.errors import ConfigError, ExitCode
 from kl_bitexact.registry import config, findings, fix, lint, repo
 
 
@@ -16,7 +16,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--fix",
         action="store_true",
-        help="register missing suites in the allowlist and workflow matrix",
+        help="register missing suites in the allowlist and workflow matrix, where the "
+        "workflows show they belong",
+    )
+    parser.add_argument(
+        "--suite",
+        metavar="NAME",
+        help="with --fix: register only this suite",
     )
     parser.add_argument(
         "--format",
@@ -30,11 +36,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def handle(args: argparse.Namespace) -> int:
     settings = config.load(args.root, args.config)
     state = repo.read(args.root, settings)
+    if args.suite is not None and not args.fix:
+        raise ConfigError("--suite limits --fix; give --fix too")
     if args.fix:
-        for change in fix.apply(args.root, state):
+        for change in fix.apply(args.root, state, args.suite):
             print(change, file=sys.stderr)
         state = repo.read(args.root, settings)
-    found = lint.lint(state)
+    found = fix.annotate(lint.lint(state), fix.plan(state))
     sys.stdout.write(findings.RENDERERS[args.format](found))
     return int(ExitCode.GATE_FAILED if findings.has_errors(found) else ExitCode.GATE_PASSED)
 

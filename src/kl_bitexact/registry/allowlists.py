@@ -66,12 +66,12 @@ def read_python(source: str, path: str) -> Allowlist:
 def suite_dicts(tree: ast.Module) -> Iterable[tuple[str, ast.Dict]]:
     """(name, dict literal) for each top-level assignment of one of PYTHON_DICTS."""
     for statement in tree.body:
-        target, value = _assignment(statement)
+        target, value = assignment(statement)
         if target in PYTHON_DICTS and isinstance(value, ast.Dict):
             yield target, value
 
 
-def _assignment(statement: ast.stmt) -> tuple[str | None, ast.expr | None]:
+def assignment(statement: ast.stmt) -> tuple[str | None, ast.expr | None]:
     if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
         target = statement.targets[0]
         return (target.id if isinstance(target, ast.Name) else None), statement.value

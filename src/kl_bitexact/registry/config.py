@@ -37,6 +37,15 @@ class RegistryConfig:
     runner_table: str = "scripts/ci/runner_configs.yml"
     # runner_configs known in addition to the table
     runners: tuple[str, ...] = ()
+    # the scripts whose `--suite NAME` dispatches a registered suite, by repository path
+    # (another script of the same name elsewhere is not one)
+    suite_runners: tuple[str, ...] = ("test/run_suite.py",)
+    # backends whose suite names the suite runner validates (a registration to an unknown
+    # suite fails every run); empty: read `_SUITE_CHECKED_BACKENDS` from the python
+    # allowlist file, and without it, every backend
+    checked_backends: tuple[str, ...] = ()
+    # --timeout-per-file when a dispatch gives none; 0: read the runner's argparse default
+    default_timeout_per_file: str = "0"
 
 
 _FIELDS = {field.name.replace("_", "-"): field for field in dataclasses.fields(RegistryConfig)}

@@ -39,6 +39,9 @@ class Code(str, Enum):
     BAD_SUITE_NAME = "bad-suite-name"
     NOTHING_REGISTERED = "nothing-registered"
     UNREADABLE = "unreadable-source"
+    UNRESOLVED_DISPATCH = "unresolved-dispatch"
+    CADENCE_MISMATCH = "cadence-mismatch"
+    TIMEOUT_EXCEEDED = "timeout-exceeded"
 
 
 @dataclass(frozen=True, order=True)
@@ -52,11 +55,12 @@ class Finding:
 
 
 def error(file: str, line: int | None, code: Code, message: str, fix: str) -> Finding:
-    return Finding(file, line, code.value, Severity.ERROR, message, fix)
+    # Every finding gets a line (annotations need one): an unknown one is the file's first.
+    return Finding(file, line or 1, code.value, Severity.ERROR, message, fix)
 
 
 def warning(file: str, line: int | None, code: Code, message: str, fix: str) -> Finding:
-    return Finding(file, line, code.value, Severity.WARNING, message, fix)
+    return Finding(file, line or 1, code.value, Severity.WARNING, message, fix)
 
 
 def has_errors(findings: Iterable[Finding]) -> bool:

@@ -8,12 +8,14 @@ second time: the second run finds every suite registered and plans no edit.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kl_bitexact.registry import paths, pyedit, yamledit, yamlio
 from kl_bitexact.registry.edits import EditError
+from kl_bitexact.registry.findings import Code, Finding
 from kl_bitexact.registry.lint import (
     SAFE_SUITE_NAME,
     allowlist_of,
@@ -24,6 +26,9 @@ from kl_bitexact.registry.model import SUITE_FILE_BACKEND, Registration
 from kl_bitexact.registry.repo import RepoState, read_text
 from kl_bitexact.registry.workflows import SUITES_INPUT, MatrixTarget
 
+_SUITE_IN_MESSAGE = re.compile(r"suite '([^']+)'")
+_FIX_DOES_THIS = re.compile(r" \(`kl-bitexact lint-ci --fix` [^)]*\)")
+_FIXABLE = (Code.NOT_ALLOWLISTED.value, Code.NOT_DISPATCHED.value)
 YAML_HEADER = "# Suites CI runs, checked by `kl-bitexact lint-ci` (created by `lint-ci --fix`).\n"
 
 
@@ -45,13 +50,16 @@ class MatrixAddition:
     job: str
     kind: str
     entry: tuple[tuple[str, str], ...]  # the new matrix include entry, or ("suite", name)
+    why: str = ""  # the evidence for this job
 
     def __str__(self) -> str:
         if self.kind == SUITES_INPUT:
             suite = dict(self.entry)["suite"]
-            return f"added {suite!r} to the `suites:` of job {self.job!r} in {self.file}"
-        values = ", ".join(f"{key}: {value}" for key, value in self.entry)
-        return f"added {{{values}}} to the matrix of job {self.job!r} in {self.file}"
+            where = f"added {suite!r} to the `suites:` of job {self.job!r} in {self.file}"
+        else:
+            values = ", ".join(f"{key}: {value}" for key, value in self.entry)
+            where = f"added {{{values}}} to the matrix of job {self.job!r} in {self.file}"
+        return f"{where}: {self.why}" if self.why else where
 
 
 Edit = AllowlistAddition | MatrixAddition
@@ -60,33 +68,48 @@ Edit = AllowlistAddition | MatrixAddition
 @dataclass(frozen=True)
 class FixPlan:
     edits: tuple[Edit, ...]
-    unreachable: tuple[str, ...]  # suites no workflow runs and no matrix could take
+    declined: Mapping[str, str]  # suite -> why --fix leaves it to a human
+
+    @property
+    def unreachable(self) -> tuple[str, ...]:
+        return tuple(self.declined)
 
 
-def plan(state: RepoState) -> FixPlan:
-    fixable = [r for r in state.registrations if _fixable(state, r)]
+def plan(state: RepoState, only: str | None = None) -> FixPlan:
+    """The edits that register each fixable suite (only `only`, when given)."""
     edits: list[Edit] = []
-    for registration in fixable:
+    declined: dict[str, str] = {}
+    dispatched = dispatched_suites(state)
+    for registration in state.registrations:
+        if only is not None and registration.suite != only:
+            continue
+        reason = _unfixable(state, registration)
+        if reason is not None:
+            declined.setdefault(registration.suite, reason)
+            continue
+        placement: list[MatrixAddition] = []
+        if registration.enabled and registration.suite not in dispatched:
+            placement, why_not = _matrix_addition(state, registration)
+            if not placement:
+                # Allowlisting a suite nothing will run would only hide the problem.
+                declined.setdefault(registration.suite, why_not)
+                continue
         allowlist, file = allowlist_of(state, registration)
         if not allowlist.allows(registration.suite, registration.backend):
             edits.append(_allowlist_addition(file, registration))
-    dispatched = dispatched_suites(state)
-    unreachable = []
-    for registration in fixable:
-        if registration.enabled and registration.suite not in dispatched:
-            additions = _matrix_addition(state, registration)
-            edits.extend(additions)
-            unreachable += [] if additions else [registration.suite]
-    return FixPlan(tuple(dict.fromkeys(edits)), tuple(dict.fromkeys(unreachable)))
+        edits.extend(placement)
+    return FixPlan(tuple(dict.fromkeys(edits)), declined)
 
 
-def _fixable(state: RepoState, registration: Registration) -> bool:
-    """Safe to write, and not a likely typo (an unknown runner_config is one)."""
+def _unfixable(state: RepoState, registration: Registration) -> str | None:
+    """Why a registration must not be written anywhere: unsafe, or a likely typo."""
+    if not SAFE_SUITE_NAME.fullmatch(registration.suite):
+        return "its name has characters CI configuration cannot carry safely"
     known = known_runners(state)
     runner = registration.runner_config
-    return bool(SAFE_SUITE_NAME.fullmatch(registration.suite)) and (
-        runner is None or not known or runner in known
-    )
+    if runner is not None and known and runner not in known:
+        return f"runner_config {runner!r} is in no runner table (probably a typo)"
+    return None
 
 
 def _allowlist_addition(file: str, r: Registration) -> AllowlistAddition:
@@ -97,102 +120,178 @@ def _allowlist_addition(file: str, r: Registration) -> AllowlistAddition:
     return AllowlistAddition(file, group, r.backend, r.suite)
 
 
-def _matrix_addition(state: RepoState, r: Registration) -> list[MatrixAddition]:
+def _matrix_addition(state: RepoState, r: Registration) -> tuple[list[MatrixAddition], str]:
+    """Where the suite goes, by evidence, or why nowhere."""
     if r.backend == SUITE_FILE_BACKEND:
         return _suites_input_addition(state, r)
-    if r.stage is not None and r.runner_config is not None and not r.nightly:
-        target = _pair_target(state.workflows.targets, r.stage, r.runner_config)
-        if target is None:
-            return []
-        entry = (("stage", r.stage), ("runner_config", r.runner_config))
-        return [MatrixAddition(target.file, target.job, target.kind, entry)]
-    target = _suite_target(state, r)
-    if target is None:
-        return []
-    return [MatrixAddition(target.file, target.job, target.kind, (("suite", r.suite),))]
+    if r.stage is not None and r.runner_config is not None:
+        return _pair_addition(state, r)
+    return _suite_axis_addition(state, r)
 
 
-def _suites_input_addition(state: RepoState, r: Registration) -> list[MatrixAddition]:
+def _suites_input_addition(state: RepoState, r: Registration) -> tuple[list[MatrixAddition], str]:
     """A suite file's suite joins the `suites:` names of a reusable-workflow call."""
     for target in state.workflows.targets:
         if target.kind == SUITES_INPUT:
-            return [MatrixAddition(target.file, target.job, target.kind, (("suite", r.suite),))]
-    return []
+            why = "the job already runs kl-bitexact suite files (review its runners)"
+            entry = (("suite", r.suite),)
+            return [MatrixAddition(target.file, target.job, target.kind, entry, why)], ""
+    return [], "no job calls kl-bitexact's reusable workflow with a `suites:` list"
 
 
-def _pair_target(targets: Iterable[MatrixTarget], stage: str, runner: str) -> MatrixTarget | None:
-    pairs = [target for target in targets if target.kind == "pair"]
-    ranked = sorted(
-        pairs, key=lambda t: (stage not in t.stages, runner not in t.runner_configs, t.file, t.job)
+def _alike(target: MatrixTarget, r: Registration) -> str | None:
+    """Why `target` cannot take `r` (another backend or cadence), None when it can."""
+    if target.backends and r.backend not in target.backends:
+        return f"job {target.job!r} runs {'/'.join(sorted(target.backends))}, not {r.backend}"
+    if target.nightly and r.nightly not in target.nightly:
+        cadence = "nightly" if True in target.nightly else "per-commit"
+        return f"job {target.job!r} runs {cadence} suites"
+    return None
+
+
+def _pair_addition(state: RepoState, r: Registration) -> tuple[list[MatrixAddition], str]:
+    """The job whose matrix already runs this stage for this backend (its runner family)."""
+    assert r.stage is not None and r.runner_config is not None
+    same_stage = [t for t in state.workflows.targets if t.kind == "pair" and r.stage in t.stages]
+    fitting = [t for t in same_stage if _alike(t, r) is None]
+    if not fitting:
+        refusals = "; ".join(filter(None, (_alike(t, r) for t in same_stage)))
+        return [], (
+            f"no job's matrix runs stage {r.stage!r} for {r.backend}"
+            + (f" ({refusals})" if refusals else "")
+            + ", so nothing shows where it belongs"
+        )
+    target = sorted(
+        fitting, key=lambda t: (r.runner_config not in t.runner_configs, t.file, t.job)
+    )[0]
+    gated = " (label-gated, as the stage already is)" if target.label_gated else ""
+    why = (
+        f"its matrix already runs stage {r.stage} for {r.backend} on "
+        f"{', '.join(sorted(target.runner_configs))}{gated}"
     )
-    return ranked[0] if ranked else None
+    entry = (("stage", r.stage), ("runner_config", r.runner_config))
+    return [MatrixAddition(target.file, target.job, target.kind, entry, why)], ""
 
 
-def _suite_target(state: RepoState, r: Registration) -> MatrixTarget | None:
+def _suite_axis_addition(state: RepoState, r: Registration) -> tuple[list[MatrixAddition], str]:
     """A `suite` axis already running suites of the same backend and cadence."""
+    refusals = []
+    for target in state.workflows.targets:
+        if target.kind != "suite":
+            continue
+        problem = _alike(target, r) or _cadence_unknown(state, target, r)
+        if problem is None and target.label_gated and not r.nightly:
+            problem = f"job {target.job!r} runs only on labelled pull requests"
+        if problem is not None:
+            refusals.append(problem)
+            continue
+        cadence = "nightly" if r.nightly else "per-commit"
+        why = f"its `suite` axis already runs {r.backend} {cadence} suites"
+        entry = (("suite", r.suite),)
+        return [MatrixAddition(target.file, target.job, target.kind, entry, why)], ""
+    return [], (
+        f"no job's `suite` axis runs {r.backend} {'nightly' if r.nightly else 'per-commit'} suites"
+        + (f" ({'; '.join(refusals)})" if refusals else "")
+    )
+
+
+def _cadence_unknown(state: RepoState, target: MatrixTarget, r: Registration) -> str | None:
+    """Without runner evidence, the axis must hold a suite of the same backend and cadence."""
+    if target.backends and target.nightly:
+        return None
     alike = {
         other.suite
         for other in state.registrations
         if other.backend == r.backend and other.nightly == r.nightly
     }
-    for target in state.workflows.targets:
-        if target.kind == "suite" and alike & target.suites:
-            return target
-    return None
+    return None if alike & target.suites else f"job {target.job!r} runs other suites"
+
+
+def annotate(found: Sequence[Finding], planned: FixPlan) -> list[Finding]:
+    """Say in each finding --fix does not repair that it needs a human, and why."""
+    fixed = {
+        edit.suite if isinstance(edit, AllowlistAddition) else dict(edit.entry).get("suite", "")
+        for edit in planned.edits
+    } | {
+        f"{dict(edit.entry)['stage']}-test-{dict(edit.entry)['runner_config']}"
+        for edit in planned.edits
+        if isinstance(edit, MatrixAddition) and "stage" in dict(edit.entry)
+    }
+    annotated = []
+    for finding in found:
+        match = _SUITE_IN_MESSAGE.search(finding.message)
+        suite = match.group(1) if match else None
+        if finding.code in _FIXABLE and suite in fixed:
+            annotated.append(finding)
+            continue
+        reason = planned.declined.get(suite or "")
+        why = f" (--fix does not: {reason})" if reason else ""
+        text = _FIX_DOES_THIS.sub("", finding.fix)
+        annotated.append(replace(finding, fix=f"needs a human{why}: {text}"))
+    return annotated
 
 
 # --- applying ---------------------------------------------------------------------------
 
 
-def apply(root: Path, state: RepoState) -> list[str]:
+def apply(root: Path, state: RepoState, only: str | None = None) -> list[str]:
     """Make the planned edits; returns one line per change (or per edit skipped)."""
-    planned = plan(state)
+    planned = plan(state, only)
     report = []
     for edit in planned.edits:
         try:
-            _write(root, edit.file, _edited(root, edit))
-            report.append(f"fixed: {edit}")
+            text, note = _edited(root, edit)
+            _write(root, edit.file, text)
+            report.append(f"fixed: {edit}{note}")
         except EditError as problem:
             report.append(f"not fixed: {edit}: {problem}")
-    report += [
-        f"not fixed: no workflow matrix runs suites like {suite!r}; add a job that runs it"
-        for suite in planned.unreachable
-    ]
+    report += [f"not fixed: {suite!r}: {why}" for suite, why in planned.declined.items()]
     return report
 
 
-def _edited(root: Path, edit: Edit) -> str:
+def _edited(root: Path, edit: Edit) -> tuple[str, str]:
+    """The edited text of `edit.file`, and a note on what was left out."""
     path = paths.inside(root, edit.file)
     if isinstance(edit, AllowlistAddition):
         if edit.file.endswith(".py"):
             source = read_text(root, edit.file)
-            return pyedit.add_suite(source, edit.file, edit.group, edit.backend, edit.suite)
+            return pyedit.add_suite(source, edit.file, edit.group, edit.backend, edit.suite), ""
         text = read_text(root, edit.file) if path.is_file() else YAML_HEADER
-        return yamledit.append(text, edit.file, (edit.group,), edit.suite)
+        return yamledit.append(text, edit.file, (edit.group,), edit.suite), ""
     keys = ("jobs", edit.job, "strategy", "matrix")
     text = read_text(root, edit.file)
+    suite = dict(edit.entry).get("suite", "")
     if edit.kind == SUITES_INPUT:
-        suite = dict(edit.entry)["suite"]
-        return yamledit.add_word(text, edit.file, ("jobs", edit.job, "with", "suites"), suite)
+        return yamledit.add_word(text, edit.file, ("jobs", edit.job, "with", "suites"), suite), ""
     if edit.kind == "suite":
-        return yamledit.append(text, edit.file, (*keys, "suite"), dict(edit.entry)["suite"])
-    return yamledit.append(text, edit.file, (*keys, "include"), _entry_like_siblings(text, edit))
+        return yamledit.append(text, edit.file, (*keys, "suite"), suite), ""
+    entry, note = _entry_like_siblings(text, edit)
+    return yamledit.append(text, edit.file, (*keys, "include"), entry), note
 
 
-def _entry_like_siblings(text: str, edit: MatrixAddition) -> dict[str, object]:
-    """The new include entry, with the other keys copied from the closest sibling."""
+def _entry_like_siblings(text: str, edit: MatrixAddition) -> tuple[dict[str, object], str]:
+    """The new include entry: stage and runner_config, plus each other key only when at
+    least two sibling entries exist and all share its value (a per-entry setting such as
+    `timeout_per_file` belongs to its runner, not to a newcomer). Also says what it left out."""
     include = yamlio.load(text, edit.file)["jobs"][edit.job]["strategy"]["matrix"]["include"]
-    wanted = dict(edit.entry)
+    wanted: dict[str, object] = dict(edit.entry)
     siblings = [entry for entry in include if isinstance(entry, dict)]
-    ranked = sorted(
-        siblings,
-        key=lambda e: (
-            e.get("runner_config") != wanted["runner_config"],
-            e.get("stage") != wanted["stage"],
-        ),
+    shared: dict[str, object] = {}
+    left_out = []
+    for key in dict.fromkeys(str(k) for entry in siblings for k in entry):
+        if key in wanted:
+            continue
+        values = [entry.get(key) for entry in siblings]
+        if len(siblings) >= 2 and all(value == values[0] for value in values):
+            shared[key] = values[0]
+        else:
+            left_out.append(f"{key} ({', '.join(sorted({repr(v) for v in values}))})")
+    note = (
+        f"; not copied, as its entries differ or are too few: {', '.join(left_out)}"
+        if left_out
+        else ""
     )
-    model = ranked[0] if ranked else {}
-    return {**{str(key): value for key, value in model.items()}, **wanted}
+    return {**wanted, **shared}, note
 
 
 def _write(root: Path, relative: str, text: str) -> None:

@@ -9,7 +9,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from kl_bitexact.registry import paths
-from kl_bitexact.registry.allowlists import Allowlist, AllowlistEntry
+from kl_bitexact.registry.allowlists import NIGHTLY, PER_COMMIT, Allowlist, AllowlistEntry
 from kl_bitexact.registry.findings import Code, Finding, error, ordered, warning
 from kl_bitexact.registry.model import SUITE_FILE_BACKEND, Registration
 from kl_bitexact.registry.repo import RepoState
@@ -28,6 +28,9 @@ def lint(state: RepoState) -> list[Finding]:
     findings += _empty_dispatches(state)
     findings += _unknown_runners(state)
     findings += _nothing_registered(state)
+    findings += _unresolved(state)
+    findings += _cadence(state)
+    findings += _timeouts(state)
     return ordered(findings)
 
 
@@ -72,27 +75,49 @@ def _not_allowlisted(state: RepoState) -> list[Finding]:
     for registration in state.registrations:
         allowlist, where = allowlist_of(state, registration)
         if not allowlist.allows(registration.suite, registration.backend):
-            findings.append(_not_allowlisted_finding(registration, where, dispatched))
+            findings.append(_not_allowlisted_finding(state, registration, where, dispatched))
     return findings
 
 
-def _not_allowlisted_finding(r: Registration, where: str, dispatched: set[str]) -> Finding:
-    also = "" if r.suite in dispatched else " and no workflow dispatches it"
-    breaks = (
-        "run_suite.py's validation rejects it, failing every suite (or never runs it)"
-        if where.endswith(".py")
-        else "CI does not know the suite, so its tests never run"
-    )
+def _not_allowlisted_finding(
+    state: RepoState, r: Registration, where: str, dispatched: set[str]
+) -> Finding:
+    runs = r.suite in dispatched
+    also = "" if runs else " and no workflow dispatches it"
     group = "NIGHTLY_SUITES" if r.nightly else "PER_COMMIT_SUITES"
     target = f"{group}[{r.backend}] in {where}" if where.endswith(".py") else where
+    fix = (
+        f"add {r.suite!r} to {target}"
+        + ("" if runs else " and to a workflow matrix")
+        + " (`kl-bitexact lint-ci --fix` does this), or fix the suite name"
+    )
+    if not where.endswith(".py"):
+        breaks = "CI does not know the suite, so its tests never run"
+    elif state.semantics.validates(r.backend):
+        breaks = (
+            f"{where} validates {r.backend} suite names before running anything, so every "
+            "job that runs it fails, for every suite and backend"
+        )
+    elif runs:
+        return warning(
+            r.file,
+            r.line,
+            Code.NOT_ALLOWLISTED,
+            f"suite {r.suite!r} ({r.backend}) is in no allowlist: {where} does not validate "
+            f"{r.backend} suite names, so the file still runs, with an 'unknown suite' warning",
+            fix,
+        )
+    else:
+        breaks = (
+            f"{where} does not validate {r.backend} suite names, so nothing fails: the file "
+            "silently never runs"
+        )
     return error(
         r.file,
         r.line,
         Code.NOT_ALLOWLISTED,
         f"suite {r.suite!r} ({r.backend}) is in no allowlist{also}: {breaks}",
-        f"add {r.suite!r} to {target}"
-        + ("" if r.suite in dispatched else " and to a workflow matrix")
-        + " (`kl-bitexact lint-ci --fix` does this), or fix the suite name",
+        fix,
     )
 
 
@@ -202,7 +227,7 @@ def _nothing_registered(state: RepoState) -> list[Finding]:
     return [
         warning(
             ".",
-            None,
+            1,
             Code.NOTHING_REGISTERED,
             f"no test or suite file matches {globs}: there was nothing to check",
             "point `registry.registered` / `registry.suite-files` in .kl-bitexact.yaml at "
@@ -217,3 +242,119 @@ def _enabled_count(registrations: Iterable[Registration]) -> dict[str, int]:
         if registration.enabled:
             files[registration.suite].add(registration.file)
     return defaultdict(int, {suite: len(found) for suite, found in files.items()})
+
+
+def _unresolved(state: RepoState) -> list[Finding]:
+    return [
+        warning(
+            item.file,
+            item.line,
+            Code.UNRESOLVED_DISPATCH,
+            f"cannot tell which suite this runs: {item.expression} has a value only the run "
+            "knows, so whatever it runs is not counted as dispatched",
+            "write the suite from inputs, matrix or env values the workflow sets (or "
+            "literally); if it is dynamic on purpose, check the suites it runs by hand",
+        )
+        for item in state.workflows.unresolved
+    ]
+
+
+def _runner_dispatches(state: RepoState, r: Registration) -> list[Dispatch]:
+    """Runs of the suite runner that select `r`'s suite for its backend."""
+    return [
+        d
+        for d in state.workflows.dispatches
+        if d.suite == r.suite and d.nightly is not None and d.backend in (None, r.backend)
+    ]
+
+
+def _cadence(state: RepoState) -> list[Finding]:
+    """run_suite.py selects files whose `nightly` equals its `--nightly` flag."""
+    findings = []
+    for r in state.registrations:
+        if r.backend == SUITE_FILE_BACKEND or not r.enabled:
+            continue
+        flags = {bool(d.nightly) for d in _runner_dispatches(state, r)}
+        if flags:
+            if r.nightly not in flags:
+                findings.append(_cadence_by_runs(r, flags))
+            continue
+        expected = _cadence_by_allowlist(state, r)
+        if expected is not None and expected != r.nightly:
+            findings.append(_cadence_by_list(state, r, expected))
+    return findings
+
+
+def _cadence_by_allowlist(state: RepoState, r: Registration) -> bool | None:
+    """True/False when the suite is only in the nightly / only in the per-commit group."""
+    allowlist, _ = allowlist_of(state, r)
+    groups = {
+        entry.group
+        for entry in allowlist.entries
+        if entry.suite == r.suite and entry.backend in (None, r.backend)
+    }
+    nightly = bool(groups & {NIGHTLY, "nightly"})
+    per_commit = bool(groups & {PER_COMMIT, "suites"})
+    return nightly if nightly != per_commit else None
+
+
+def _cadence_by_runs(r: Registration, flags: set[bool]) -> Finding:
+    how = "with --nightly" if True in flags else "without --nightly"
+    return error(
+        r.file,
+        r.line,
+        Code.CADENCE_MISMATCH,
+        f"registered with nightly={r.nightly} to {r.suite!r}, which the workflows run only "
+        f"{how}; run_suite.py selects files whose nightly flag matches, so this one never runs",
+        f"write nightly={not r.nightly} in the registration, or register it to a suite that "
+        "runs at its cadence",
+    )
+
+
+def _cadence_by_list(state: RepoState, r: Registration, expected: bool) -> Finding:
+    group = "a nightly" if expected else "a per-commit"
+    _, where = allowlist_of(state, r)
+    return error(
+        r.file,
+        r.line,
+        Code.CADENCE_MISMATCH,
+        f"registered with nightly={r.nightly} to {r.suite!r}, {group} suite in {where}: "
+        f"`run_suite.py {'--nightly' if expected else ''}` selects only files with "
+        f"nightly={expected}, so this one is never run",
+        f"write nightly={expected} in the registration (or move the suite to the other list)",
+    )
+
+
+def _timeouts(state: RepoState) -> list[Finding]:
+    findings = []
+    for r in state.registrations:
+        if r.backend == SUITE_FILE_BACKEND or not r.enabled or r.est_time <= 0:
+            continue
+        for d in _runner_dispatches(state, r):
+            limit = _timeout_of(state, d)
+            if d.nightly == r.nightly and limit is not None and r.est_time > limit:
+                findings.append(_timeout_finding(r, d, limit))
+                break
+    return findings
+
+
+def _timeout_of(state: RepoState, d: Dispatch) -> float | None:
+    """Seconds run_suite.py gives one file in this run (None: only the run knows)."""
+    if d.timeout_from_est or not d.timeout_known:
+        return None
+    limit = d.timeout if d.timeout is not None else state.semantics.timeout_per_file
+    return limit + (state.semantics.retry_timeout_increase if d.retry else 0.0)
+
+
+def _timeout_finding(r: Registration, d: Dispatch, limit: float) -> Finding:
+    given = "--timeout-per-file" if d.timeout is not None else "the runner's default timeout"
+    return error(
+        r.file,
+        r.line,
+        Code.TIMEOUT_EXCEEDED,
+        f"est_time={r.est_time:g} s is above the {limit:g} s per-file limit ({given}) of "
+        f"the run at {d.runner_file}:{d.runner_line} (dispatched at {d.file}:{d.line}): "
+        "the file is killed on every run",
+        "split the file, raise that run's --timeout-per-file (a matrix `timeout_per_file`), "
+        "or correct est_time if the file is faster",
+    )

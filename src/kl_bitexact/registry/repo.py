@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kl_bitexact.errors import ConfigError
@@ -13,6 +13,7 @@ from kl_bitexact.registry import (
     scan,
     scancache,
     suitefiles,
+    suiterunner,
     workflows,
     yamlio,
 )
@@ -20,6 +21,7 @@ from kl_bitexact.registry.allowlists import Allowlist
 from kl_bitexact.registry.config import RegistryConfig
 from kl_bitexact.registry.model import Registration
 from kl_bitexact.registry.scan import ScannedFile
+from kl_bitexact.registry.suiterunner import Semantics
 from kl_bitexact.registry.workflows import Workflows
 
 
@@ -32,6 +34,7 @@ class RepoState:
     workflows: Workflows
     suite_files: tuple[str, ...]  # every kl-bitexact suite file, for glob matching
     runner_table: frozenset[str] | None  # None: the repository has no runner table
+    semantics: Semantics  # what the suite runner does with registrations
 
     @property
     def registrations(self) -> tuple[Registration, ...]:
@@ -54,6 +57,7 @@ def read(root: Path, config: RegistryConfig) -> RepoState:
         workflows=_workflows(root, config),
         suite_files=tuple(suites),
         runner_table=_runner_table(root, config.runner_table),
+        semantics=_semantics(root, config),
     )
 
 
@@ -89,6 +93,28 @@ def _read_listed(root: Path, relative: str) -> str:
         raise ConfigError(f"{relative}: cannot read ({error.strerror})") from None
 
 
+def _semantics(root: Path, config: RegistryConfig) -> Semantics:
+    """Read from the python allowlist file (sglang's run_suite.py), then configured."""
+    path = config.python_allowlist
+    found = Semantics(None)
+    if paths.inside(root, path).is_file():
+        found = suiterunner.read(read_text(root, path), path)
+    if config.checked_backends:
+        found = replace(found, checked_backends=frozenset(config.checked_backends))
+    timeout = _seconds(config.default_timeout_per_file)
+    return replace(found, timeout_per_file=timeout) if timeout else found
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ConfigError(
+            f"registry.default-timeout-per-file: {text!r} is not a number of seconds"
+        ) from None
+    return value if value > 0 else 0.0
+
+
 def _python_allowlist(root: Path, relative: str) -> Allowlist | None:
     if not paths.inside(root, relative).is_file():
         return None
@@ -115,7 +141,8 @@ def _runner_table(root: Path, relative: str) -> frozenset[str] | None:
 
 
 def _workflows(root: Path, config: RegistryConfig) -> Workflows:
-    found = Workflows()
-    for path in paths.list_files(root, config.workflows):
-        found += workflows.read_workflow(read_text(root, path), path)
-    return found
+    documents = {
+        path: yamlio.load(read_text(root, path), path)
+        for path in paths.list_files(root, config.workflows)
+    }
+    return workflows.read_all(documents, config.suite_runners)

@@ -1,36 +1,44 @@
-"""Which suites GitHub Actions workflows really dispatch.
+"""Which suites GitHub Actions workflows really dispatch, followed the way the runner does.
 
-A suite counts as dispatched when a workflow names it literally, after `${{ matrix.* }}`
-expressions are resolved against the job's matrix: a matrix entry with `stage` and
-`runner_config` (sglang's pr-test*.yml), a matrix `suite` value, a reusable-workflow input
-`suite`/`self_name`, a `--suite NAME` argument in a `run:` script, or a kl-bitexact call
-whose `suites:` names the suite (the reusable workflow, the action's `command: shard`) or
-globs its suite file (the action's `command: run`, or `kl-bitexact run FILE` in a script).
+A suite is dispatched where a `run:` script starts the configured suite runner (by path:
+`cd test && python3 run_suite.py --suite X` is test/run_suite.py, another script of the same
+name is not) with `--suite X`. Values are followed as the runner would: `${{ }}` expressions
+over `inputs` (a reusable workflow is read once per caller job and matrix combination, with
+the `with:` values that caller passes), `matrix` (product, `exclude`, `include`) and `env`
+(workflow, job and step level), then shell variables assigned from them (`$SUITE`,
+`${SUITE}`, `"$SUITE"`). What cannot be resolved becomes an `Unresolved`, never a suite name.
+
+Also dispatches: a call of a reusable workflow that is not in the repository with a `suite`
+/ `self_name` input (its runner cannot be read); a kl-bitexact call whose `suites:` names
+the suite (its reusable workflow, the action's `command: shard`) or globs its suite file
+(the action's `command: run`, or `kl-bitexact run FILE` in a script).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import posixpath
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ruamel.yaml.scalarstring import LiteralScalarString
 
 from kl_bitexact.errors import ConfigError
-from kl_bitexact.registry import yamlio
+from kl_bitexact.registry import expressions, shell, yamlio
+from kl_bitexact.registry.expressions import UNKNOWN
 from kl_bitexact.registry.model import suite_name
 
 SUITE_INPUTS = ("suite", "self_name")
 SUITES_INPUT = "suites-input"
+DEFAULT_RUNNERS = ("test/run_suite.py",)
+_RUN_COMMAND = re.compile(r"(?:kl-bitexact|kl_bitexact)\s+run\s+([^\n;&|]*)")
+_MARKED = re.compile(re.escape(shell.UNKNOWN_MARK) + r"(\d+)" + re.escape(shell.UNKNOWN_MARK))
+_MAX_CALL_DEPTH = 4
 # GitHub: "A matrix will generate a maximum of 256 jobs per workflow run."
 MAX_MATRIX_JOBS = 256
-_MATRIX_EXPRESSION = re.compile(r"\$\{\{\s*matrix\.([\w-]+)\s*\}\}")
-# The value may be an expression such as `${{ matrix.suite }}`, spaces included.
-_SUITE_ARGUMENT = re.compile(r"--suite(?:=|\s+)([\"']?)((?:\$\{\{[^}]*\}\}|[^\s\"';|&])+)\1")
-_RUN_COMMAND = re.compile(r"(?:kl-bitexact|kl_bitexact)\s+run\s+([^\n;&|]*)")
 
 
 @dataclass(frozen=True)
@@ -40,6 +48,25 @@ class Dispatch:
     suite: str
     file: str
     line: int
+    job: str = ""
+    # Set when the suite runner itself was read (else None / False: unknown).
+    backend: str | None = None
+    nightly: bool | None = None
+    timeout: float | None = None  # --timeout-per-file seconds; None: not given
+    timeout_known: bool = True  # False: given, but by a value only the run knows
+    timeout_from_est: bool = False  # --timeout-from-est-time
+    retry: bool = False  # --enable-retry
+    runner_line: int = 0  # line of the runner command (in `runner_file`)
+    runner_file: str = ""
+
+
+@dataclass(frozen=True)
+class Unresolved:
+    """A suite runner started with a suite (or script) only the run can know."""
+
+    file: str
+    line: int
+    expression: str
 
 
 @dataclass(frozen=True)
@@ -63,6 +90,9 @@ class MatrixTarget:
     stages: frozenset[str] = frozenset()
     runner_configs: frozenset[str] = frozenset()
     suites: frozenset[str] = frozenset()  # the values of a "suite" axis
+    label_gated: bool = False
+    backends: frozenset[str] = frozenset()  # --hw of the runs this job's entries reach
+    nightly: frozenset[bool] = frozenset()  # --nightly of those runs
 
 
 @dataclass(frozen=True)
@@ -71,6 +101,7 @@ class Workflows:
     globs: tuple[SuiteGlob, ...] = ()
     runner_configs: frozenset[str] = frozenset()
     targets: tuple[MatrixTarget, ...] = ()
+    unresolved: tuple[Unresolved, ...] = ()
 
     def dispatched(self) -> set[str]:
         return {dispatch.suite for dispatch in self.dispatches}
@@ -81,58 +112,367 @@ class Workflows:
             self.globs + other.globs,
             self.runner_configs | other.runner_configs,
             self.targets + other.targets,
+            self.unresolved + other.unresolved,
         )
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    """The inputs one caller gives a reusable workflow (values None: unknown)."""
+
+    values: Mapping[str, Any] | None
+    origin_file: str = ""
+    origin_job: str = ""
+    origin_line: int | None = None  # the caller's matrix combination, when it has one
+    with_lines: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass
 class _Collector:
-    path: str
     dispatches: list[Dispatch] = field(default_factory=list)
     globs: list[SuiteGlob] = field(default_factory=list)
     runner_configs: set[str] = field(default_factory=set)
-    targets: list[MatrixTarget] = field(default_factory=list)
+    unresolved: dict[tuple[str, int, str], Unresolved] = field(default_factory=dict)
+    matrices: list[tuple[str, str, Any, bool]] = field(default_factory=list)
 
 
-def read_workflow(text: str, path: str) -> Workflows:
-    document = yamlio.load(text, path)
-    jobs = document.get("jobs") if isinstance(document, dict) else None
-    collector = _Collector(path)
-    if isinstance(jobs, dict):
-        for job_id, job in jobs.items():
-            if isinstance(job, dict):
-                _read_job(str(job_id), job, collector)
-    return Workflows(
-        tuple(collector.dispatches),
-        tuple(collector.globs),
-        frozenset(collector.runner_configs),
-        tuple(collector.targets),
-    )
+def read_workflow(text: str, path: str, runners: Sequence[str] = DEFAULT_RUNNERS) -> Workflows:
+    return read_all({path: yamlio.load(text, path)}, runners)
 
 
-def _read_job(job_id: str, job: Any, out: _Collector) -> None:
-    strategy = job.get("strategy")
-    matrix = strategy.get("matrix") if isinstance(strategy, dict) else None
-    combos = list(matrix_combinations(matrix, out.path))
-    _read_matrix(job_id, matrix, combos, out)
-    contexts = [values for values, _ in combos] or [{}]
-    _read_inputs(job, contexts, out, job_id)
-    for step in job.get("steps") or []:
-        if isinstance(step, dict):
-            _read_inputs(step, contexts, out)
-            _read_run(step, contexts, out)
+def read_all(documents: Mapping[str, Any], runners: Sequence[str] = DEFAULT_RUNNERS) -> Workflows:
+    """Every workflow of the repository together (callers resolve reusable workflows)."""
+    return _Reader(documents, tuple(runner.removeprefix("./") for runner in runners)).read()
 
 
-def matrix_combinations(matrix: Any, path: str = "") -> Iterator[tuple[dict[str, Any], int]]:
-    """(values, line) for each product combination and each `include` entry; a product
-    GitHub would refuse to run (over MAX_MATRIX_JOBS) is an error, not expanded."""
+class _Reader:
+    def __init__(self, documents: Mapping[str, Any], runners: tuple[str, ...]) -> None:
+        self.documents = {path: doc for path, doc in documents.items() if isinstance(doc, dict)}
+        self.runners = runners
+        self.out = _Collector()
+        self.callers: dict[str, list[tuple[str, str, Any]]] = {}
+        for path, document in self.documents.items():
+            for job_id, job in _jobs(document):
+                callee = _local_callee(job)
+                if callee is not None and callee in self.documents:
+                    self.callers.setdefault(callee, []).append((path, job_id, job))
+
+    def read(self) -> Workflows:
+        for path, document in self.documents.items():
+            for inputs in self.input_contexts(path, 0):
+                self.read_file(path, document, inputs)
+        return Workflows(
+            tuple(dict.fromkeys(self.out.dispatches)),
+            tuple(dict.fromkeys(self.out.globs)),
+            frozenset(self.out.runner_configs),
+            tuple(self._targets()),
+            tuple(self.out.unresolved.values()),
+        )
+
+    # --- inputs ------------------------------------------------------------------------
+
+    def input_contexts(self, path: str, depth: int) -> list[_Inputs]:
+        document = self.documents[path]
+        declared = _declared_inputs(document)
+        contexts = []
+        if _triggered_directly(document):
+            contexts.append(_Inputs(dict(declared)))
+        if "workflow_call" in _triggers(document) and depth < _MAX_CALL_DEPTH:
+            for caller_path, job_id, job in self.callers.get(path, []):
+                for outer in self.input_contexts(caller_path, depth + 1):
+                    contexts += self._caller_inputs(caller_path, job_id, job, outer, declared)
+        return contexts or [_Inputs(None)]
+
+    def _caller_inputs(
+        self, path: str, job_id: str, job: Any, outer: _Inputs, declared: Mapping[str, Any]
+    ) -> list[_Inputs]:
+        document = self.documents[path]
+        contexts = []
+        given = job.get("with") if isinstance(job.get("with"), dict) else {}
+        for matrix, line in matrix_combinations(_matrix_of(job), outer.values, path):
+            env = _env(document, job, None, outer.values, matrix)
+            context = _context(outer.values, matrix, env)
+            values = dict(declared)
+            for key, value in given.items():
+                values[str(key)] = _evaluate_value(value, context)
+            lines = {str(key): yamlio.key_line(given, key) or 1 for key in given}
+            contexts.append(_Inputs(values, path, job_id, line, lines))
+        return contexts
+
+    # --- one workflow under one set of inputs ---------------------------------------------
+
+    def read_file(self, path: str, document: Any, inputs: _Inputs) -> None:
+        for job_id, job in _jobs(document):
+            gated = _label_gated(document, job_id)
+            matrix = _matrix_of(job)
+            if inputs.origin_file == "":
+                self.out.matrices.append((path, job_id, matrix, gated))
+            for values, line in matrix_combinations(matrix, inputs.values, path):
+                env = _env(document, job, None, inputs.values, values)
+                context = _context(inputs.values, values, env)
+                self._read_job(path, job_id, job, context, inputs, line)
+
+    def _read_job(
+        self, path: str, job_id: str, job: Any, context: Any, inputs: _Inputs, line: int | None
+    ) -> None:
+        matrix = context["matrix"] or {}
+        runner = matrix.get("runner_config") if isinstance(matrix, dict) else None
+        if isinstance(runner, str):
+            self.out.runner_configs.add(runner)
+        callee = _local_callee(job)
+        if callee is not None and callee in self.documents:
+            return  # read with these inputs when the callee is read
+        self._read_with(job, context, path, job_id, line)
+        for step in job.get("steps") or []:
+            if isinstance(step, dict):
+                step_context = {
+                    **context,
+                    "env": _env(self.documents[path], job, step, inputs.values, context["matrix"]),
+                }
+                self._read_with(step, step_context, path, job_id, line, action=True)
+                self._read_run(path, job_id, job, step, step_context, inputs, line)
+
+    def _read_with(
+        self,
+        node: Any,
+        context: Any,
+        path: str,
+        job_id: str,
+        line: int | None,
+        action: bool = False,
+    ) -> None:
+        """`with:` of a reusable workflow the repository does not hold, or of an action."""
+        given = node.get("with")
+        if not isinstance(given, dict):
+            return
+        call = _kl_bitexact_call(node, given)
+        for key, value in given.items():
+            if not isinstance(value, str):
+                continue
+            where = yamlio.key_line(given, key) or 1
+            text = expressions.substitute(value, context, lambda _: shell.UNKNOWN_MARK)
+            if shell.UNKNOWN_MARK in text:
+                if key in SUITE_INPUTS and not action:
+                    self._unresolved(path, where, value, f"the `{key}` input")
+                continue
+            if (key in SUITE_INPUTS and not action) or (key == "suites" and call == "names"):
+                for name in sorted(set(text.split())):
+                    self.out.dispatches.append(Dispatch(name, path, line or where, job_id))
+            elif key == "runner_config":
+                self.out.runner_configs.add(text)
+            elif key == "suites" and call == "files":
+                for pattern in sorted(set(text.split())):
+                    self.out.globs.append(SuiteGlob(pattern, path, where))
+
+    def _read_run(
+        self,
+        path: str,
+        job_id: str,
+        job: Any,
+        step: Any,
+        context: Any,
+        inputs: _Inputs,
+        combo_line: int | None,
+    ) -> None:
+        script = step.get("run")
+        if not isinstance(script, str):
+            return
+        first = (yamlio.key_line(step, "run") or 1) + (
+            1 if isinstance(script, LiteralScalarString) else 0
+        )
+        unknown: list[str] = []
+
+        def mark(expression: str) -> str:
+            unknown.append(expression)
+            return f"{shell.UNKNOWN_MARK}{len(unknown) - 1}{shell.UNKNOWN_MARK}"
+
+        text = expressions.substitute(script, context, mark)
+        self._kl_bitexact_runs(text, path, first)
+        env = {}
+        for key, value in context["env"].items():
+            if isinstance(value, str):
+                env[key] = value
+            elif value is UNKNOWN:  # named by its source when it reaches a suite
+                env[key] = mark(
+                    f"${key} (env {key}: {_raw_env(self.documents[path], job, step, key)})"
+                )
+            else:
+                env[key] = expressions.to_text(value)
+        for invocation in shell.invocations(
+            text, env, _working_directory(self.documents[path], job, step)
+        ):
+            line = first + invocation.line
+            self._runner_call(invocation, unknown, path, job_id, line, inputs, combo_line)
+
+    def _runner_call(
+        self,
+        invocation: shell.Invocation,
+        unknown: list[str],
+        path: str,
+        job_id: str,
+        line: int,
+        inputs: _Inputs,
+        combo_line: int | None,
+    ) -> None:
+        script = invocation.script
+        if shell.UNKNOWN_MARK in script:
+            name = posixpath.basename(script.replace(shell.UNKNOWN_MARK, ""))
+            if any(posixpath.basename(runner) == name for runner in self.runners):
+                self._unresolved(path, line, _unmarked(script, unknown), "the script's path")
+            return
+        if script not in self.runners:
+            return
+        arguments = _arguments(invocation.args)
+        suite = arguments.get("--suite")
+        if suite is None:
+            return
+        if shell.UNKNOWN_MARK in suite:
+            self._unresolved(path, line, _unmarked(suite, unknown), "the suite")
+            return
+        timeout = arguments.get("--timeout-per-file")
+        dispatch = Dispatch(
+            suite=suite,
+            file=inputs.origin_file or path,
+            line=self._dispatch_line(invocation, unknown, inputs, combo_line, line),
+            job=inputs.origin_job or job_id,
+            backend=arguments.get("--hw"),
+            nightly="--nightly" in arguments,
+            timeout=_seconds(timeout),
+            timeout_known=timeout is None or _seconds(timeout) is not None,
+            timeout_from_est="--timeout-from-est-time" in arguments,
+            retry="--enable-retry" in arguments,
+            runner_line=line,
+            runner_file=path,
+        )
+        self.out.dispatches.append(dispatch)
+
+    @staticmethod
+    def _dispatch_line(
+        invocation: shell.Invocation,
+        unknown: list[str],
+        inputs: _Inputs,
+        combo_line: int | None,
+        line: int,
+    ) -> int:
+        """Where a human would change the dispatch: the caller's matrix entry or `with:`
+        key, else this job's matrix entry, else the runner command."""
+        if inputs.origin_file:
+            if inputs.origin_line is not None:
+                return inputs.origin_line
+            for name in re.findall(r"inputs\.([\w-]+)", " ".join(unknown)) or list(
+                inputs.with_lines
+            ):
+                if name in inputs.with_lines:
+                    return inputs.with_lines[name]
+            return next(iter(inputs.with_lines.values()), line)
+        return combo_line if combo_line is not None else line
+
+    def _unresolved(self, path: str, line: int, expression: str, what: str) -> None:
+        key = (path, line, expression)
+        self.out.unresolved.setdefault(key, Unresolved(path, line, f"{what}: {expression}"))
+
+    def _kl_bitexact_runs(self, text: str, path: str, first: int) -> None:
+        for offset, line_text in enumerate(text.splitlines()):
+            for match in _RUN_COMMAND.finditer(line_text):
+                for token in match.group(1).split():
+                    if token.endswith((".yaml", ".yml")) and shell.UNKNOWN_MARK not in token:
+                        self.out.globs.append(SuiteGlob(token, path, first + offset))
+
+    # --- targets for --fix -------------------------------------------------------------
+
+    def _targets(self) -> Iterator[MatrixTarget]:
+        by_job: dict[tuple[str, str], list[Dispatch]] = {}
+        for dispatch in self.out.dispatches:
+            by_job.setdefault((dispatch.file, dispatch.job), []).append(dispatch)
+        seen = set()
+        for path, job_id, matrix, gated in self.out.matrices:
+            if (path, job_id) in seen:
+                continue
+            seen.add((path, job_id))
+            runs = by_job.get((path, job_id), [])
+            suites = {d.suite for d in runs}
+            backends = frozenset(d.backend for d in runs if d.backend)
+            cadence = frozenset(d.nightly for d in runs if d.nightly is not None)
+            yield from _job_targets(path, job_id, matrix, gated, suites, backends, cadence)
+        yield from self._suites_input_targets()
+
+    def _suites_input_targets(self) -> Iterator[MatrixTarget]:
+        for path, document in self.documents.items():
+            for job_id, job in _jobs(document):
+                given = job.get("with")
+                if not isinstance(given, dict) or _kl_bitexact_call(job, given) != "names":
+                    continue
+                suites = given.get("suites")
+                if isinstance(suites, str) and "${{" not in suites:
+                    yield MatrixTarget(path, job_id, SUITES_INPUT, suites=frozenset(suites.split()))
+
+
+def _job_targets(
+    path: str,
+    job_id: str,
+    matrix: Any,
+    gated: bool,
+    dispatched: set[str],
+    backends: frozenset[str],
+    cadence: frozenset[bool],
+) -> Iterator[MatrixTarget]:
+    """A pair target when the job's stage + runner_config entries reach a runner (or an
+    unreadable reusable workflow); a suite target when its `suite` axis does."""
+    combos = [values for values, _ in matrix_combinations(matrix, None) if values]
+    pairs = {
+        (v["stage"], v["runner_config"])
+        for v in combos
+        if isinstance(v.get("stage"), str) and isinstance(v.get("runner_config"), str)
+    }
+    if pairs and dispatched & {suite_name(stage, runner) for stage, runner in pairs}:
+        yield MatrixTarget(
+            path,
+            job_id,
+            "pair",
+            stages=frozenset(stage for stage, _ in pairs),
+            runner_configs=frozenset(runner for _, runner in pairs),
+            label_gated=gated,
+            backends=backends,
+            nightly=cadence,
+        )
+    axis = matrix.get("suite") if isinstance(matrix, dict) else None
+    if isinstance(axis, list) and dispatched & {str(value) for value in axis}:
+        suites = frozenset(str(value) for value in axis)
+        yield MatrixTarget(
+            path,
+            job_id,
+            "suite",
+            suites=suites,
+            label_gated=gated,
+            backends=backends,
+            nightly=cadence,
+        )
+
+
+# --- matrix ------------------------------------------------------------------------------
+
+
+def matrix_combinations(
+    matrix: Any, inputs: Mapping[str, Any] | None, path: str = ""
+) -> list[tuple[dict[str, Any] | None, int | None]]:
+    """(values, line) per job the matrix starts: the product of its axes minus `exclude`,
+    with `include` merged in as GitHub does. No matrix: one job with no values; a matrix
+    only the run knows (`${{ fromJson(...) }}`): one job with unknown values (None). A
+    product GitHub would refuse to run (over MAX_MATRIX_JOBS) is an error, not expanded."""
+    if matrix is None:
+        return [({}, None)]
     if not isinstance(matrix, dict):
-        return  # e.g. `matrix: ${{ fromJson(...) }}`: unknown until run time
-    axes = [
-        (key, values)
-        for key, values in matrix.items()
-        if key not in ("include", "exclude") and isinstance(values, list)
-    ]
-    count = math.prod(len(values) for _, values in axes)
+        return [(None, yamlio.node_line(matrix))]
+    context = _context(inputs, {}, {})
+    axes: list[tuple[str, list[Any], Any]] = []
+    for key, values in matrix.items():
+        if key in ("include", "exclude"):
+            continue
+        if isinstance(values, list):
+            axes.append((str(key), [_evaluate_value(v, context) for v in values], values))
+        else:  # an expression: the axis exists, its values are unknown
+            axes.append((str(key), [UNKNOWN], None))
+    count = math.prod(len(values) for _, values, _ in axes)
     if axes and count > MAX_MATRIX_JOBS:
         line = yamlio.node_line(matrix)
         raise ConfigError(
@@ -140,69 +480,174 @@ def matrix_combinations(matrix: Any, path: str = "") -> Iterator[tuple[dict[str,
             f"GitHub runs at most {MAX_MATRIX_JOBS} jobs per matrix, so it is not expanded",
             hint="split the matrix, or list the combinations under `include:`",
         )
-    # A combination is located at its `suite` value when there is one (what lint reports).
-    where = next((i for i, (key, _) in enumerate(axes) if key == "suite"), 0)
-    for indexes in itertools.product(*(range(len(values)) for _, values in axes)):
-        if not axes:
-            break
-        combo = {key: values[i] for (key, values), i in zip(axes, indexes, strict=True)}
-        yield combo, yamlio.item_line(axes[where][1], indexes[where]) or 1
+    where = next((i for i, (key, _, _) in enumerate(axes) if key == "suite"), 0)
+    combos: list[tuple[dict[str, Any], int | None]] = []
+    if axes:
+        for indexes in itertools.product(*(range(len(values)) for _, values, _ in axes)):
+            combo = {key: values[i] for (key, values, _), i in zip(axes, indexes, strict=True)}
+            node = axes[where][2]
+            combos.append((combo, yamlio.item_line(node, indexes[where]) if node else None))
+    combos = [c for c in combos if not _excluded(c[0], matrix.get("exclude"), context)]
+    axis_keys = {key for key, _, _ in axes}
+    original = list(combos)  # include entries extend these; they never merge with each other
     include = matrix.get("include")
-    if isinstance(include, list):
-        for index, entry in enumerate(include):
-            if isinstance(entry, dict):
-                yield dict(entry), yamlio.item_line(include, index) or 1
-
-
-def _read_matrix(
-    job_id: str, matrix: Any, combos: list[tuple[dict[str, Any], int]], out: _Collector
-) -> None:
-    stages: set[str] = set()
-    runners: set[str] = set()
-    for values, line in combos:
-        stage, runner, suite = (values.get(key) for key in ("stage", "runner_config", "suite"))
-        if isinstance(runner, str):
-            runners.add(runner)
-        if isinstance(stage, str) and isinstance(runner, str):
-            stages.add(stage)
-            out.dispatches.append(Dispatch(suite_name(stage, runner), out.path, line))
-        if isinstance(suite, str) and _literal(suite):
-            out.dispatches.append(Dispatch(suite, out.path, line))
-    out.runner_configs |= runners
-    if stages:
-        target = MatrixTarget(out.path, job_id, "pair", frozenset(stages), frozenset(runners))
-        out.targets.append(target)
-    axis = matrix.get("suite") if isinstance(matrix, dict) else None
-    if isinstance(axis, list):
-        suites = frozenset(str(value) for value in axis)
-        out.targets.append(MatrixTarget(out.path, job_id, "suite", suites=suites))
-
-
-def _read_inputs(
-    node: Any, contexts: list[dict[str, Any]], out: _Collector, job_id: str | None = None
-) -> None:
-    """`with:` of a reusable-workflow job (`job_id` given) or of an action step."""
-    inputs = node.get("with")
-    if not isinstance(inputs, dict):
-        return
-    call = _kl_bitexact_call(node, inputs)
-    for key, value in inputs.items():
-        if not isinstance(value, str):
+    for index, entry in enumerate(include if isinstance(include, list) else []):
+        if not isinstance(entry, dict):
             continue
-        line = yamlio.key_line(inputs, key) or 1
-        resolved = _resolve_all(value, contexts)
-        if key in SUITE_INPUTS or (key == "suites" and call == "names"):
-            names = {name for text in resolved for name in text.split()}
-            out.dispatches.extend(Dispatch(name, out.path, line) for name in sorted(names))
-        elif key == "runner_config":
-            out.runner_configs |= resolved
-        elif key == "suites" and call == "files":
-            patterns = sorted({pattern for text in resolved for pattern in text.split()})
-            out.globs.extend(SuiteGlob(pattern, out.path, line) for pattern in patterns)
-    suites = inputs.get("suites")
-    if job_id is not None and call == "names" and isinstance(suites, str) and _literal(suites):
-        listed = frozenset(suites.split())
-        out.targets.append(MatrixTarget(out.path, job_id, SUITES_INPUT, suites=listed))
+        values = {str(k): _evaluate_value(v, context) for k, v in entry.items()}
+        merged = False
+        for combo, _ in original:
+            if all(k not in axis_keys or combo.get(k) == v for k, v in values.items()):
+                combo.update(values)
+                merged = True
+        if not merged:
+            combos.append((dict(values), yamlio.item_line(include, index)))
+    return [(combo, line) for combo, line in combos]
+
+
+def _excluded(combo: dict[str, Any], exclude: Any, context: Any) -> bool:
+    for entry in exclude if isinstance(exclude, list) else []:
+        if isinstance(entry, dict) and all(
+            combo.get(str(k)) == _evaluate_value(v, context) for k, v in entry.items()
+        ):
+            return True
+    return False
+
+
+# --- helpers -----------------------------------------------------------------------------
+
+
+def _jobs(document: Any) -> Iterator[tuple[str, Any]]:
+    jobs = document.get("jobs") if isinstance(document, dict) else None
+    if isinstance(jobs, dict):
+        for job_id, job in jobs.items():
+            if isinstance(job, dict):
+                yield str(job_id), job
+
+
+def _matrix_of(job: Any) -> Any:
+    strategy = job.get("strategy")
+    return strategy.get("matrix") if isinstance(strategy, dict) else None
+
+
+def _local_callee(job: Any) -> str | None:
+    uses = job.get("uses")
+    if isinstance(uses, str) and uses.startswith("./"):
+        return uses.removeprefix("./").split("@")[0]
+    return None
+
+
+def _triggers(document: Any) -> set[str]:
+    # YAML 1.1 readers may turn the key `on` into True.
+    on = document.get("on", document.get(True))
+    if isinstance(on, str):
+        return {on}
+    if isinstance(on, list):
+        return {str(item) for item in on}
+    if isinstance(on, dict):
+        return {str(key) for key in on}
+    return set()
+
+
+def _triggered_directly(document: Any) -> bool:
+    triggers = _triggers(document)
+    return not triggers or bool(triggers - {"workflow_call"})
+
+
+def _declared_inputs(document: Any) -> dict[str, Any]:
+    """Declared inputs with their defaults (UNKNOWN without one: the dispatcher decides)."""
+    on = document.get("on", document.get(True))
+    declared: dict[str, Any] = {}
+    if not isinstance(on, dict):
+        return declared
+    for trigger in ("workflow_call", "workflow_dispatch"):
+        section = on.get(trigger)
+        inputs = section.get("inputs") if isinstance(section, dict) else None
+        if isinstance(inputs, dict):
+            for name, spec in inputs.items():
+                has_default = isinstance(spec, dict) and "default" in spec
+                declared.setdefault(str(name), spec["default"] if has_default else UNKNOWN)
+    return declared
+
+
+def _context(inputs: Mapping[str, Any] | None, matrix: Any, env: Mapping[str, Any]) -> Any:
+    return {"inputs": inputs, "matrix": matrix, "env": env}
+
+
+def _env(
+    document: Any, job: Any, step: Any, inputs: Mapping[str, Any] | None, matrix: Any
+) -> dict[str, Any]:
+    """Workflow, job, then step `env:` (later levels win), each value evaluated (the
+    workflow level sees no matrix)."""
+    env: dict[str, Any] = {}
+    for node in (document, job, step):
+        values = node.get("env") if isinstance(node, dict) else None
+        if isinstance(values, dict):
+            context = _context(inputs, None if node is document else matrix, env)
+            for key, value in values.items():
+                env[str(key)] = _evaluate_value(value, context)
+    return env
+
+
+def _raw_env(document: Any, job: Any, step: Any, key: str) -> str:
+    """The text of `env.key` at the innermost level that sets it."""
+    for node in (step, job, document):
+        values = node.get("env") if isinstance(node, dict) else None
+        if isinstance(values, dict) and key in values:
+            return str(values[key])
+    return "?"
+
+
+def _evaluate_value(value: Any, context: Any) -> Any:
+    """A YAML value as the runner sees it: expressions evaluated (UNKNOWN if any is)."""
+    if not isinstance(value, str):
+        return value
+    whole = expressions.EXPRESSION.fullmatch(value.strip())
+    if whole and value.count("${{") == 1:
+        return expressions.evaluate(whole.group(1), context)
+    unknown: list[str] = []
+
+    def keep(expression: str) -> str:
+        unknown.append(expression)
+        return expression
+
+    text = expressions.substitute(value, context, keep)
+    return UNKNOWN if unknown else text
+
+
+def _working_directory(document: Any, job: Any, step: Any) -> str:
+    directory = step.get("working-directory")
+    if isinstance(directory, str):
+        return posixpath.normpath(directory.removeprefix("./"))
+    for node in (job, document):
+        defaults = node.get("defaults")
+        run = defaults.get("run") if isinstance(defaults, dict) else None
+        if isinstance(run, dict) and isinstance(run.get("working-directory"), str):
+            return posixpath.normpath(str(run["working-directory"]).removeprefix("./"))
+    return ""
+
+
+def _label_gated(document: Any, job_id: str) -> bool:
+    """Whether the job (or a job it needs) runs only when a pull request carries a label:
+    its `if:` reads labels, or a gate job it needs is called with `require-*` inputs."""
+    jobs = dict(_jobs(document))
+    pending, seen = [job_id], set()
+    while pending:
+        current = pending.pop()
+        if current in seen or current not in jobs:
+            continue
+        seen.add(current)
+        job = jobs[current]
+        if "label" in str(job.get("if", "")).lower():
+            return True
+        given = job.get("with")
+        if isinstance(given, dict) and any(
+            str(key).startswith("require-") and value is True for key, value in given.items()
+        ):
+            return True
+        needs = job.get("needs")
+        pending += [needs] if isinstance(needs, str) else [str(n) for n in needs or []]
+    return False
 
 
 def _kl_bitexact_call(node: Any, inputs: Any) -> str | None:
@@ -217,40 +662,33 @@ def _kl_bitexact_call(node: Any, inputs: Any) -> str | None:
     return {"run": "files", "shard": "names"}.get(str(command))
 
 
-def _read_run(step: Any, contexts: list[dict[str, Any]], out: _Collector) -> None:
-    script = step.get("run")
-    if not isinstance(script, str):
-        return
-    # A `run: |` block starts on the line after its key.
-    block = isinstance(script, LiteralScalarString)
-    first_line = (yamlio.key_line(step, "run") or 1) + (1 if block else 0)
-    for offset, text in enumerate(script.splitlines()):
-        line = first_line + offset
-        for match in _SUITE_ARGUMENT.finditer(text):
-            for resolved in _resolve_all(match.group(2), contexts):
-                out.dispatches.append(Dispatch(resolved, out.path, line))
-        for match in _RUN_COMMAND.finditer(text):
-            for resolved in _resolve_all(match.group(1), contexts):
-                out.globs.extend(
-                    SuiteGlob(token, out.path, line)
-                    for token in resolved.split()
-                    if token.endswith((".yaml", ".yml"))
-                )
+def _arguments(args: Sequence[str]) -> dict[str, str]:
+    """`--name value`, `--name=value` and bare flags (value "")."""
+    found: dict[str, str] = {}
+    index = 0
+    while index < len(args):
+        word = args[index]
+        if word.startswith("--"):
+            name, equals, value = word.partition("=")
+            if equals:
+                found[name] = value
+            elif index + 1 < len(args) and not args[index + 1].startswith("--"):
+                found[name] = args[index + 1]
+                index += 1
+            else:
+                found[name] = ""
+        index += 1
+    return found
 
 
-def _resolve_all(value: str, contexts: list[dict[str, Any]]) -> set[str]:
-    """The literal values `value` takes across the matrix (unresolvable ones dropped)."""
-    resolved = {_substitute(value, context) for context in contexts}
-    return {text for text in resolved if _literal(text)}
+def _seconds(text: str | None) -> float | None:
+    try:
+        return float(text) if text else None
+    except ValueError:
+        return None
 
 
-def _substitute(value: str, context: dict[str, Any]) -> str:
-    def replace(match: re.Match[str]) -> str:
-        found = context.get(match.group(1))
-        return str(found) if isinstance(found, (str, int, float)) else match.group(0)
-
-    return _MATRIX_EXPRESSION.sub(replace, value).strip()
-
-
-def _literal(text: str) -> bool:
-    return bool(text) and "${{" not in text
+def _unmarked(text: str, unknown: list[str]) -> str:
+    """`text` with each marker replaced by the expression it stands for."""
+    restored = _MARKED.sub(lambda m: unknown[int(m.group(1))], text)
+    return restored.replace(shell.UNKNOWN_MARK, "")
