@@ -12,7 +12,8 @@ from pathlib import Path
 from kl_bitexact.commands import Command
 from kl_bitexact.commands.common import add_repository_arguments
 from kl_bitexact.errors import ConfigError
-from kl_bitexact.registry import config, durations, repo, shard
+from kl_bitexact.jsonfile import read_json
+from kl_bitexact.registry import config, durations, repo, sglang_partition, shard
 from kl_bitexact.registry.model import Registration
 from kl_bitexact.results import io as results_io
 
@@ -46,6 +47,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="BACKEND",
         help="backend (cuda, amd, ...) when the suite name is registered for several",
     )
+    parser.add_argument(
+        "--nightly",
+        action="store_true",
+        help="plan the files registered with nightly=True (run_suite.py --nightly); "
+        "without it, the others, as run_suite.py selects them",
+    )
+    parser.add_argument(
+        "--format",
+        choices=("matrix", "sglang"),
+        default="matrix",
+        help="matrix (default): GitHub matrix JSON with each shard's files; sglang: the "
+        "`partitions` entry sglang's stage workflow reads ({suite: {arr, size, max_parallel}}), "
+        "with the plan sglang's run_suite.py --auto-partition-* computes from "
+        "--partition-model-file",
+    )
+    parser.add_argument(
+        "--partition-model-file",
+        type=Path,
+        metavar="FILE",
+        help="with --format sglang: write (or update) the model file run_suite.py "
+        "--partition-model-file reads: est[suite] = seconds per file and group",
+    )
 
 
 def _positive_int(text: str) -> int:
@@ -65,10 +88,16 @@ def _positive_float(text: str) -> float:
 def handle(args: argparse.Namespace) -> int:
     if args.partitions is None and args.timeout is None:
         raise ConfigError("give --partitions N, or --timeout MIN to derive it")
+    if args.partition_model_file is not None and args.format != "sglang":
+        raise ConfigError("--partition-model-file goes with --format sglang")
     state = repo.read(args.root, config.load(args.root, args.config))
     members = _suite_registrations(state.registrations, args.suite, args.hw)
+    members = _at_cadence(members, args.suite, args.nightly)
     runs = [results_io.load(path) for path in args.durations]
-    units = shard.units(members, durations.measured(runs, members))
+    measured = durations.measured(runs, members)
+    if args.format == "sglang":
+        return _sglang(args, members, measured)
+    units = shard.units(members, measured)
     count = args.partitions or _needed(units, args.timeout, args.suite)
     plan = shard.partition(units, min(count, len(units)))
     print(json.dumps(_matrix(plan), separators=(",", ":")))
@@ -97,6 +126,78 @@ def _suite_registrations(
             hint="pass --hw BACKEND to pick one",
         )
     return named
+
+
+def _at_cadence(members: list[Registration], suite: str, nightly: bool) -> list[Registration]:
+    """The files run_suite.py selects: those whose nightly flag equals --nightly."""
+    kept = [r for r in members if r.nightly == nightly]
+    dropped = len(members) - len(kept)
+    if not kept:
+        raise ConfigError(
+            f"suite {suite!r} has no enabled file registered with nightly={nightly}",
+            hint=f"{'drop' if nightly else 'add'} --nightly, or fix the registrations "
+            "(`kl-bitexact lint-ci` reports cadence mismatches)",
+        )
+    if dropped:
+        print(
+            f"shard: {dropped} file(s) of {suite} registered with nightly={not nightly} are "
+            "not planned: run_suite.py does not select them at this cadence",
+            file=sys.stderr,
+        )
+    return kept
+
+
+def _sglang(
+    args: argparse.Namespace, members: list[Registration], measured: dict[str, float]
+) -> int:
+    items = sglang_partition.units(members, measured)
+    count = args.partitions
+    if count is None:
+        count = sglang_partition.needed(items, args.timeout * 60)
+        if count is None:
+            longest = max(items, key=lambda unit: unit.seconds)
+            raise ConfigError(
+                f"suite {args.suite!r}: {longest.key} alone takes {longest.seconds:.0f} s, "
+                f"over the {args.timeout:g}-minute timeout, so no number of shards fits",
+                hint="raise --timeout, or split the file",
+            )
+    shards = sglang_partition.partition(items, min(count, len(items)))
+    entry = sglang_partition.partitions_entry(shards)
+    print(json.dumps({args.suite: entry}, separators=(",", ":")))
+    if args.partition_model_file is not None:
+        _write_model(args.partition_model_file, args.suite, sglang_partition.model_est(items))
+    best = shard.partition(
+        [shard.Unit(u.key, u.files, u.seconds) for u in items], len(shards)
+    ).makespan
+    print(
+        f"shard: suite {args.suite}: {len(items)} unit(s) in {len(shards)} partition(s) as "
+        f"run_suite.py assigns them, longest {sglang_partition.makespan(shards):.0f} s "
+        f"(kl-bitexact's own plan would take {best:.0f} s)",
+        file=sys.stderr,
+    )
+    return 0
+
+
+MAX_MODEL_BYTES = 16 * 1024 * 1024
+
+
+def _write_model(path: Path, suite: str, est: dict[str, float]) -> None:
+    """Set est[suite] in the model file, keeping every other suite's entry."""
+    document: dict[str, object] = {}
+    if path.exists():
+        found = read_json(path, what="partition model file", max_bytes=MAX_MODEL_BYTES)
+        if not isinstance(found, dict) or not isinstance(found.get("est", {}), dict):
+            raise ConfigError(
+                f"{path}: not a partition model file (an object with an `est` object)",
+                hint="pass a new path, or the model.json sglang's CI stats publish",
+            )
+        document = found
+    suites = dict(document.get("est") or {})  # type: ignore[call-overload]
+    suites[suite] = est
+    document["est"] = suites
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    temporary.replace(path)
 
 
 def _needed(units: list[shard.Unit], timeout_min: float, suite: str) -> int:
