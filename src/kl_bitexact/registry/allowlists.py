@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from kl_bitexact.errors import ConfigError
@@ -38,9 +39,11 @@ class Allowlist:
     entries: tuple[AllowlistEntry, ...] = ()
 
     def allows(self, suite: str, backend: str) -> bool:
-        return any(
-            entry.suite == suite and entry.backend in (None, backend) for entry in self.entries
-        )
+        return (suite, backend) in self._pairs or (suite, None) in self._pairs
+
+    @cached_property
+    def _pairs(self) -> frozenset[tuple[str, str | None]]:
+        return frozenset((entry.suite, entry.backend) for entry in self.entries)
 
     def __add__(self, other: Allowlist) -> Allowlist:
         return Allowlist(self.entries + other.entries)

@@ -80,10 +80,11 @@ def plan(state: RepoState, only: str | None = None) -> FixPlan:
     edits: list[Edit] = []
     declined: dict[str, str] = {}
     dispatched = dispatched_suites(state)
+    known = known_runners(state)
     for registration in state.registrations:
         if only is not None and registration.suite != only:
             continue
-        reason = _unfixable(state, registration)
+        reason = _unfixable(known, registration)
         if reason is not None:
             declined.setdefault(registration.suite, reason)
             continue
@@ -101,11 +102,10 @@ def plan(state: RepoState, only: str | None = None) -> FixPlan:
     return FixPlan(tuple(dict.fromkeys(edits)), declined)
 
 
-def _unfixable(state: RepoState, registration: Registration) -> str | None:
+def _unfixable(known: set[str], registration: Registration) -> str | None:
     """Why a registration must not be written anywhere: unsafe, or a likely typo."""
     if not SAFE_SUITE_NAME.fullmatch(registration.suite):
         return "its name has characters CI configuration cannot carry safely"
-    known = known_runners(state)
     runner = registration.runner_config
     if runner is not None and known and runner not in known:
         return f"runner_config {runner!r} is in no runner table (probably a typo)"

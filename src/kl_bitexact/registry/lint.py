@@ -263,8 +263,8 @@ def _runner_dispatches(state: RepoState, r: Registration) -> list[Dispatch]:
     """Runs of the suite runner that select `r`'s suite for its backend."""
     return [
         d
-        for d in state.workflows.dispatches
-        if d.suite == r.suite and d.nightly is not None and d.backend in (None, r.backend)
+        for d in state.workflows.by_suite.get(r.suite, ())
+        if d.nightly is not None and d.backend in (None, r.backend)
     ]
 
 

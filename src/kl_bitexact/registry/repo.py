@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 
 from kl_bitexact.errors import ConfigError
@@ -14,6 +15,7 @@ from kl_bitexact.registry import (
     scancache,
     suitefiles,
     suiterunner,
+    workflowcache,
     workflows,
     yamlio,
 )
@@ -36,7 +38,7 @@ class RepoState:
     runner_table: frozenset[str] | None  # None: the repository has no runner table
     semantics: Semantics  # what the suite runner does with registrations
 
-    @property
+    @cached_property
     def registrations(self) -> tuple[Registration, ...]:
         return tuple(r for scanned in self.files for r in scanned.registrations)
 
@@ -46,8 +48,7 @@ def read(root: Path, config: RegistryConfig) -> RepoState:
         raise ConfigError(f"{root}: repository root not found", hint="pass --root DIR")
     tests = paths.list_files(root, config.registered, config.exclude)
     suites = paths.list_files(root, config.suite_files, config.exclude)
-    sources = [(path, _read_listed(root, path)) for path in tests]
-    scanned = scancache.scan_all(root, sources, scan.scan_source)
+    scanned = scancache.scan_all(root, tests, lambda path: _read_listed(root, path), scan_bytes)
     scanned += [suitefiles.scan_suite_file(read_text(root, path), path) for path in suites]
     return RepoState(
         config=config,
@@ -81,16 +82,29 @@ def read_text(root: Path, relative: str) -> str:
     return text
 
 
-def _read_listed(root: Path, relative: str) -> str:
-    """A file `paths.list_files` found (so inside the root): without a Path per file."""
+def _read_listed(root: Path, relative: str) -> bytes:
+    """A file `paths.list_files` found (so inside the root): without a Path per file, as
+    bytes (a cached file is never decoded), at most one byte past the size limit."""
     try:
-        with open(os.path.join(root, relative), encoding="utf-8") as handle:
-            # At most one character past the limit: scan_source calls it too large.
+        with open(os.path.join(root, relative), "rb") as handle:
             return handle.read(scan.MAX_SOURCE_BYTES + 1)
-    except UnicodeDecodeError:
-        raise ConfigError(f"{relative}: not UTF-8 text") from None
     except OSError as error:
         raise ConfigError(f"{relative}: cannot read ({error.strerror})") from None
+
+
+def scan_bytes(raw: bytes, relative: str) -> ScannedFile:
+    """`scan.scan_source` of a file's bytes: UTF-8, newlines as text mode reads them."""
+    if len(raw) > scan.MAX_SOURCE_BYTES:
+        return scan.unreadable(
+            relative, f"too large to read (over {scan.MAX_SOURCE_BYTES // 2**20} MB)"
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{relative}: not UTF-8 text") from None
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return scan.scan_source(text, relative)
 
 
 def _semantics(root: Path, config: RegistryConfig) -> Semantics:
@@ -141,8 +155,10 @@ def _runner_table(root: Path, relative: str) -> frozenset[str] | None:
 
 
 def _workflows(root: Path, config: RegistryConfig) -> Workflows:
-    documents = {
-        path: yamlio.load(read_text(root, path), path)
-        for path in paths.list_files(root, config.workflows)
-    }
-    return workflows.read_all(documents, config.suite_runners)
+    texts = [(path, read_text(root, path)) for path in paths.list_files(root, config.workflows)]
+
+    def compute() -> Workflows:
+        documents = {path: yamlio.load(text, path) for path, text in texts}
+        return workflows.read_all(documents, config.suite_runners)
+
+    return workflowcache.cached(root, texts, config.suite_runners, compute)

@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict
@@ -26,12 +27,14 @@ from kl_bitexact.registry.model import Registration
 from kl_bitexact.registry.scan import ScannedFile
 
 # Bump when the scan's output for the same input changes.
-FORMAT = "scan-v2"
+FORMAT = "scan-v3"
 # Below this many files to scan, starting worker processes costs more than it saves.
 PARALLEL_MIN_FILES = 800
 _CHUNK = 200
+# A file modified this close to the last cache write may have changed within one clock tick.
+TRUST_AGE_NS = 2_000_000_000
 
-Scanner = Callable[[str, str], ScannedFile]
+Scanner = Callable[[bytes, str], ScannedFile]  # (content, path)
 
 
 def cache_dir() -> Path:
@@ -42,33 +45,60 @@ def cache_dir() -> Path:
     return Path(base) / "kl-bitexact"
 
 
-def scan_all(root: Path, sources: Sequence[tuple[str, str]], scanner: Scanner) -> list[ScannedFile]:
-    """`scanner(text, path)` for each (path, text), reusing cached results."""
+def scan_all(
+    root: Path, paths: Sequence[str], read: Callable[[str], bytes], scanner: Scanner
+) -> list[ScannedFile]:
+    """`scanner(read(path), path)` for each path, reusing cached results.
+
+    Results are keyed by the hash of path and content. A file whose size and modification
+    time are those recorded with its hash, and older than the cache file by more than
+    TRUST_AGE_NS (so not changed within the same clock tick as the last write), is not even
+    read again: as git's index does.
+    """
     store = _Store(root)
-    keys = [_key(path, text) for path, text in sources]
     results: dict[str, ScannedFile] = {}
+    keys: dict[str, str] = {}
+    stats: dict[str, list[int]] = {}
     missing = []
-    for (path, text), key in zip(sources, keys, strict=True):
-        cached = store.get(key)
+    for path in paths:
+        stat = _stat(root, path)
+        key = store.trusted_key(path, stat)
+        cached = store.get(key) if key is not None else None
         if cached is None:
-            missing.append((path, text))
-        else:
+            content = read(path)
+            key = _key(path, content)
+            cached = store.get(key)
+            if cached is None:
+                missing.append((path, content))
+        if cached is not None:
             results[path] = cached
+        assert key is not None  # the trusted key, or the one just computed
+        keys[path] = key
+        if stat is not None:
+            stats[path] = [*stat, 0]
     results.update(_scan(missing, scanner))
-    store.save({key: results[path] for (path, _), key in zip(sources, keys, strict=True)})
-    return [results[path] for path, _ in sources]
+    store.save({keys[path]: results[path] for path in paths}, stats, keys)
+    return [results[path] for path in paths]
 
 
-def _key(path: str, text: str) -> str:
-    digest = hashlib.blake2b(digest_size=16)
-    digest.update(path.encode() + b"\0" + text.encode("utf-8", "surrogatepass"))
+def _stat(root: Path, path: str) -> tuple[int, int] | None:
+    try:
+        found = os.stat(os.path.join(root, path))
+    except OSError:
+        return None
+    return found.st_size, found.st_mtime_ns
+
+
+def _key(path: str, content: bytes) -> str:
+    digest = hashlib.blake2b(path.encode() + b"\0", digest_size=16)
+    digest.update(content)
     return digest.hexdigest()
 
 
-def _scan(items: list[tuple[str, str]], scanner: Scanner) -> dict[str, ScannedFile]:
+def _scan(items: list[tuple[str, bytes]], scanner: Scanner) -> dict[str, ScannedFile]:
     workers = min(os.cpu_count() or 1, 4)
     if len(items) < PARALLEL_MIN_FILES or workers < 2:
-        return {path: scanner(text, path) for path, text in items}
+        return {path: scanner(content, path) for path, content in items}
     chunks = [items[i : i + _CHUNK] for i in range(0, len(items), _CHUNK)]
     results: dict[str, ScannedFile] = {}
     with ProcessPoolExecutor(max_workers=workers) as pool:
@@ -80,11 +110,11 @@ def _scan(items: list[tuple[str, str]], scanner: Scanner) -> dict[str, ScannedFi
 
 
 def _scan_chunk(
-    items: list[tuple[str, str]], scanner: Scanner
+    items: list[tuple[str, bytes]], scanner: Scanner
 ) -> dict[str, ScannedFile] | tuple[str, str | None]:
     """One worker's share; a ConfigError travels back as (message, hint)."""
     try:
-        return {path: scanner(text, path) for path, text in items}
+        return {path: scanner(content, path) for path, content in items}
     except ConfigError as problem:
         return problem.message, problem.hint
 
@@ -93,7 +123,12 @@ class _Store:
     def __init__(self, root: Path) -> None:
         name = hashlib.blake2b(str(root.resolve()).encode(), digest_size=8).hexdigest()
         self.path = cache_dir() / "lint" / f"{name}.json"
-        self.entries = self._load()
+        document = self._load()
+        entries, stats = document.get("entries"), document.get("stats")
+        self.entries: dict[str, Any] = entries if isinstance(entries, dict) else {}
+        self.stats: dict[str, Any] = stats if isinstance(stats, dict) else {}
+        written = document.get("written_ns")
+        self.written_ns = written if isinstance(written, int) else 0
 
     def _load(self) -> dict[str, Any]:
         try:
@@ -101,8 +136,16 @@ class _Store:
         except (OSError, ValueError):
             return {}
         valid = isinstance(document, dict) and document.get("format") == FORMAT
-        entries = document.get("entries") if valid else None
-        return entries if isinstance(entries, dict) else {}
+        return document if valid else {}
+
+    def trusted_key(self, path: str, stat: tuple[int, int] | None) -> str | None:
+        """The recorded hash of `path` when its size and mtime say it is unchanged."""
+        recorded = self.stats.get(path)
+        if stat is None or not isinstance(recorded, list) or len(recorded) != 3:
+            return None
+        size, mtime, key = recorded
+        trusted = (size, mtime) == stat and mtime < self.written_ns - TRUST_AGE_NS
+        return key if trusted and isinstance(key, str) else None
 
     def get(self, key: str) -> ScannedFile | None:
         data = self.entries.get(key)
@@ -114,15 +157,24 @@ class _Store:
             del self.entries[key]  # a damaged entry is rescanned and rewritten
             return None
 
-    def save(self, scanned: dict[str, ScannedFile]) -> None:
+    def save(
+        self, scanned: dict[str, ScannedFile], stats: dict[str, list[int]], keys: dict[str, str]
+    ) -> None:
         entries = {key: self.entries.get(key) or _encode(found) for key, found in scanned.items()}
-        if entries == self.entries:
+        recorded = {path: [*stat[:2], keys[path]] for path, stat in stats.items()}
+        if entries == self.entries and recorded == self.stats:
             return
+        document = {
+            "format": FORMAT,
+            "written_ns": time.time_ns(),
+            "entries": entries,
+            "stats": recorded,
+        }
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             handle, temporary = tempfile.mkstemp(dir=self.path.parent, suffix=".tmp")
             with os.fdopen(handle, "w", encoding="utf-8") as out:
-                json.dump({"format": FORMAT, "entries": entries}, out, separators=(",", ":"))
+                json.dump(document, out, separators=(",", ":"))
             os.replace(temporary, self.path)
         except OSError:
             pass  # a read-only or full cache directory only costs speed

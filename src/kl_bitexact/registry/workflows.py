@@ -22,6 +22,7 @@ import posixpath
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from ruamel.yaml.scalarstring import LiteralScalarString
@@ -105,6 +106,13 @@ class Workflows:
 
     def dispatched(self) -> set[str]:
         return {dispatch.suite for dispatch in self.dispatches}
+
+    @cached_property
+    def by_suite(self) -> Mapping[str, tuple[Dispatch, ...]]:
+        found: dict[str, list[Dispatch]] = {}
+        for dispatch in self.dispatches:
+            found.setdefault(dispatch.suite, []).append(dispatch)
+        return {suite: tuple(items) for suite, items in found.items()}
 
     def __add__(self, other: Workflows) -> Workflows:
         return Workflows(

@@ -1,0 +1,101 @@
+"""What the workflows dispatch, cached by the hash of every workflow file and the settings.
+
+Reading workflows with positions (ruamel's round-trip loader) costs far more than the
+result: sglang has hundreds of workflow files. The result depends on all of them together
+(callers resolve reusable workflows), so one entry is kept per repository root, keyed by
+the hash of every (path, text) and the suite runners; JSON, as the scan cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from kl_bitexact.registry import scancache
+from kl_bitexact.registry.workflows import (
+    Dispatch,
+    MatrixTarget,
+    SuiteGlob,
+    Unresolved,
+    Workflows,
+)
+
+FORMAT = "workflows-v1"
+
+
+def cached(
+    root: Path,
+    texts: Sequence[tuple[str, str]],
+    runners: Sequence[str],
+    compute: Callable[[], Workflows],
+) -> Workflows:
+    digest = hashlib.blake2b(digest_size=16)
+    for part in (FORMAT, *runners, *(item for pair in texts for item in pair)):
+        digest.update(part.encode("utf-8", "surrogatepass") + b"\0")
+    key = digest.hexdigest()
+    name = hashlib.blake2b(str(root.resolve()).encode(), digest_size=8).hexdigest()
+    path = scancache.cache_dir() / "lint" / f"{name}-workflows.json"
+    found = _load(path, key)
+    if found is not None:
+        return found
+    result = compute()
+    _save(path, key, result)
+    return result
+
+
+def _load(path: Path, key: str) -> Workflows | None:
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(document, dict) or document.get("key") != key:
+            return None
+        return _decode(document["workflows"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # missing or damaged: computed again
+
+
+def _save(path: Path, key: str, found: Workflows) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            json.dump({"key": key, "workflows": _encode(found)}, out, default=_sets)
+        os.replace(temporary, path)
+    except OSError:
+        pass  # an unwritable cache only costs speed
+
+
+def _sets(value: Any) -> Any:
+    if isinstance(value, frozenset):
+        return sorted(value)
+    raise TypeError(type(value).__name__)
+
+
+def _encode(found: Workflows) -> dict[str, Any]:
+    return {
+        "dispatches": [asdict(item) for item in found.dispatches],
+        "globs": [asdict(item) for item in found.globs],
+        "runner_configs": sorted(found.runner_configs),
+        "targets": [asdict(item) for item in found.targets],
+        "unresolved": [asdict(item) for item in found.unresolved],
+    }
+
+
+def _decode(data: dict[str, Any]) -> Workflows:
+    targets = []
+    for item in data["targets"]:
+        sets = ("stages", "runner_configs", "suites", "backends", "nightly")
+        values: dict[str, Any] = {k: frozenset(v) if k in sets else v for k, v in item.items()}
+        targets.append(MatrixTarget(**values))
+    return Workflows(
+        tuple(Dispatch(**item) for item in data["dispatches"]),
+        tuple(SuiteGlob(**item) for item in data["globs"]),
+        frozenset(data["runner_configs"]),
+        tuple(targets),
+        tuple(Unresolved(**item) for item in data["unresolved"]),
+    )
