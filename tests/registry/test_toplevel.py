@@ -128,6 +128,7 @@ def test_a_damaged_cache_is_rescanned(tmp_path, monkeypatch):
 def test_parallel_scan_matches_and_carries_errors(tmp_path, monkeypatch):
     monkeypatch.setenv("KL_BITEXACT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(scancache, "PARALLEL_MIN_FILES", 2)
+    monkeypatch.setattr(scancache, "_cpus", lambda: 3)
     sources = [(f"t{i}.py", SOURCES["plain"].encode()) for i in range(450)]
     parallel = scancache._scan(sources, repo.scan_bytes)
     assert parallel == {path: repo.scan_bytes(content, path) for path, content in sources}

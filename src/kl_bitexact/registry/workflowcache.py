@@ -64,7 +64,7 @@ def _save(path: Path, key: str, found: Workflows) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
         with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump({"key": key, "workflows": _encode(found)}, out, default=_sets)
+            out.write(json.dumps({"key": key, "workflows": _encode(found)}, default=_sets))
         os.replace(temporary, path)
     except OSError:
         pass  # an unwritable cache only costs speed
