@@ -38,29 +38,34 @@ class SglangEngine:
         self.batch_size = batch_size
         self._session = requests.Session()
         self._rows_alike: bool | None = None  # learnt from the server on the first replay
-        self._info_path: str | None = None  # learnt on the first server_info
+        self._info: Mapping[str, Any] | None = None  # asked on the first server_info
 
     def server_info(self) -> Mapping[str, Any]:
-        path = self._server_info_path()
-        info = self._call("GET", path)
+        """The server's configuration, asked once: it is fixed while the server runs, and
+        every check of a suite reads it (geometry, radix cache, deterministic mode)."""
+        if self._info is None:
+            self._info = self._fetch_info()
+        return self._info
+
+    def _fetch_info(self) -> Mapping[str, Any]:
+        """sglang 0.5 serves /server_info; older releases only /get_server_info."""
+        current, older = SERVER_INFO_PATHS
+        try:
+            response = self._session.get(self.base_url + current, timeout=CONNECT_TIMEOUT_S)
+            missing = response.status_code == 404
+        except requests.RequestException:
+            missing = False  # the request below reports the transport failure
+            response = None
+        path = older if missing else current
+        if response is None or missing or response.status_code >= 400:
+            info = self._call("GET", path)
+        else:
+            info = _json_of(response, self.base_url + path)
         if not isinstance(info, Mapping):
             raise EngineError(
                 f"{self.base_url}{path} answered {type(info).__name__}, not an object"
             )
         return info
-
-    def _server_info_path(self) -> str:
-        """sglang 0.5 serves /server_info; older releases only /get_server_info."""
-        if self._info_path is None:
-            try:
-                probe = self._session.get(
-                    self.base_url + SERVER_INFO_PATHS[0], timeout=CONNECT_TIMEOUT_S
-                )
-                missing = probe.status_code == 404
-            except requests.RequestException:
-                missing = False  # the real request below reports the transport failure
-            self._info_path = SERVER_INFO_PATHS[1] if missing else SERVER_INFO_PATHS[0]
-        return self._info_path
 
     def flush(self) -> None:
         # sglang answers with plain text ("Cache flushed."), not JSON.
@@ -168,12 +173,16 @@ class SglangEngine:
             raise EngineError(f"{url} answered HTTP {response.status_code}: {response.text[:500]}")
         if not expect_json:
             return None
-        try:
-            return response.json()
-        except ValueError:
-            raise EngineError(
-                f"{url} answered something that is not JSON: {response.text[:200]!r}"
-            ) from None
+        return _json_of(response, url)
+
+
+def _json_of(response: requests.Response, url: str) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        raise EngineError(
+            f"{url} answered something that is not JSON: {response.text[:200]!r}"
+        ) from None
 
 
 def _reason(error: requests.RequestException) -> str:
