@@ -5,28 +5,31 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, NamedTuple
 
 from kl_bitexact import __version__
-from kl_bitexact.errors import ExitCode, FatalError, Interrupted
 
+# `kl-bitexact --version` imports nothing more than this module: not even `typing` (which
+# pulls in `re` and `collections`); mypy reads the block below, Python skips it.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Sequence
     from pathlib import Path
 
     from kl_bitexact.commands import Command
+    from kl_bitexact.errors import FatalError
 
 
-class LazyCommand(NamedTuple):
+class LazyCommand:
     """A subcommand known by name and summary; its module (and everything that module
     imports: numpy, requests, PyGithub...) loads only when the command is chosen, so
     `--version` and `--help` start at once. tests/test_cli.py checks that each summary is
     its module's."""
 
-    name: str
-    summary: str
-    module: str
+    __slots__ = ("module", "name", "summary")
+
+    def __init__(self, name: str, summary: str, module: str) -> None:
+        self.name, self.summary, self.module = name, summary, module
 
     def load(self) -> Command:
         command: Command = importlib.import_module(self.module).COMMAND
@@ -130,8 +133,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if words == ["--version"]:  # asked before every deploy and in bug reports: no parser needed
         print(f"kl-bitexact {__version__}")
         return 0
-    args = build_parser(_chosen(words)).parse_args(words)
+    return _handle(build_parser(_chosen(words)).parse_args(words))
+
+
+def _handle(args: argparse.Namespace) -> int:
+    """Run the chosen command; every error becomes its exit code, with one message."""
     from kl_bitexact import signals  # threads and signal handlers, for a command only
+    from kl_bitexact.errors import ExitCode, FatalError, Interrupted
 
     try:
         with signals.routed():
@@ -156,6 +164,8 @@ def _print_fatal(error: FatalError) -> None:
 
 
 def _report_bug(error: Exception) -> int:
+    from kl_bitexact.errors import ExitCode
+
     log = _write_crash_log()
     print(
         f"kl-bitexact: internal error: {type(error).__name__}: {error}\n"
