@@ -37,6 +37,20 @@ class Timing:
         return f"{self.wall:>8.3f} {self.best:>8.3f} {self.cpu:>8.3f}"
 
 
+def compile_bytecode(*directories: Path) -> None:
+    """Write the .pyc files an installed package has (pip compiles them on install).
+
+    Without them (a checkout run with PYTHONDONTWRITEBYTECODE=1, as CI and this machine
+    set) every measured process would compile every module it imports from source, and
+    start-up figures would time the compiler: kl-bitexact's own package by default."""
+    import compileall
+
+    import kl_bitexact
+
+    for directory in directories or (Path(kl_bitexact.__file__).parent,):
+        compileall.compile_dir(directory, quiet=1)
+
+
 def run_once(argv: Sequence[str], env: Mapping[str, str] | None = None) -> tuple[float, float, int]:
     """Wall and CPU seconds of one run of `argv` (output discarded) and its exit code."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)

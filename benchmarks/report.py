@@ -14,7 +14,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from processes import KL, header, machine, timed
+from processes import KL, compile_bytecode, header, machine, timed
 from render import make_run
 
 from kl_bitexact.results import io as results_io
@@ -37,6 +37,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
+    compile_bytecode()
     print(machine())
     print(
         f"kl-bitexact report HEAD --baseline BASE, {args.samples} samples/test, "

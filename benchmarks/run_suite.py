@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from processes import run_once
+from processes import compile_bytecode, run_once
 
 from kl_bitexact.commands.run import load_suites
 from kl_bitexact.results import io as results_io
@@ -172,6 +172,7 @@ def main() -> int:
     parser.add_argument("suites", nargs="*", type=Path)
     parser.add_argument("--out", type=Path, default=Path(tempfile.mkdtemp(prefix="kl-bench-")))
     args = parser.parse_args()
+    compile_bytecode()
     shared = measure(args.suites, args.out / "shared", share=True)
     alone = measure(args.suites, args.out / "alone", share=False)
     print(f"{'tests':<30}{shared.tests:>9}")
