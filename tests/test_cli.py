@@ -148,4 +148,7 @@ def test_start_up_loads_no_command_and_nothing_heavy(argv):
 def test_a_command_loads_only_its_own_module():
     modules = modules_after(main_code(["report", "--help"]))
     assert "kl_bitexact.commands.report" in modules
-    assert "kl_bitexact.commands.run" not in modules and "numpy" not in modules
+    assert "kl_bitexact.commands.run" not in modules
+    # report reads, compares and renders: no checks, engines, numpy, requests or YAML
+    assert {name.split(".")[0] for name in heavy_in(modules)} == {"msgspec"}
+    assert "kl_bitexact.run.checks" not in modules

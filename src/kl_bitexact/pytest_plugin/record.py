@@ -91,7 +91,7 @@ def _judged(result: TestResult) -> TestResult:
         and result.kl_threshold is not None
         and not result.kl_div < result.kl_threshold
     )
-    from kl_bitexact.run.checks.metrics import enough_hits
+    from kl_bitexact.results.aggregate import enough_hits
 
     hits = result.cache_hits
     too_few = hits is not None and not enough_hits(hits.hit, hits.total, hits.min_ratio)

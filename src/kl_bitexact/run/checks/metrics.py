@@ -10,19 +10,17 @@
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+# Re-exported: the checks use them as metrics.*; their home is results.aggregate (numpy-free).
+from kl_bitexact.results.aggregate import KL_INFINITE as KL_INFINITE
+from kl_bitexact.results.aggregate import average as average
+from kl_bitexact.results.aggregate import enough_hits as enough_hits
 from kl_bitexact.results.model import Divergence
-
-# JSON has no infinity (results.dumps uses allow_nan=False). A logprob of -inf on one side
-# only is an infinite divergence; it is recorded as the largest finite float, which fails
-# every threshold and survives a JSON round trip.
-KL_INFINITE = sys.float_info.max
 
 
 @dataclass(frozen=True)
@@ -114,18 +112,6 @@ def k3(decode: Sequence[float], replay: Sequence[float]) -> float:
         # exp(r) - 1, not expm1: the same rounding as sglang, so values match its logs.
         value = float(np.mean((np.exp(r) - 1) - r)) if r.size else 0.0
     return value if math.isfinite(value) else KL_INFINITE
-
-
-def average(values: Sequence[float]) -> float:
-    """Unweighted mean over samples, as sglang; saturates instead of overflowing."""
-    total = sum(values) / len(values)  # plain left-to-right sum, as sglang
-    return total if math.isfinite(total) else KL_INFINITE
-
-
-def enough_hits(hit: int, total: int, min_ratio: float) -> bool:
-    """sglang's strict `hit > ratio * total`, except that all samples hitting always
-    suffices (so a ratio of 1.0 is satisfiable)."""
-    return total > 0 and (hit == total or hit > min_ratio * total)
 
 
 def mismatched(decode: Sequence[float], replay: Sequence[float]) -> int:
