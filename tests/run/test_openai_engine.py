@@ -4,6 +4,7 @@ and llama.cpp's answer parsing on answers recorded from a real llama-server."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from fake_vllm import MODEL, FakeVllmState, logprob, running_fake_vllm
@@ -177,44 +178,64 @@ def test_suite_accepts_a_dialect_for_openai_only() -> None:
 
 # --- llama.cpp answers (shapes recorded from llama-server, llama.cpp b1-0c1e570) ---------
 
-LLAMACPP_ANSWER = {
-    "choices": [
-        {
-            "text": "+\u000e",
-            "index": 0,
-            "logprobs": {
-                "content": [
-                    {"id": 46, "token": "+", "logprob": -1.2355107069015503, "top_logprobs": []},
-                    {"id": 17, "token": "\u000e", "logprob": -0.13977184891700745},
-                ]
-            },
-            "finish_reason": "length",
-        }
-    ],
-    "usage": {
-        "completion_tokens": 2,
-        "prompt_tokens": 16,
-        "total_tokens": 18,
-        "prompt_tokens_details": {"cached_tokens": 15},
-    },
+# Shaped like llama-server's `/completion` answer with `n_probs: 1, return_tokens: true`
+# (tools/server/server-task.cpp, to_json_non_oaicompat), trimmed to the fields read.
+LLAMACPP_ANSWER: dict[str, Any] = {
+    "content": "+\u000e",
+    "tokens": [46, 17],
+    "tokens_evaluated": 16,
+    "stop_type": "limit",
     "timings": {"cache_n": 15, "prompt_n": 1},
+    "completion_probabilities": [
+        {"id": 46, "token": "+", "bytes": [43], "logprob": -1.2355107069015503, "top_logprobs": []},
+        {"id": 17, "token": "\u000e", "bytes": [14], "logprob": -0.13977184891700745},
+    ],
 }
 
 
 def test_llamacpp_generation_reads_ids_logprobs_and_cached_tokens() -> None:
-    generation = llamacpp.parse_generation(LLAMACPP_ANSWER, 2)
+    generation = llamacpp.parse_generation(LLAMACPP_ANSWER, 2, None)
     assert generation.output_ids == (46, 17)
     assert generation.output_logprobs == (-1.2355107069015503, -0.13977184891700745)
     assert (generation.cached_tokens, generation.prompt_tokens) == (15, 16)
+    assert generation.finish_reason == "length"
 
 
-def test_llamacpp_cached_tokens_fall_back_to_timings_cache_n() -> None:
-    answer = {**LLAMACPP_ANSWER, "usage": {"prompt_tokens": 16}}
-    assert llamacpp.cached_tokens(answer) == 15
-    assert llamacpp.cached_tokens({"choices": []}) is None
+def test_llamacpp_generation_places_entries_around_withheld_byte_tokens() -> None:
+    # <0xE4> <0xB8> <0xAD> spell 中: llama-server reports only the token completing it.
+    answer = {
+        **LLAMACPP_ANSWER,
+        "tokens": [46, 231, 187, 176],
+        "completion_probabilities": [
+            {"id": 46, "logprob": -1.5},
+            {"id": 176, "bytes": [228, 184, 173], "logprob": -2.5},
+        ],
+    }
+    pieces = [b"+", b"\xe4", b"\xb8", b"\xad"]
+    generation = llamacpp.parse_generation(answer, 4, pieces)
+    assert generation.output_ids == (46, 231, 187, 176)
+    assert generation.output_logprobs == (-1.5, None, None, -2.5)
+
+
+def test_llamacpp_cached_tokens_are_timings_cache_n() -> None:
+    assert llamacpp.cached_tokens(LLAMACPP_ANSWER) == 15
+    assert llamacpp.cached_tokens({"tokens": []}) is None
 
 
 def test_llamacpp_replay_refuses_a_token_the_server_did_not_force() -> None:
-    with pytest.raises(EngineError, match="sampled 46, not the forced token 17"):
+    with pytest.raises(EngineError, match=r"sampled \[46\], not the forced token 17"):
         llamacpp.forced_logprob(LLAMACPP_ANSWER, 17, 5)
     assert llamacpp.forced_logprob(LLAMACPP_ANSWER, 46, 5) == -1.2355107069015503
+
+
+def test_llamacpp_replay_of_a_withheld_token_is_not_reported() -> None:
+    answer = {**LLAMACPP_ANSWER, "tokens": [231]}
+    del answer["completion_probabilities"]
+    assert llamacpp.forced_logprob(answer, 231, 5) is None
+
+
+def test_llamacpp_pieces_are_text_or_bytes() -> None:
+    assert llamacpp.piece_bytes(" w1") == b" w1"
+    assert llamacpp.piece_bytes([228]) == b"\xe4"
+    with pytest.raises(EngineError, match="not text or bytes"):
+        llamacpp.piece_bytes([300])

@@ -61,17 +61,20 @@ def forced_answer(body: Mapping[str, Any]) -> dict[str, Any]:
     function of the prompt (so each position's value is recognisable)."""
     [token] = [int(key) for key in body["logit_bias"]]
     logprob = -len(body["prompt"]) / 100
-    content = [{"id": token, "token": "x", "logprob": logprob, "top_logprobs": []}]
     return {
-        "choices": [{"index": 0, "logprobs": {"content": content}, "finish_reason": "length"}],
-        "usage": {"prompt_tokens": len(body["prompt"]), "completion_tokens": 1},
+        "tokens": [token],
+        "completion_probabilities": [
+            {"id": token, "token": "x", "bytes": [120], "logprob": logprob, "top_logprobs": []}
+        ],
+        "tokens_evaluated": len(body["prompt"]),
+        "stop_type": "limit",
         "timings": {"cache_n": 0},
     }
 
 
 @pytest.fixture
 def llama_like() -> Iterator[tuple[OpenAIEngine, list[dict[str, Any]]]]:
-    """A local HTTP server answering /v1/completions as llama-server does a forced token."""
+    """A local HTTP server answering /completion as llama-server does a forced token."""
     seen: list[dict[str, Any]] = []
 
     class Handler(BaseHTTPRequestHandler):

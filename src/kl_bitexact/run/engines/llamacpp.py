@@ -1,19 +1,28 @@
-"""llama.cpp `llama-server`'s dialect of the OpenAI-compatible completions API.
+"""llama.cpp `llama-server`'s dialect: its native `/completion` endpoint.
 
-What llama-server really offers (read from tools/server in the llama.cpp tree, and tried):
-- `/v1/completions` takes token-id prompts and passes llama.cpp's own fields through:
-  `n_probs`, `cache_prompt`, `top_k`, `min_p`, `logit_bias`. Each generated token comes back in
-  `choices[0].logprobs.content[i]` with its `id` and `logprob`; with `post_sampling_probs` off
-  that logprob is a softmax of the raw logits, before any sampler touched them.
-- cached tokens: `usage.prompt_tokens_details.cached_tokens` and `timings.cache_n`.
-- `echo` is refused ("Only no echo is supported") and there are no prompt logprobs, so a replay
-  scores every position by its own fresh prefill: prompt `sequence[:i]`, `cache_prompt: false`,
-  one token forced to `sequence[i]` by `logit_bias` under greedy sampling; the bias does not
-  change the reported logprob (raw logits). One request per scored position, so a replay
-  asked for only its `last` positions sends only those requests (earlier entries are None).
-- flush: `POST /slots/{id}?action=erase` for every slot of `GET /slots`, which needs
-  `--slot-save-path`. The host-RAM prompt cache (`--cache-ram`, on by default) has no HTTP
-  flush: run with `--cache-ram 0` for a complete flush.
+What llama-server really offers (read from tools/server in the llama.cpp tree, and tried;
+docs/engines.md has the measurements):
+- `/completion` takes a token-id prompt and `n_probs`; each reported token comes back in
+  `completion_probabilities` with its `id` and `logprob`, a softmax of the raw logits
+  (`post_sampling_probs` off), so no sampler (`logit_bias`, `top_k`, ...) changes it.
+  `return_tokens: true` adds every generated id in `tokens`.
+- A token whose text leaves the generation in the middle of a UTF-8 character (a byte token
+  such as `<0xE4>`, a byte-level BPE piece cut inside a character) gets no entry at all, in
+  any API (`/v1/completions` then answers `"logprobs": null`; streaming skips it too). Its
+  probability is lost for good; `llamacpp_withheld` tells which ids the entries belong to
+  and the position is reported as None ("not reported by the server").
+- `cache_prompt: false` makes a request prefill from scratch (the slot's KV and the host-RAM
+  prompt cache are not reused) while the slot still keeps what it computed, which a later
+  `cache_prompt: true` request can hit. Cold requests and replays use it, so no flush is
+  needed for them and the server may run with default flags.
+- cached tokens: `timings.cache_n`.
+- there are no prompt logprobs, so a replay scores each position by its own fresh prefill:
+  prompt `sequence[:i]`, one token forced to `sequence[i]` by `logit_bias` under greedy
+  sampling. A forced token that is mid-character on its own is not reported either; every
+  token the generation reported is complete on its own, so nothing the checks compare is lost.
+- flush (only `multiturn` needs an empty cache): `POST /slots/{id}?action=erase` for every
+  slot of `GET /slots`, which needs `--slot-save-path`; the host-RAM prompt cache
+  (`--cache-ram`, on by default) has no HTTP flush, so also `--cache-ram 0`.
 """
 
 from __future__ import annotations
@@ -22,18 +31,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kl_bitexact.errors import EngineError
+from kl_bitexact.run.engines import llamacpp_withheld
 from kl_bitexact.run.engines.base import Generation, Replay, SamplingParams, TokenIds, tail_start
 from kl_bitexact.run.engines.http import JsonClient
-from kl_bitexact.run.engines.openai_wire import (
-    cached_tokens_from_usage,
-    completion_body,
-    first_choice,
-    require,
-    trimmed,
-)
+from kl_bitexact.run.engines.openai_wire import require, trimmed
 
 # Added to the forced token's logit in a replay; far above any real logit gap.
 FORCING_BIAS = 1000.0
+FLUSH_HINT = (
+    "start llama-server with --slot-save-path DIR --cache-ram 0, or leave this check out "
+    "(match, prefill_cache_hit and decode_cache_hit need no flush on llama.cpp)"
+)
 
 
 class LlamaCppDialect:
@@ -46,6 +54,7 @@ class LlamaCppDialect:
 
     def __init__(self, model: str) -> None:
         self.model = model
+        self._pieces: dict[int, bytes] = {}  # token id -> its bytes, learnt from /tokenize
 
     def server_info(self, client: JsonClient) -> dict[str, Any]:
         props = client.get("/props")
@@ -66,74 +75,134 @@ class LlamaCppDialect:
             path = f"/slots/{slot['id']}?action=erase"
             if client.status("POST", path) == 501:
                 raise EngineError(
-                    f"{client.url(path)} is not supported, so the prompt cache cannot be flushed",
-                    hint="start llama-server with --slot-save-path DIR (and --cache-ram 0)",
+                    f"{client.url(path)} is not supported (llama-server runs without "
+                    "--slot-save-path), so the prompt cache cannot be emptied",
+                    hint=FLUSH_HINT,
                 )
             client.post(path)
 
     def generate_one(
         self, client: JsonClient, prompt: TokenIds, params: SamplingParams
     ) -> Generation:
-        body = completion_body(self.model, prompt, params)
-        # llama.cpp samples through top-k 40, top-p 0.95 and min-p 0.05 unless told otherwise;
-        # switched off so temperature means what it means for sglang and vLLM.
-        body.update(n_probs=1, cache_prompt=not params.cold, top_k=0, top_p=1.0, min_p=0.0)
-        return parse_generation(client.post("/v1/completions", body), params.max_new_tokens)
+        body = {
+            "prompt": list(prompt),
+            # llama.cpp answers with one token even when asked for none; a warm-up drops it.
+            "n_predict": max(1, params.max_new_tokens),
+            "temperature": params.temperature,
+            "ignore_eos": params.ignore_eos,
+            # llama.cpp samples through top-k 40, top-p 0.95 and min-p 0.05 unless told
+            # otherwise; switched off so temperature means what it means for sglang and vLLM.
+            "top_k": 0,
+            "top_p": 1.0,
+            "min_p": 0.0,
+            "n_probs": 1,
+            "return_tokens": True,
+            "cache_prompt": not params.cold,
+        }
+        if params.seed is not None:
+            body["seed"] = params.seed
+        answer = client.post("/completion", body)
+        tokens = token_ids(answer)
+        # Bytes are needed only to place the entries when some tokens got none.
+        complete = len(answer.get("completion_probabilities") or []) == len(tokens)
+        pieces = None if complete else self._bytes_of(client, tokens)
+        return parse_generation(answer, params.max_new_tokens, pieces)
 
     def replay_one(self, client: JsonClient, sequence: TokenIds, last: int | None) -> Replay:
         first = tail_start(len(sequence), last)
         values: list[float | None] = [None] * first
+        unreported: set[int] = set()
         cached: list[int | None] = []
         for position in range(first, len(sequence)):
-            answer = client.post("/v1/completions", self._scoring_body(sequence, position))
-            values.append(forced_logprob(answer, sequence[position], position))
+            answer = client.post("/completion", self._scoring_body(sequence, position))
+            value = forced_logprob(answer, sequence[position], position)
+            if value is None:
+                unreported.add(position)
+            values.append(value)
             cached.append(cached_tokens(answer))
-        return Replay(input_logprobs=tuple(values), cached_tokens=_most(cached))
+        return Replay(tuple(values), _most(cached), frozenset(unreported))
 
     def _scoring_body(self, sequence: Sequence[int], position: int) -> dict[str, Any]:
         return {
-            "model": self.model,
             "prompt": list(sequence[:position]),
-            "max_tokens": 1,
+            "n_predict": 1,
             "temperature": 0.0,
             "n_probs": 1,
+            "return_tokens": True,
             "cache_prompt": False,
             "logit_bias": {str(sequence[position]): FORCING_BIAS},
         }
 
+    def _bytes_of(self, client: JsonClient, tokens: Sequence[int]) -> list[bytes]:
+        unknown = sorted(set(tokens) - self._pieces.keys())
+        if unknown:
+            answer = client.post("/tokenize", {"content": unknown, "with_pieces": True})
+            for item in require(answer, "tokens", "the /tokenize answer"):
+                self._pieces[int(item["id"])] = piece_bytes(item.get("piece"))
+        missing = [token for token in tokens if token not in self._pieces]
+        if missing:
+            raise EngineError(f"llama-server's /tokenize gave no piece for tokens {missing[:8]}")
+        return [self._pieces[token] for token in tokens]
 
-def parse_generation(response: Mapping[str, Any], max_new_tokens: int) -> Generation:
-    choice = first_choice(response)
-    content = require(require(choice, "logprobs", "choices[0]"), "content", "choices[0].logprobs")
-    usage = response.get("usage") or {}
+
+FINISH_REASONS = {"limit": "length", "eos": "stop", "word": "stop"}
+
+
+def parse_generation(
+    answer: Mapping[str, Any], max_new_tokens: int, pieces: Sequence[bytes] | None
+) -> Generation:
+    """A `/completion` answer; `pieces` (each token's bytes) is needed only when some
+    tokens have no entry in `completion_probabilities`."""
+    tokens = token_ids(answer)
+    entries = answer.get("completion_probabilities") or []
+    # No bytes needed when every token has its entry: nothing was kept back.
+    kept_back = [False] * len(tokens) if pieces is None else llamacpp_withheld.withheld(pieces)
+    logprobs = llamacpp_withheld.align(tokens, entries, kept_back)
     return Generation(
-        output_ids=trimmed([int(token["id"]) for token in content], max_new_tokens),
-        output_logprobs=trimmed([float(token["logprob"]) for token in content], max_new_tokens),
-        cached_tokens=cached_tokens(response),
-        prompt_tokens=int(usage.get("prompt_tokens", 0)),
-        finish_reason=choice.get("finish_reason"),
+        output_ids=trimmed(tokens, max_new_tokens),
+        output_logprobs=trimmed(logprobs, max_new_tokens),
+        cached_tokens=cached_tokens(answer),
+        prompt_tokens=int(answer.get("tokens_evaluated") or 0),
+        finish_reason=FINISH_REASONS.get(str(answer.get("stop_type"))),
     )
 
 
-def forced_logprob(response: Mapping[str, Any], token: int, position: int) -> float:
-    content = require(
-        require(first_choice(response), "logprobs", "choices[0]"), "content", "choices[0].logprobs"
-    )
-    if not content or int(content[0]["id"]) != token:
-        got = content[0]["id"] if content else "nothing"
+def token_ids(answer: Mapping[str, Any]) -> list[int]:
+    tokens = answer.get("tokens") if isinstance(answer, Mapping) else None
+    if not isinstance(tokens, list):
         raise EngineError(
-            f"replay of position {position}: llama-server sampled {got}, not the forced "
-            f"token {token} (logit_bias ignored?)"
+            "llama-server's /completion answer has no 'tokens' list "
+            "(a llama.cpp build without return_tokens?)"
         )
-    return float(content[0]["logprob"])
+    return [int(token) for token in tokens]
 
 
-def cached_tokens(response: Mapping[str, Any]) -> int | None:
-    """The OpenAI usage field where the server fills it, else llama.cpp's `timings.cache_n`."""
-    from_usage = cached_tokens_from_usage(response.get("usage") or {})
-    if from_usage is not None:
-        return from_usage
-    cache_n = (response.get("timings") or {}).get("cache_n")
+def piece_bytes(piece: Any) -> bytes:
+    """/tokenize `with_pieces`: a string when the piece is valid UTF-8, else its bytes."""
+    if isinstance(piece, str):
+        return piece.encode("utf-8")
+    if isinstance(piece, list) and all(isinstance(b, int) and 0 <= b < 256 for b in piece):
+        return bytes(piece)
+    raise EngineError(f"llama-server's /tokenize sent a piece {piece!r}, not text or bytes")
+
+
+def forced_logprob(answer: Mapping[str, Any], token: int, position: int) -> float | None:
+    """The forced token's logprob; None when the server withheld it (mid-character alone)."""
+    tokens = token_ids(answer)
+    if tokens[:1] != [token]:
+        raise EngineError(
+            f"replay of position {position}: llama-server sampled {tokens[:1] or 'nothing'}, "
+            f"not the forced token {token} (logit_bias ignored?)"
+        )
+    entries = answer.get("completion_probabilities") or []
+    if not entries:
+        return None
+    return llamacpp_withheld.align(tokens[:1], entries[:1], [False])[0]
+
+
+def cached_tokens(answer: Mapping[str, Any]) -> int | None:
+    """llama.cpp's `timings.cache_n`: prompt tokens taken from the slot's cache."""
+    cache_n = (answer.get("timings") or {}).get("cache_n")
     return None if cache_n is None else int(cache_n)
 
 
