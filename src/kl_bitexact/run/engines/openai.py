@@ -1,7 +1,8 @@
 """The `Engine` for OpenAI-compatible completion servers (vLLM, llama.cpp's llama-server).
 
-Both speak `/v1/completions` with token-id prompts but differ in how they reveal logprobs,
-cached tokens and cache flushing; a `Dialect` holds those differences (engines/vllm.py,
+Both take token-id prompts (vLLM on `/v1/completions`, llama.cpp on its native `/completion`,
+the one that returns every generated id) but differ in how they reveal logprobs, cached
+tokens and cache flushing; a `Dialect` holds those differences (engines/vllm.py,
 engines/llamacpp.py) and this module holds what is common: one request per prompt (so the
 cached-token count belongs to one prompt), answers in prompt order, and telling the dialect
 of a server by the endpoints it has. docs/engines.md lists the exact requests.
