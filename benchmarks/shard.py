@@ -2,10 +2,11 @@
 
     python benchmarks/shard.py [--seeds 20]
 
-For each distribution and shard count, over several seeds: the mean makespan of plain LPT
-(sglang's auto_partition), of `kl_bitexact.registry.shard.partition`, and of the lower
-bound max(longest file, total / N); the ratios to the bound (1.000 is optimal); and the
-planner's worst time. Distributions model GPU suites: a few long files among many short.
+For each distribution and shard count, over several seeds: the mean makespan of sglang's own
+partitioner (`auto_partition` of sglang/test/ci/ci_register.py, run from sglang 0.5.23's wheel
+via tests/helpers/sglang_wheel.py: plain LPT), of `kl_bitexact.registry.shard.partition`, and of
+the lower bound max(longest file, total / N); the ratios to the bound (1.000 is optimal); and
+the planner's worst time. Distributions model GPU suites: a few long files among many short.
 """
 
 from __future__ import annotations
@@ -13,10 +14,16 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from kl_bitexact.registry import shard
+
+# sglang's partitioner comes from its wheel (fetched once into the cache, never installed).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "helpers"))
+from sglang_wheel import load_sglang_module
 
 Distribution = Callable[[random.Random], list[float]]
 
@@ -56,12 +63,16 @@ DISTRIBUTIONS: dict[str, tuple[Distribution, tuple[int, ...]]] = {
 }
 
 
-def lpt_makespan(weights: list[float], count: int) -> float:
-    ordered = sorted(weights, reverse=True)
-    loads = [0.0] * count
-    for weight, index in zip(ordered, shard.lpt(ordered, count), strict=True):
-        loads[index] += weight
-    return max(loads)
+def sglang_makespan(weights: list[float], count: int) -> float:
+    """The longest shard of sglang's auto_partition, every rank asked as its CI does."""
+    ci = load_sglang_module("ci.ci_register")
+    files = [
+        ci.CIRegistry(backend=ci.HWBackend.CUDA, filename=f"f{i:03d}", est_time=w)
+        for i, w in enumerate(weights)
+    ]
+    shards = [ci.auto_partition(files, rank, count) for rank in range(count)]
+    assert sorted(f.filename for part in shards for f in part) == [f.filename for f in files]
+    return max(sum(f.est_time for f in part) for part in shards)
 
 
 def measure(weights: list[float], count: int) -> tuple[float, float, float, float]:
@@ -69,7 +80,8 @@ def measure(weights: list[float], count: int) -> tuple[float, float, float, floa
     started = time.perf_counter()
     plan = shard.partition(units, count)
     elapsed = time.perf_counter() - started
-    return lpt_makespan(weights, count), plan.makespan, shard.lower_bound(weights, count), elapsed
+    bound = shard.lower_bound(weights, count)
+    return sglang_makespan(weights, count), plan.makespan, bound, elapsed
 
 
 def main() -> None:
@@ -77,8 +89,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=20)
     seeds = parser.parse_args().seeds
     header = (
-        f"{'distribution':<16} {'N':>3} {'LPT s':>8} {'ours s':>8} {'bound s':>8} "
-        f"{'LPT/bound':>9} {'ours/bound':>10} {'worst LPT/bound':>15} {'worst ours/bound':>16} "
+        f"{'distribution':<16} {'N':>3} {'sglang s':>8} {'ours s':>8} {'bound s':>8} "
+        f"{'sgl/bound':>9} {'ours/bound':>10} {'worst sgl/bound':>15} {'worst ours/bound':>16} "
         f"{'max ms':>7}"
     )
     print(header)

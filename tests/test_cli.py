@@ -20,6 +20,7 @@ SUBCOMMANDS = [
     "publish",
     "lint-ci",
     "shard",
+    "prove-plan",
     "pytest",
     "import-junit",
     "action",

@@ -60,6 +60,11 @@ COMMANDS: tuple[Command | LazyCommand, ...] = (
         "partition a suite's files into balanced shards (GitHub matrix JSON)",
     ),
     _lazy(
+        "prove_plan",
+        "prove-plan",
+        "list the suites whose tests a PR adds or changes (the proof job matrix)",
+    ),
+    _lazy(
         "pytest_cmd",
         "pytest",
         "run sglang-style pytest/unittest suites and recover their KL metrics",

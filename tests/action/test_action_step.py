@@ -268,6 +268,22 @@ def pr_event(head_repo: str, association: str, action: str = "opened", label: st
         ("pull_request", pr_event("fork/r", "NONE", "labeled", "bug"), False),
         ("pull_request", pr_event("fork/r", "NONE", "synchronize", "run-ci"), False),
         ("pull_request", {}, False),
+        # Issue 14, case 4: review events on a fork PR were "not a pull request", trusted.
+        ("pull_request_review", pr_event("fork/r", "NONE", "submitted"), False),
+        ("pull_request_review_comment", pr_event("fork/r", "CONTRIBUTOR", "created"), False),
+        ("pull_request_review", pr_event("fork/r", "NONE", "labeled", "run-ci"), False),
+        ("pull_request_review", pr_event("o/r", "NONE", "submitted"), True),
+        ("pull_request_review_comment", pr_event("fork/r", "MEMBER", "created"), True),
+        # Unknown (or future) events are untrusted; the repository's own code is not.
+        ("issue_comment", {"issue": {"pull_request": {}}}, False),
+        ("discussion", {}, False),
+        ("", {}, False),
+        ("schedule", {}, True),
+        ("workflow_dispatch", {}, True),
+        ("workflow_run", {"workflow_run": {"head_repository": {"full_name": "o/r"}}}, True),
+        ("workflow_run", {"workflow_run": {"head_repository": {"full_name": "fork/r"}}}, False),
+        ("workflow_run", {}, False),
+        ("pull_request", {"pull_request": {"head": "not a mapping"}}, False),
     ],
 )
 def test_trust_decision(event_name, event, trusted):
@@ -362,3 +378,35 @@ def test_registration_findings_are_reported_when_no_shard_ran(cli, tmp_path):
     )
     assert finished.returncode == 2, finished.stdout + finished.stderr  # nothing ran
     assert "nightly-x" in (tmp_path / "none" / "comment.md").read_text()
+
+
+# --- the proof of new tests (issue 19) -----------------------------------------------------
+
+
+def test_prove_inputs_reach_each_command_line():
+    inputs = read_inputs(env(command="run", prove="Strict", base_path="base", proof_dir="p"))
+    assert (inputs.prove, inputs.base_path, inputs.proof_dir) == ("strict", Path("base"), Path("p"))
+    assert argv.run_argv(inputs, ["s.yaml"])[-2:] == ["--prove-base", "base"]
+    proof = [Path("p/proof-a/results.json"), Path("p/proof-b/results.json")]
+    published = argv.publish_argv(inputs, [Path("r.json")], proof)
+    assert published[published.index("--proof") :][:5] == [
+        "--proof",
+        "p/proof-a/results.json",
+        "--proof",
+        "p/proof-b/results.json",
+        "--proof-strict",
+    ]
+    plan = argv.prove_plan_argv(dataclasses.replace(inputs, suites=("a", "b")))
+    assert plan == ["prove-plan", "--base", "base", "--suite", "a", "--suite", "b"]
+
+
+def test_prove_off_adds_nothing():
+    inputs = read_inputs(env(command="publish"))
+    assert inputs.prove == "false"
+    assert "--proof" not in argv.publish_argv(inputs, [Path("r.json")], [Path("x.json")])
+    assert "--prove-base" not in argv.run_argv(inputs, [])
+
+
+def test_prove_must_be_false_true_or_strict():
+    with pytest.raises(ConfigError, match="action input `prove`: 'always' is not one of"):
+        read_inputs(env(prove="always"))

@@ -2,7 +2,8 @@
 the adapter and of the server lifecycle (crash, hang, never healthy, out of memory).
 
 Run: python tests/helpers/fake_sglang_server.py --port P [--crash-after N] [--hang-after N]
-     [--never-healthy] [--oom] [--page-size N] [--bad-logprob-after N]
+     [--never-healthy] [--oom] [--page-size N] [--bad-logprob-after N] [--malformed FIELD]
+     [--trickle]
 """
 
 from __future__ import annotations
@@ -67,7 +68,25 @@ def serve(args: argparse.Namespace) -> None:
                     meta = item["meta_info"]
                     key = "output_token_logprobs" if item["output_ids"] else "input_token_logprobs"
                     meta[key] = [["not-a-number", *entry[1:]] for entry in meta[key]]
-            self._send(200, answered)
+            reply = answered
+            if args.malformed:
+                spoil(reply, args.malformed)
+            if args.trickle:
+                self._trickle(reply)
+                return
+            self._send(200, reply)
+
+        def _trickle(self, body: object) -> None:
+            """The answer one byte a second: every read is quick, the whole is not."""
+            data = json.dumps(body).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            for byte in data:
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                time.sleep(1)
 
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True  # a hanging request must not hold the exit
@@ -78,6 +97,20 @@ def serve(args: argparse.Namespace) -> None:
         server.serve_forever()
     except KeyboardInterrupt:
         print(f"fake sglang pid {os.getpid()} shutting down", flush=True)
+
+
+def spoil(reply: list[dict], field: str) -> None:
+    """A non-numeric value where the protocol has a number."""
+    for item in reply:
+        meta = item["meta_info"]
+        if field == "logprob":
+            for key in ("output_token_logprobs", "input_token_logprobs"):
+                if meta.get(key):
+                    meta[key][-1][0] = "not-a-number"
+        elif field == "output_id" and item["output_ids"]:
+            item["output_ids"][0] = "seven"
+        elif field == "cached_tokens":
+            meta["cached_tokens"] = {"n": 3}
 
 
 def answer(engine: FakeEngine, body: dict) -> list[dict]:
@@ -125,4 +158,6 @@ if __name__ == "__main__":
     parser.add_argument("--bad-logprob-after", type=int)
     parser.add_argument("--never-healthy", action="store_true")
     parser.add_argument("--oom", action="store_true")
+    parser.add_argument("--malformed", choices=("logprob", "output_id", "cached_tokens"))
+    parser.add_argument("--trickle", action="store_true", help="answer /generate at 1 byte/s")
     serve(parser.parse_args())

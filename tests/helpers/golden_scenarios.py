@@ -107,6 +107,7 @@ class Scenario:
     findings: tuple[Finding, ...] = ()
     budget: int | None = render.COMMENT_LIMIT
     links: render.Links = LINKS
+    proof: r.Results | None = None  # the new and changed tests on the base revision
 
     def render(self) -> str:
         comparison = compare(
@@ -115,6 +116,7 @@ class Scenario:
             blockers=self.blockers,
             policy=self.policy,
             default_repo="sgl-project/sglang",
+            proof=self.proof,
         )
         return render.comment(
             comparison, key="bitexact", findings=self.findings, links=self.links, budget=self.budget
@@ -272,6 +274,76 @@ def _trimmed() -> Scenario:
     return Scenario("trimmed_to_budget", head, results(*passing, suite="many"), budget=9000)
 
 
+def _proof_tests() -> tuple[r.Results, r.Results, r.Results]:
+    """A PR fixing DSPARK's cached overshoot adds four tests (seed PR 35293's proof by
+    revert-then-red, done by the tool): head results, base results, the proof run."""
+    dspark = check_result("test_dspark.py::test_decode_cache_hit", check="decode_cache_hit")
+    reverted = dataclasses.replace(
+        dspark,
+        status=r.Status.FAILED,
+        kl_div=1.10e-01,
+        exact=r.ExactMatch(tokens=4096, mismatched=1312),
+        message="avg KL 1.10e-01 >= threshold 1e-09",
+    )
+    weak = check_result("test_dspark.py::test_match", check="match")
+    blocked = red_hicache("test_hicache_mamba.py::test_multiturn", blocked_by=(BLOCKER,))
+    crashed = check_result(
+        "test_dspark.py::test_prefill_cache_hit",
+        r.Status.ERROR,
+        check="prefill_cache_hit",
+        kl_div=None,
+        exact=None,
+        cache_hits=None,
+        message="suite hicache-mamba: server exited with code 2 before /health answered: "
+        "error: unrecognized arguments: --speculative-algorithm DSPARK",
+    )
+    fixed = check_result(crashed.id, check="prefill_cache_hit")
+    head = results(dspark, weak, blocked, fixed, *GREEN)
+    proof = results(reverted, weak, blocked, crashed, commit="0f9e8d7c6b5a")
+    return head, results(*GREEN, commit="0f9e8d7c6b5a"), proof
+
+
+def _proof_outcomes() -> Scenario:
+    head, base, proof = _proof_tests()
+    blockers = {BLOCKER: BlockerState.OPEN}
+    return Scenario("proof_four_outcomes", head, base, blockers, proof=proof)
+
+
+def _proof_strict() -> Scenario:
+    head, base, proof = _proof_tests()
+    blockers = {BLOCKER: BlockerState.OPEN}
+    return Scenario(
+        "proof_strict_unproven", head, base, blockers, Policy(proof_strict=True), proof=proof
+    )
+
+
+def _flaky() -> Scenario:
+    """run --repeat 5: one test's repeats disagree in the last bits (each alone green)."""
+    evidence = r.Repeats(
+        count=5,
+        positions=4096,
+        changed=171,
+        kl=(0.0, 0.0, 2.1e-14, 0.0, 0.0),
+        cache_hits=(32, 32, 31, 32, 32),
+        statuses=(r.Status.PASSED,) * 5,
+        first_change="repeat 3 vs 1: sample 4, token 17: decode logprob "
+        "-2.1864151711024498 vs -2.1864151711024493",
+    )
+    flaky = check_result(
+        "test_hicache_mamba.py::test_two_turns",
+        r.Status.FLAKY,
+        kl_div=2.1e-14,
+        exact=r.ExactMatch(4096, 3),
+        cache_hits=r.CacheHits(31, 32, 0.9, 32),
+        repeats=evidence,
+        message="flaky: 5 repeats on one launch disagree; 171 changed positions (of 4096 "
+        "compared); KL 0 .. 2.10e-14; cache hits 32, 32, 31, 32, 32; first: "
+        + evidence.first_change,
+    )
+    head = results(flaky, *GREEN)
+    return Scenario("flaky_repeats", head, results(*GREEN), policy=Policy(flaky=True))
+
+
 SCENARIOS: tuple[Callable[[], Scenario], ...] = (
     _expected_red,
     _blocker_merged,
@@ -283,6 +355,9 @@ SCENARIOS: tuple[Callable[[], Scenario], ...] = (
     _hostile,
     _findings,
     _trimmed,
+    _proof_outcomes,
+    _proof_strict,
+    _flaky,
 )
 
 

@@ -53,13 +53,15 @@ PIP_PLATFORM_FLAGS = (
     "manylinux_2_34_x86_64",
 )
 # The files read out of the wheel: the KL helpers, the multi-turn helpers, the unittest mixin,
-# the server launcher module real test files import from, and the CI partitioner.
+# the server launcher module real test files import from, the CI partitioner, and the server
+# base class most model test files derive from.
 WHEEL_FILES = (
     "sglang/test/kl_test_utils.py",
     "sglang/test/kl_multiturn_utils.py",
     "sglang/test/kits/kl_divergence_kit.py",
     "sglang/test/test_utils.py",
     "sglang/test/ci/ci_register.py",
+    "sglang/test/server_fixtures/default_fixture.py",
 )
 DOWNLOAD_TIMEOUT_S = 600
 LISTENING = "kl-bitexact reference server listening on "
@@ -288,6 +290,16 @@ def popen_launch_server(
     return process
 
 
+def terminate_and_kill_process_tree(process: subprocess.Popen[str], **_: Any) -> None:
+    kill_process_tree(process.pid)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 def _wait_healthy(base_url: str, timeout: float) -> None:
     deadline = time.monotonic() + min(timeout, 120)
     while time.monotonic() < deadline:
@@ -443,6 +455,9 @@ class _WheelSourceLoader(importlib.machinery.SourceFileLoader):
         # The real launcher starts `sglang serve`; ours starts the reference engine.
         module.popen_launch_server = popen_launch_server  # type: ignore[attr-defined]
         module.kill_process_tree = kill_process_tree  # type: ignore[attr-defined]
+        module.terminate_and_kill_process_tree = terminate_and_kill_process_tree  # type: ignore[attr-defined]
+        # sglang's fixed port (21000) would collide between parallel test sessions.
+        module.DEFAULT_URL_FOR_TEST = f"http://127.0.0.1:{free_port()}"  # type: ignore[attr-defined]
 
 
 @contextlib.contextmanager
@@ -476,11 +491,17 @@ def install(version: str = SGLANG_VERSION) -> Path:
 
 def load_sglang_module(name: str) -> types.ModuleType:
     """`kl_test_utils`, `kl_multiturn_utils`, `kits.kl_divergence_kit`, `test_utils`,
-    `ci.ci_register` (or their full `sglang.test.` names) from the pinned wheel."""
+    `ci.ci_register`, `server_fixtures.default_fixture` (or their full `sglang.test.` names)
+    from the pinned wheel."""
     install()
     full = name if name.startswith("sglang.") else f"sglang.test.{name}"
     module = importlib.import_module(full)
     return module
+
+
+def pytest_configure(config: object) -> None:
+    """As a pytest plugin (`-p sglang_wheel`): sglang's test files import as in sglang's CI."""
+    install()
 
 
 if __name__ == "__main__":

@@ -128,6 +128,35 @@ def test_the_status_goes_to_the_commit_that_was_tested(
     assert [s["sha"] for s in _statuses(fake_github)] == [tested]
 
 
+def test_fork_safe_stage_2_sets_the_status_on_the_tested_commit_not_the_prs_new_head(
+    fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
+) -> None:
+    # Issue 14, case 5: workflow_run.pull_requests is empty for a fork, so stage 2 names
+    # the PR with --pr; the PR got a push (HEAD_SHA) after the run tested `tested`.
+    tested = "b" * 40
+    event = {"workflow_run": {"head_sha": tested, "pull_requests": [], "event": "pull_request"}}
+    Path(env["GITHUB_EVENT_PATH"]).write_text(json.dumps(event))
+    results = _write(tmp_path / "r.json", _test("t::a"), commit=tested)
+    assert cli.main(["publish", str(results), "--pr", "7"]) == 0
+    assert [s["sha"] for s in _statuses(fake_github)] == [tested]
+
+
+def test_another_bots_marker_comment_does_not_block_publish(
+    fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
+) -> None:
+    # Issue 14, case 6: publish tried to delete dependabot's comment, got 403, exit 2.
+    marked = "<!-- kl-bitexact:bitexact -->\nquoted"
+    fake_github.world.add_comment(REPO, 7, marked, "dependabot[bot]")
+    results = _write(tmp_path / "r.json", _test("t::a"))
+    assert cli.main(["publish", str(results)]) == 0
+    assert cli.main(["publish", str(results)]) == 0  # a re-run too
+    comments = fake_github.world.repos[REPO].comments
+    assert [(c.user, c.body == marked) for c in comments] == [
+        ("dependabot[bot]", True),
+        ("github-actions[bot]", False),
+    ]
+
+
 def test_a_502_then_success_still_publishes_once(
     fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -379,3 +408,45 @@ def test_a_refused_comment_still_leaves_the_job_summary(
     assert "GitHub answered 403 while writing the sticky comment on #7: Resource not" in err
     assert "pull-requests: write" in err
     assert "kl-bitexact: gate passed" in Path(env["GITHUB_STEP_SUMMARY"]).read_text()
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        (r"/pulls/7$", "a JSON string, not a pull request"),
+        (r"/pulls/7$", [{"number": 7}]),
+        (r"/issues/7/comments", "a JSON string, not a list"),
+        (r"/issues/7/comments", {"comments": []}),
+        (r"/issues/21$", "a JSON string, not an issue"),
+        (r"/issues/21$", [1, 2]),
+    ],
+    ids=[
+        "pull-string",
+        "pull-list",
+        "comments-string",
+        "comments-object",
+        "issue-string",
+        "issue-list",
+    ],
+)
+def test_a_200_of_the_wrong_shape_is_a_clear_error_not_a_crash(
+    fake_github: FakeGitHub,
+    env: dict[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    path: str,
+    body: Any,
+) -> None:
+    fake_github.world.seed({"repos": {REPO: {"issues": [{"number": 21, "state": "open"}]}}})
+    fake_github.add_fault(Fault("GET", path, 200, body, times=99))
+    results = _write(tmp_path / "r.json", _test("t::a"), _test("t::b", True, ("#21",)))
+    code = cli.main(["publish", str(results)])
+    err = capsys.readouterr().err
+    assert "internal error" not in err and "Traceback" not in err, err
+    if "issues/21" in path:  # a blocker lookup that fails is `unknown`, not an abort
+        assert code == 1
+        return
+    assert code == 2, err
+    # PyGithub itself refuses some shapes (as a 400); the rest are named by `translated`.
+    assert err.startswith("kl-bitexact: error: GitHub answered "), err
+    assert len(err.strip().splitlines()) <= 2, err  # one line and its hint

@@ -34,11 +34,11 @@ def _writes(fake_github: FakeGitHub) -> list[str]:
 def test_first_creates_second_edits_third_writes_nothing(
     fake_github: FakeGitHub, pull: sticky.PullLike
 ) -> None:
-    first = sticky.upsert(pull, "bitexact", f"{MARK}\nKL 0.0")
+    first = sticky.upsert(pull, "bitexact", f"{MARK}\nKL 0.0", author=BOT)
     assert first.action == "created"
-    second = sticky.upsert(pull, "bitexact", f"{MARK}\nKL 1e-9")
+    second = sticky.upsert(pull, "bitexact", f"{MARK}\nKL 1e-9", author=BOT)
     assert (second.action, second.comment_id) == ("updated", first.comment_id)
-    third = sticky.upsert(pull, "bitexact", f"{MARK}\nKL 1e-9")
+    third = sticky.upsert(pull, "bitexact", f"{MARK}\nKL 1e-9", author=BOT)
     assert (third.action, third.comment_id) == ("unchanged", first.comment_id)
     assert _bodies(fake_github) == [f"{MARK}\nKL 1e-9"]
     assert _writes(fake_github) == ["POST", "PATCH"]
@@ -52,7 +52,7 @@ def test_the_marker_is_found_on_page_three_of_250_comments(
             fake_github.world.add_comment(REPO, 7, f"{MARK}\nold report", BOT)
         else:
             fake_github.world.add_comment(REPO, 7, f"review comment {index}")
-    outcome = sticky.upsert(pull, "bitexact", f"{MARK}\nnew report")
+    outcome = sticky.upsert(pull, "bitexact", f"{MARK}\nnew report", author=BOT)
     assert outcome.action == "updated"
     lists = [parse_qs(r["query"]) for r in fake_github.world.requests if r["method"] == "GET"]
     pages = [(query["per_page"], query.get("page")) for query in lists[1:]]  # after the PR
@@ -66,7 +66,7 @@ def test_other_keys_and_quoted_markers_are_left_alone(
 ) -> None:
     fake_github.world.add_comment(REPO, 7, "<!-- kl-bitexact:nightly -->\nother workflow")
     fake_github.world.add_comment(REPO, 7, f"> {MARK}\n> quoted by a reviewer")
-    assert sticky.upsert(pull, "bitexact", "report").action == "created"
+    assert sticky.upsert(pull, "bitexact", "report", author=BOT).action == "created"
     assert _bodies(fake_github)[2] == f"{MARK}\nreport"  # the marker is added when missing
 
 
@@ -75,7 +75,7 @@ def test_duplicates_left_by_an_old_race_are_removed(
 ) -> None:
     oldest = fake_github.world.add_comment(REPO, 7, f"{MARK}\na", BOT)
     fake_github.world.add_comment(REPO, 7, f"{MARK}\nb", BOT)
-    outcome = sticky.upsert(pull, "bitexact", f"{MARK}\nc")
+    outcome = sticky.upsert(pull, "bitexact", f"{MARK}\nc", author=BOT)
     assert (outcome.action, outcome.comment_id, len(outcome.deleted)) == ("updated", oldest.id, 1)
     assert _bodies(fake_github) == [f"{MARK}\nc"]
 
@@ -90,7 +90,7 @@ def test_two_racing_publishers_end_with_one_comment(
 
     def publish(body: str) -> None:
         pull = connect(target, FAST).get_repo(REPO).get_pull(7)
-        outcomes.append(sticky.upsert(pull, "bitexact", f"{MARK}\n{body}"))
+        outcomes.append(sticky.upsert(pull, "bitexact", f"{MARK}\n{body}", author=BOT))
 
     racers = [threading.Thread(target=publish, args=(f"run {n}",)) for n in (1, 2)]
     for racer in racers:
@@ -109,9 +109,11 @@ def test_two_racing_publishers_end_with_one_comment(
 def test_history_lines_accumulate_and_do_not_count_as_a_change(
     fake_github: FakeGitHub, pull: sticky.PullLike
 ) -> None:
-    sticky.upsert(pull, "bitexact", f"{MARK}\nv1", history_line="updated for aaaa111")
-    sticky.upsert(pull, "bitexact", f"{MARK}\nv2", history_line="updated for bbbb222")
-    again = sticky.upsert(pull, "bitexact", f"{MARK}\nv2", history_line="updated for cccc333")
+    sticky.upsert(pull, "bitexact", f"{MARK}\nv1", history_line="updated for aaaa111", author=BOT)
+    sticky.upsert(pull, "bitexact", f"{MARK}\nv2", history_line="updated for bbbb222", author=BOT)
+    again = sticky.upsert(
+        pull, "bitexact", f"{MARK}\nv2", history_line="updated for cccc333", author=BOT
+    )
     assert again.action == "unchanged"
     (body,) = _bodies(fake_github)
     assert sticky.content(body) == f"{MARK}\nv2"
@@ -129,19 +131,19 @@ def test_history_keeps_the_last_lines_only() -> None:
 def test_a_hostile_key_cannot_close_the_hidden_marker(
     fake_github: FakeGitHub, pull: sticky.PullLike
 ) -> None:
-    sticky.upsert(pull, "evil --> <script>", "report")
+    sticky.upsert(pull, "evil --> <script>", "report", author=BOT)
     (body,) = _bodies(fake_github)
     first_line = body.splitlines()[0]
     assert first_line.startswith("<!-- kl-bitexact:") and first_line.count("-->") == 1
-    assert sticky.upsert(pull, "evil --> <script>", "report").action == "unchanged"
+    assert sticky.upsert(pull, "evil --> <script>", "report", author=BOT).action == "unchanged"
 
 
 def test_a_human_comment_starting_with_the_marker_is_not_ours(
     fake_github: FakeGitHub, pull: sticky.PullLike
 ) -> None:
     fake_github.world.add_comment(REPO, 7, f"{MARK}\nI can type your marker too", "mallory")
-    assert sticky.upsert(pull, "bitexact", f"{MARK}\nreport").action == "created"
-    assert sticky.upsert(pull, "bitexact", f"{MARK}\nreport 2").action == "updated"
+    assert sticky.upsert(pull, "bitexact", f"{MARK}\nreport", author=BOT).action == "created"
+    assert sticky.upsert(pull, "bitexact", f"{MARK}\nreport 2", author=BOT).action == "updated"
     assert _bodies(fake_github) == [f"{MARK}\nI can type your marker too", f"{MARK}\nreport 2"]
 
 
@@ -162,3 +164,28 @@ def test_editing_someone_elses_comment_is_refused_like_github_does(
     with pytest.raises(GithubException) as refused:  # why the author filter exists
         sticky.upsert(pull, "bitexact", "report", author="mallory")
     assert refused.value.status == 403
+
+
+def test_another_bots_marker_comment_is_not_ours(
+    fake_github: FakeGitHub, pull: sticky.PullLike
+) -> None:
+    # Issue 14, case 6: "any Bot" counted dependabot's comment as ours; deleting it was
+    # refused (403) on every re-run.
+    fake_github.world.add_comment(REPO, 7, f"{MARK}\nquoted by a bot", "dependabot[bot]")
+    fake_github.world.add_comment(REPO, 7, f"{MARK}\nour old one", BOT)
+    fake_github.world.add_comment(REPO, 7, f"{MARK}\nanother", "dependabot[bot]")
+    outcome = sticky.upsert(pull, "bitexact", f"{MARK}\nreport", author=BOT)
+    assert outcome.action == "updated" and outcome.deleted == ()
+    assert _bodies(fake_github) == [
+        f"{MARK}\nquoted by a bot",
+        f"{MARK}\nreport",
+        f"{MARK}\nanother",
+    ]
+
+
+def test_the_publishing_login_is_the_tokens_own(fake_github: FakeGitHub, target) -> None:
+    client = connect(target)
+    assert sticky.publishing_login(client, None) == BOT  # GITHUB_TOKEN: GET /user refused
+    fake_github.world.actor = "release-robot"  # a personal access token
+    assert sticky.publishing_login(client, None) == "release-robot"
+    assert sticky.publishing_login(client, "my-app[bot]") == "my-app[bot]"

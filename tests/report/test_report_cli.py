@@ -203,3 +203,26 @@ def test_lone_surrogates_from_json_do_not_crash_the_writers(cli, tmp_path: Path)
     done = cli(["report", str(head), "--annotations", "--job-summary", str(summary)], env=NO_GITHUB)
     assert done.returncode == 1, done.stderr
     assert "hicache-mamba a\ufffd::" in done.stdout and "<code>a</code>" in summary.read_text()
+
+
+def test_proof_file_shows_each_new_test_and_strict_gates_on_unproven(cli, tmp_path: Path):
+    """`report head.json --proof proof.json` (issue 19): the proof run's tests judged."""
+    fixed = check_result("dspark")
+    weak = check_result("match")
+    head = write_results(tmp_path / "head.json", fixed, weak)
+    reverted = red_hicache("dspark", kl_div=1.10e-01, message="avg KL 1.10e-01 >= 1e-09")
+    proof = write_results(tmp_path / "proof.json", reverted, weak)
+    done = cli(["report", str(head), "--proof", str(proof), "--json"], env=NO_GITHUB)
+    assert done.returncode == 0, done.stderr
+    verdict = json.loads(done.stdout)
+    assert [(p["id"], p["outcome"]) for p in verdict["proof"]] == [
+        ("dspark", "proven"),
+        ("match", "unproven"),
+    ]
+    comment = cli(["report", str(head), "--proof", str(proof)], env=NO_GITHUB).stdout
+    assert "**proven** - red on base, green on head: KL 1.10e-01 -> 0" in comment
+    strict = cli(["report", str(head), "--proof", str(proof), "--proof-strict"], env=NO_GITHUB)
+    assert strict.returncode == 1
+    assert "gate failed: 1 new test not shown to detect anything (proof strict)" in strict.stdout
+    missing = cli(["report", str(head), "--proof", str(tmp_path / "nope.json")], env=NO_GITHUB)
+    assert missing.returncode == 2 and "nope.json" in missing.stderr

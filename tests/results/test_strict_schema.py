@@ -201,7 +201,9 @@ def apply(document: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[s
         if _has(target, last) and isinstance(target, dict):
             del target[last]
     elif isinstance(target, dict) or _has(target, last):
-        target[last] = value
+        # A copy: hypothesis may hand the same {} to two mutations, and placing one object
+        # inside itself would make a cycle no JSON document can have.
+        target[last] = copy.deepcopy(value)
     return document
 
 

@@ -240,3 +240,31 @@ def test_teardown_ladder_kills_a_group_that_ignores_signals():
     assert time.monotonic() - started < 5
     with pytest.raises(ProcessLookupError):
         os.killpg(process.pid, 0)
+
+
+@pytest.mark.parametrize("field", ["logprob", "output_id", "cached_tokens"])
+def test_a_non_numeric_answer_errors_that_test_and_the_run_goes_on(cli, tmp_path, field):
+    out = tmp_path / "out"
+    path = write(
+        tmp_path,
+        suite_yaml("odd", "--malformed", field, tests=("match",)),
+        suite_yaml("after", tests=("match",)),
+    )
+    result = cli(["run", str(path), "--out", str(out)])
+    assert "internal error" not in result.stderr, result.stderr
+    assert statuses(out) == {"odd::match": "error", "after::match": "passed"}
+    assert "the server's /generate" in messages(out)["odd::match"]
+    assert "malformed" in messages(out)["odd::match"]
+    assert result.returncode == 2
+
+
+def test_a_trickling_answer_is_cut_at_the_request_timeout_in_total(cli, tmp_path):
+    # One byte a second: each read is within the timeout, the whole answer is not.
+    out = tmp_path / "out"
+    path = write(tmp_path, suite_yaml("drip", "--trickle", timeout="3", tests=("match",)))
+    started = time.monotonic()
+    result = cli(["run", str(path), "--out", str(out)])
+    assert time.monotonic() - started < 45, "the request ran past its total deadline"
+    assert statuses(out) == {"drip::match": "error"}
+    assert "did not answer within 3 s" in messages(out)["drip::match"]
+    assert result.returncode == 2

@@ -152,6 +152,26 @@ def test_prompts_file_is_relative_to_the_suite(tmp_path: Path):
         suite.load(path)
 
 
+def test_prompts_from_sglangs_longbench_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """sglang's own cache file of a model, found as its get_input_ids finds it; a real
+    tokenizer's ids (151k here) need no vocab_size."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    cached = tmp_path / "sglang" / "longbench" / "input_ids_Qwen_Qwen3-8B_3000_48.json"
+    cached.parent.mkdir(parents=True)
+    cached.write_text(json.dumps([[151643, 7, 8], [9, 10]]))
+    text = (
+        "name: x\nserver: {engine: reference}\ntests: [{name: a, check: decode_cache_hit, "
+        "samples: 2, prompts: {sglang_longbench: Qwen/Qwen3-8B}}]"
+    )
+    [parsed] = suite.parse(text, source="s.yaml")
+    assert parsed.tests[0].prompts == ((151643, 7, 8), (9, 10))
+    message = _error(text.replace("Qwen3-8B}", "Qwen3-8B, num_samples: 9}"))
+    assert "input_ids_Qwen_Qwen3-8B_3000_9.json" in message and "LongBench" in message
+    assert "sglang_longbench" in _error(text.replace("sglang_longbench", "model"))
+    with_vocab = text.replace("samples: 2,", "samples: 2, vocab_size: 1000,")
+    assert "ids < vocab_size 1000" in _error(with_vocab)
+
+
 def test_missing_file_is_a_config_error(tmp_path: Path):
     with pytest.raises(ConfigError, match="cannot read suite file"):
         suite.load(tmp_path / "nope.yaml")

@@ -14,11 +14,17 @@ def run_argv(inputs: ActionInputs, suite_files: Sequence[str]) -> list[str]:
         argv += ["--base-url", inputs.base_url]
     if inputs.repeat and inputs.repeat > 1:
         argv += ["--repeat", str(inputs.repeat)]
+    if inputs.prove != "false":
+        argv += ["--prove-base", str(inputs.base_path)]
     return argv + list(inputs.args)
 
 
 def report_argv(
-    inputs: ActionInputs, results: Sequence[Path], out: Path, summary: str | None
+    inputs: ActionInputs,
+    results: Sequence[Path],
+    out: Path,
+    summary: str | None,
+    proof: Sequence[Path] = (),
 ) -> list[str]:
     """`report`: the comment Markdown to `out`, the job summary, the gate; no GitHub calls,
     so a baseline to fetch is left out."""
@@ -27,16 +33,23 @@ def report_argv(
         argv += ["--baseline", inputs.baseline]
     if summary:
         argv += ["--job-summary", summary]
-    return argv + _findings(inputs) + _policy(inputs) + list(inputs.args)
+    return argv + _findings(inputs) + _proof(inputs, proof) + _policy(inputs) + list(inputs.args)
 
 
-def publish_argv(inputs: ActionInputs, results: Sequence[Path]) -> list[str]:
+def publish_argv(
+    inputs: ActionInputs, results: Sequence[Path], proof: Sequence[Path] = ()
+) -> list[str]:
     argv = ["publish", *map(str, results), "--annotations"]
     if inputs.baseline == FETCH_BASELINE:
         argv.append("--fetch-baseline")
     elif inputs.baseline:
         argv += ["--baseline", inputs.baseline]
-    return argv + _findings(inputs) + _policy(inputs) + list(inputs.args)
+    return argv + _findings(inputs) + _proof(inputs, proof) + _policy(inputs) + list(inputs.args)
+
+
+def prove_plan_argv(inputs: ActionInputs) -> list[str]:
+    suites = [arg for suite in inputs.suites for arg in ("--suite", suite)]
+    return ["prove-plan", "--base", str(inputs.base_path), *suites, *inputs.args]
 
 
 def lint_ci_argv(inputs: ActionInputs, output_format: str) -> list[str]:
@@ -54,6 +67,14 @@ def shard_argv(inputs: ActionInputs, suite: str) -> list[str]:
 
 def _findings(inputs: ActionInputs) -> list[str]:
     return ["--findings", inputs.findings] if inputs.findings else []
+
+
+def _proof(inputs: ActionInputs, proof: Sequence[Path]) -> list[str]:
+    """`--proof FILE` per proof run found (prove on), `--proof-strict` for `prove: strict`."""
+    if inputs.prove == "false":
+        return []
+    files = [arg for path in proof for arg in ("--proof", str(path))]
+    return files + (["--proof-strict"] if inputs.prove == "strict" else [])
 
 
 def _policy(inputs: ActionInputs) -> list[str]:

@@ -12,7 +12,9 @@ from typing import Any
 from kl_bitexact.compare.gate import parse_fail_on
 from kl_bitexact.errors import ConfigError
 
-COMMANDS = ("run", "publish", "report", "lint-ci", "shard", "trust")
+COMMANDS = ("run", "publish", "report", "lint-ci", "shard", "trust", "prove-plan")
+# `prove`: off, on (a new test green on base too is a warning), or strict (it gates).
+PROVE = ("false", "true", "strict")
 # `baseline: fetch`: the newest successful base-branch run's results artifact (publish).
 FETCH_BASELINE = "fetch"
 _HINT = "fix the `with:` of the kl-bitexact step in your workflow"
@@ -32,6 +34,9 @@ class ActionInputs:
     strict: bool = False
     partitions: int | None = None
     repeat: int | None = None  # run: `--repeat N`, the flake meter
+    prove: str = "false"  # the proof of new tests (PROVE)
+    base_path: Path = Path("kl-bitexact-base")  # the base revision's checkout (prove)
+    proof_dir: Path = Path("kl-bitexact-proof")  # report, publish: the proof runs' results
     shard_timeout: float | None = None
     findings: str = ""
     expected_shards: tuple[str, ...] = ()
@@ -60,6 +65,9 @@ def read_inputs(environ: Mapping[str, str]) -> ActionInputs:
         strict=_boolean("strict", get("strict", "false")),
         partitions=_positive_int("partitions", get("partitions")),
         repeat=_positive_int("repeat", get("repeat")),
+        prove=_choice("prove", get("prove", "false").lower(), PROVE),
+        base_path=Path(get("base-path", "kl-bitexact-base")),
+        proof_dir=Path(get("proof-dir", "kl-bitexact-proof")),
         shard_timeout=_positive_float("shard-timeout", get("shard-timeout")),
         findings=get("findings"),
         expected_shards=_shard_names(get("expected-shards")),

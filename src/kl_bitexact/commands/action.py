@@ -103,7 +103,8 @@ def report_step(inputs: ActionInputs) -> StepResult:
     out = inputs.results_dir / "comment.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    code = _kl_bitexact(command_lines.report_argv(inputs, files, out, summary)).returncode
+    argv = command_lines.report_argv(inputs, files, out, summary, proof_files(inputs))
+    code = _kl_bitexact(argv).returncode
     return StepResult(code, files, {"results-path": _lines(files)})
 
 
@@ -112,7 +113,7 @@ def publish_step(inputs: ActionInputs) -> StepResult:
         return report_step(inputs)  # the gate and the job summary, no GitHub writes
     inputs = _existing_findings(inputs)
     files = gather_results(inputs)
-    argv = command_lines.publish_argv(inputs, files)
+    argv = command_lines.publish_argv(inputs, files, proof_files(inputs))
     finished = _kl_bitexact(argv, token=inputs.github_token, capture=True)
     sys.stdout.write(finished.stdout)
     sys.stderr.write(finished.stderr)
@@ -149,6 +150,20 @@ def shard_step(inputs: ActionInputs) -> StepResult:
     return StepResult(0, outputs={"matrix": matrix})
 
 
+def prove_plan_step(inputs: ActionInputs) -> StepResult:
+    """The proof matrix (`proof-matrix` output): suites with tests the PR adds or changes."""
+    if not inputs.suites:
+        raise ConfigError("action input `suites`: `command: prove-plan` needs suite names")
+    finished = _kl_bitexact(command_lines.prove_plan_argv(inputs), capture=True)
+    sys.stderr.write(finished.stderr)
+    if finished.returncode != 0:
+        return StepResult(finished.returncode)
+    matrix = finished.stdout.strip()
+    print(matrix)
+    any_test = "true" if json.loads(matrix)["include"] else "false"
+    return StepResult(0, outputs={"proof-matrix": matrix, "proof-needed": any_test})
+
+
 def trust_step(inputs: ActionInputs) -> StepResult:
     event_path = os.environ.get("GITHUB_EVENT_PATH", "")
     event = json.loads(Path(event_path).read_text(encoding="utf-8")) if event_path else {}
@@ -170,6 +185,7 @@ STEPS: dict[str, Callable[[ActionInputs], StepResult]] = {
     "lint-ci": lint_ci_step,
     "shard": shard_step,
     "trust": trust_step,
+    "prove-plan": prove_plan_step,
 }
 
 
@@ -226,6 +242,14 @@ def _write_stand_ins(stand_ins: Sequence[tuple[str, results_model.Results]]) -> 
         results_io.write_atomic(document, path)
         paths.append(path)
     return paths
+
+
+def proof_files(inputs: ActionInputs) -> tuple[Path, ...]:
+    """The proof runs' results under proof-dir (one per proof job); none when prove is off
+    or no test needed proving."""
+    if inputs.prove == "false" or not inputs.proof_dir.is_dir():
+        return ()
+    return tuple(shards.results_files(inputs.proof_dir))
 
 
 def label_shards(suite: str, include: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

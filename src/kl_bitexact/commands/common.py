@@ -19,7 +19,7 @@ from kl_bitexact.jsonfile import read_bounded
 from kl_bitexact.report import render
 from kl_bitexact.results import io as results_io
 from kl_bitexact.results.exit_code import exit_code
-from kl_bitexact.results.model import Results, TestResult, current_run_info
+from kl_bitexact.results.model import Results, Status, TestResult, current_run_info
 
 
 def add_input_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,6 +36,15 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         metavar="FILE",
         help="registration findings from `kl-bitexact lint-ci --format json`",
+    )
+    parser.add_argument(
+        "--proof",
+        action="append",
+        type=Path,
+        metavar="FILE",
+        help="results of the proof run (`run --prove-base`: the new and changed tests on the "
+        "base revision); each is shown as proven, not shown to detect anything, red on both "
+        "or could not prove; repeatable (one file per proof job)",
     )
     parser.add_argument(
         "--annotations",
@@ -63,6 +72,12 @@ def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
         "--strict", action="store_true", help="an unexpected green test fails the gate"
     )
     parser.add_argument(
+        "--proof-strict",
+        action="store_true",
+        help="with --proof: a new or changed test that is green on the base revision too "
+        "fails the gate",
+    )
+    parser.add_argument(
         "--allow-unknown-blockers",
         action="store_true",
         help="a blocker whose state is unknown does not fail the gate",
@@ -84,7 +99,14 @@ def _fail_on(text: str) -> tuple[FailOn, bool]:
 def policy(args: argparse.Namespace) -> Policy:
     """The gate policy from `add_policy_arguments`' options."""
     mode, flaky = args.fail_on
-    return Policy(mode, args.strict, args.allow_unknown_blockers, flaky=flaky)
+    return Policy(
+        mode, args.strict, args.allow_unknown_blockers, flaky=flaky, proof_strict=args.proof_strict
+    )
+
+
+def load_proof(paths: list[Path] | None) -> Results | None:
+    """The proof run's results (`--proof`, several files merged), None without any."""
+    return results_io.load_merged(paths) if paths else None
 
 
 def freeze_loaded() -> None:
@@ -173,8 +195,18 @@ def import_and_write(
     _print_summary(imported, out_path)
     code = exit_code(imported)
     if code is ExitCode.COULD_NOT_RUN:
-        print(f"kl-bitexact: no test in {junit_path} ran to a verdict", file=sys.stderr)
+        print(f"kl-bitexact: {_could_not_run(imported, junit_path)}", file=sys.stderr)
     return int(code)
+
+
+def _could_not_run(imported: Results, junit_path: Path) -> str:
+    """Why exit 2: nothing reached a verdict, or some tests errored beside those that did."""
+    tests = [test for _, test in imported.all_tests()]
+    errored = [test.id for test in tests if test.status is Status.ERROR]
+    if any(test.status in (Status.PASSED, Status.FAILED) for test in tests):
+        shown = ", ".join(errored[:3]) + (" ..." if len(errored) > 3 else "")
+        return f"{len(errored)} test(s) in {junit_path} errored before a verdict: {shown}"
+    return f"no test in {junit_path} ran to a verdict"
 
 
 def _read_log(path: Path) -> str:

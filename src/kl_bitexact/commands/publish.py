@@ -61,8 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--comment-author",
         metavar="LOGIN",
-        help="login the comment is posted as (needed with a personal access token; by "
-        "default the comment of any bot, as GITHUB_TOKEN and GitHub Apps are, counts)",
+        help="login the comment is posted as; only its comments are ours (default: the "
+        "token's own user, or github-actions[bot] for GITHUB_TOKEN; a GitHub App token "
+        "needs its APP-SLUG[bot])",
     )
     parser.add_argument(
         "--history",
@@ -131,6 +132,7 @@ class Options:
 
     results: tuple[Path, ...]
     findings: Path | None
+    proof: tuple[Path, ...]
     annotations: bool
     key: str
     policy: Policy
@@ -148,6 +150,7 @@ class Options:
         return cls(
             results=tuple(args.results),
             findings=args.findings,
+            proof=tuple(args.proof or ()),
             annotations=args.annotations,
             key=args.key,
             policy=common.policy(args),
@@ -200,6 +203,7 @@ def _run(
         blockers=_blocker_states(options, client, target, head),
         policy=options.policy,
         default_repo=target.repository,
+        proof=common.load_proof(list(options.proof)),
     )
     # The summary and annotations come first: if GitHub then refuses the comment (a
     # read-only token on a fork PR), the report is still on the run's page.
@@ -273,9 +277,8 @@ def _publish(
     sha = target.head_sha or pull.head.sha
     history = f"updated for {sha[:12]}" if options.history else None
     with translated(f"writing the sticky comment on #{target.number}", target.token):
-        outcome = sticky.upsert(
-            pull, options.key, body, history_line=history, author=options.comment_author
-        )
+        author = sticky.publishing_login(client, options.comment_author)
+        outcome = sticky.upsert(pull, options.key, body, history_line=history, author=author)
     verdict = status.of(comparison.decision)
     status.post(client, target, sha, verdict, links.run)
     return Published(outcome, verdict)

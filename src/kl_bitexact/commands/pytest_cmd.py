@@ -62,6 +62,8 @@ def _user_arguments(raw: Sequence[str]) -> list[str]:
 def pytest_command(pytest_args: Sequence[str], junit_path: Path) -> list[str]:
     """The child's command line: JUnit XML holding every test's output, passing ones too."""
     command = [sys.executable, "-m", "pytest", *pytest_args, f"--junitxml={junit_path}"]
+    # What `python3 file.py` runs: no imported test_* helper collected as a test.
+    command += ["--kl-own-tests-only"]
     command += ["-o", "junit_logging=all", "-o", "junit_log_passing_tests=true"]
     # xunit1 adds the file attribute, from which node ids are rebuilt without the plugin.
     command += ["-o", "junit_family=xunit1"]

@@ -91,8 +91,9 @@ def _compare(args: argparse.Namespace) -> Comparison:
     policy = common.policy(args)
     states = _blocker_states(args.blockers) if args.blockers else None
     base = baseline.load(args.baseline)
+    proof = common.load_proof(args.proof)
     common.freeze_loaded()
-    return compare(head, base, blockers=states, policy=policy, default_repo=args.repo)
+    return compare(head, base, blockers=states, policy=policy, default_repo=args.repo, proof=proof)
 
 
 def _findings(path: Path) -> tuple[Finding, ...]:

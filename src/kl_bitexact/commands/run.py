@@ -28,6 +28,7 @@ from kl_bitexact.results.model import (
 )
 from kl_bitexact.run import engines
 from kl_bitexact.run.runner import Plan, run_suites, test_id
+from kl_bitexact.suite import changes
 from kl_bitexact.suite import spec as suite
 from kl_bitexact.suite.spec import Suite
 
@@ -74,6 +75,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "each other: a test whose repeats disagree is `flaky` (default: %(default)s)",
     )
     parser.add_argument(
+        "--prove-base",
+        type=Path,
+        metavar="DIR",
+        help="the proof of new tests: run only the tests these suite files add or change "
+        "against their versions under DIR (a checkout of the base revision), with every "
+        "server started in DIR, so that the base's engine runs the head's tests",
+    )
+    parser.add_argument(
         "--relaunch",
         action="store_true",
         help="with --repeat: one launch per repeat (the whole run N times, each on a fresh "
@@ -100,6 +109,12 @@ def run(args: argparse.Namespace) -> int:
     prepare_out(out)
     results_path = out / "results.json"
     _check_relaunch(args, suites)
+    if args.prove_base is not None:
+        suites = _to_prove(suites, args)
+        if not suites:
+            _write_outputs(Results(run=current_run_info()), out)
+            print(f"kl-bitexact: no new or changed test to prove; wrote {results_path}")
+            return int(ExitCode.GATE_PASSED)
     plan = Plan(
         tuple(suites),
         out / "logs",
@@ -107,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
         base_url=args.base_url,
         repeat=args.repeat,
         relaunch=args.relaunch,
+        cwd=args.prove_base,
     )
     reporter = ConsoleReporter(github=os.environ.get("GITHUB_ACTIONS") == "true")
     latest = Results(run=plan.run)
@@ -127,6 +143,11 @@ def run(args: argparse.Namespace) -> int:
     report = _write_outputs(final, out)
     _print_comment(report, github=reporter.github)
     code = exit_code(final)
+    if args.prove_base is not None:
+        # Red on the base revision is what a proof hopes for, and an error there is
+        # "could not prove": `report --proof` judges them; the proof run itself passes.
+        print("kl-bitexact: proof run; `report --proof` / `publish --proof` judge it")
+        code = ExitCode.GATE_PASSED
     print(f"{_tally(final)}; wrote {results_path} and {out / 'report.md'}")
     if code == ExitCode.COULD_NOT_RUN:
         print("kl-bitexact: no test ran to a verdict (see the errors above)")
@@ -173,6 +194,27 @@ def prepare_out(out: Path) -> None:
             f"--out {out}: cannot write there ({error.strerror})",
             hint="pass a directory you can write to",
         ) from None
+
+
+def _to_prove(suites: list[Suite], args: argparse.Namespace) -> list[Suite]:
+    """The tests the suite files add or change against the base checkout (--prove-base)."""
+    base: Path = args.prove_base
+    if not args.suites:
+        raise ConfigError("--prove-base needs the head's suite files", hint="pass SUITE.yaml ...")
+    if not base.is_dir():
+        raise ConfigError(
+            f"--prove-base {base}: not a directory",
+            hint="check out the base revision there (actions/checkout with `path:`)",
+        )
+    found = changes.changed_tests(suites, args.suites, base)
+    for change in found:
+        print(f"to prove: {change.test_id} ({change.kind})")
+    wanted = {change.test_id for change in found}
+    kept = [
+        dataclasses.replace(s, tests=tuple(t for t in s.tests if test_id(s, t) in wanted))
+        for s in suites
+    ]
+    return [s for s in kept if s.tests]
 
 
 def _check_relaunch(args: argparse.Namespace, suites: Sequence[Suite]) -> None:

@@ -21,7 +21,9 @@ from enum import Enum
 from kl_bitexact.compare import gate
 from kl_bitexact.compare.baseline import Baseline
 from kl_bitexact.compare.blockers import BlockerState
+from kl_bitexact.compare.consistency import judged_by_numbers
 from kl_bitexact.compare.gate import RED, Decision, Policy, Verdict
+from kl_bitexact.compare.proof import Outcome, Proof, prove
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.results.model import Results, Status, TestResult
 from kl_bitexact.suite.references import BlockerRef, parse_ref
@@ -79,6 +81,13 @@ class Comparison:
     decision: Decision
     policy: Policy = field(default_factory=Policy)
     blockers_resolved: bool = False
+    # `--proof`: each new or changed test run on the base revision too (compare/proof.py);
+    # None when no proof run was given.
+    proofs: tuple[Proof, ...] | None = None
+
+    @property
+    def outcomes(self) -> Counter[Outcome]:
+        return Counter(p.outcome for p in self.proofs or ())
 
     @property
     def verdicts(self) -> Counter[Verdict]:
@@ -100,12 +109,14 @@ def compare(
     blockers: Mapping[str, BlockerState] | Mapping[BlockerRef, BlockerState] | None = None,
     policy: Policy | None = None,
     default_repo: str | None = None,
+    proof: Results | None = None,
 ) -> Comparison:
     """Compare `head` with `base` and decide the gate.
 
     `blockers` maps references (`BlockerRef` or canonical `owner/repo#N`) to their state; None means
     nobody resolved them, so every blocker is unknown. `default_repo` (owner/repo)
-    completes short `#N` references.
+    completes short `#N` references. `proof`: the new and changed tests run on the base
+    revision (`run --prove-base`), each judged against its head result.
     """
     policy = policy or Policy()
     baseline = base if isinstance(base, Baseline) else Baseline.of(base)
@@ -123,8 +134,13 @@ def compare(
         else:
             lost = _no_verdict(test.id, test.check, head)
             deltas.append(_delta(suite, lost, (suite, test), baseline, resolve, policy))
-    decision = gate.decide(_gating(deltas), _executed(head), policy)
-    return Comparison(head, baseline, tuple(deltas), decision, policy, blockers is not None)
+    proofs = None
+    if proof is not None:
+        verdicts = {d.id: d.verdict for d in deltas if d.verdict is not None}
+        proofs = prove(proof, head, verdicts, strict=policy.proof_strict)
+    unproven = sum(1 for p in proofs or () if p.gating)
+    decision = gate.decide(_gating(deltas), _executed(head), policy, unproven)
+    return Comparison(head, baseline, tuple(deltas), decision, policy, blockers is not None, proofs)
 
 
 def _index(results: Results | None) -> dict[str, tuple[str, TestResult]]:
@@ -142,11 +158,15 @@ def _delta(
     policy: Policy,
 ) -> TestDelta:
     base_test = base[1] if base else None
+    test, contradicted = judged_by_numbers(test)
     blockers = tuple(resolve(text) for text in test.blocked_by)
     verdict = gate.verdict(test, [blocker.state for blocker in blockers])
     gating = gate.gates(verdict, test, policy)
     if gating and policy.fail_on is gate.FailOn.REGRESSION:
         gating = not gate.excused_by_base(verdict, test, base_test)
+    if contradicted:
+        # Neither a blocker nor the base excuses a result that contradicts itself.
+        verdict, gating = Verdict.INFRA, policy.fail_on is not gate.FailOn.NEVER
     transition = transition_of(test, base_test, baseline.results is not None)
     return TestDelta(suite, test.id, test, base_test, transition, verdict, blockers, gating)
 

@@ -68,6 +68,7 @@ class Policy:
     strict: bool = False  # unexpected green gates too
     allow_unknown: bool = False  # a blocker of unknown state does not gate
     flaky: bool = False  # a flaky test whose repeats all passed gates too
+    proof_strict: bool = False  # a new test not shown to detect anything gates (`prove: strict`)
 
     @property
     def fail_on_text(self) -> str:
@@ -167,14 +168,20 @@ class Decision:
         return "gate passed" if self.passed else "gate failed"
 
 
-def decide(gating: Mapping[Verdict, int], executed: int, policy: Policy) -> Decision:
-    """The run's decision from the count of gating tests per verdict."""
+def decide(
+    gating: Mapping[Verdict, int], executed: int, policy: Policy, unproven: int = 0
+) -> Decision:
+    """The run's decision from the count of gating tests per verdict (and of new tests
+    not shown to detect anything, which gate under `proof_strict`)."""
     if executed == 0:
         reason = "no test executed (all skipped, not run, or no tests at all)"
         return Decision(False, ExitCode.COULD_NOT_RUN, (reason,))
     if policy.fail_on is FailOn.NEVER:
         return Decision(True, ExitCode.GATE_PASSED, (), report_only=True)
     reasons = tuple(_describe(verdict, count) for verdict, count in _ordered(gating.items()))
+    if unproven and policy.proof_strict:
+        shown = "new test" if unproven == 1 else "new tests"
+        reasons += (f"{unproven} {shown} not shown to detect anything (proof strict)",)
     if reasons:
         return Decision(False, ExitCode.GATE_FAILED, reasons)
     return Decision(True, ExitCode.GATE_PASSED, ())

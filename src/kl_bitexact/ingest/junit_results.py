@@ -19,7 +19,12 @@ from typing import Any
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.ingest import properties as prop
 from kl_bitexact.ingest.junit import JUnitCase, Outcome
-from kl_bitexact.ingest.sglang_output import KLBlock, recover
+from kl_bitexact.ingest.sglang_output import (
+    UNNAMED_CACHE_CHECK,
+    KLBlock,
+    check_from_test_name,
+    recover,
+)
 from kl_bitexact.results import io as results_io
 from kl_bitexact.results import model as results
 from kl_bitexact.results.model import (
@@ -168,13 +173,17 @@ def _from_blocks(
         if block.cache_disabled
         else ""
     )
+    check = block.check
+    if check == UNNAMED_CACHE_CHECK:
+        # Only the prefill and decode helpers print the skip line; the test's name says which.
+        check = check_from_test_name(nodeid.rsplit("::", 1)[-1]) or PLAIN_CHECK
     return TestResult(
         id=nodeid,
-        check=block.check,
+        check=check,
         status=status,
         kl_div=block.kl_div,
         kl_threshold=block.kl_threshold,
-        kl_per_sample=block.kl_per_sample or (),
+        kl_per_sample=block.kl_per_sample,
         cache_hits=CacheHits(hits.hit, hits.total, min_ratio) if hits else None,
         message=message,
         warnings=(*warnings, *block.warnings),

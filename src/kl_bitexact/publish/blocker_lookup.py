@@ -22,7 +22,7 @@ from github import Github
 from kl_bitexact.compare.blockers import BlockerState, states_from_json
 from kl_bitexact.errors import ConfigError, GitHubError
 from kl_bitexact.jsonfile import read_json
-from kl_bitexact.publish.client import translated
+from kl_bitexact.publish.client import shaped, translated
 from kl_bitexact.results.model import Results
 from kl_bitexact.suite.references import BlockerRef, parse_ref
 
@@ -92,7 +92,8 @@ def issue_fetcher(client: Github, token: str) -> FetchIssue:
 
     def fetch(owner: str, repo: str, number: int) -> Mapping[str, Any]:
         with translated(f"reading {owner}/{repo}#{number}", token):
-            issue: Mapping[str, Any] = client.get_repo(f"{owner}/{repo}").get_issue(number).raw_data
+            raw = client.get_repo(f"{owner}/{repo}").get_issue(number).raw_data
+            issue: Mapping[str, Any] = shaped(raw, Mapping, "reading an issue")
         return issue
 
     return fetch

@@ -133,7 +133,12 @@ def resolve_target(
         raise ConfigError(f"commit {head_sha!r} is not a full hexadecimal SHA")
     event = read_event(env.get("GITHUB_EVENT_PATH"))
     number = pr_number if pr_number is not None else _event_pr(event)
-    if pr_number is None or number == _event_pr(event):
+    # Under workflow_run (the fork-safe stage 2) `workflow_run.pull_requests` is empty for
+    # forks, so `--pr` names the PR: the status still belongs to the tested
+    # `workflow_run.head_sha`, never to the PR's head by now (a push in between would get
+    # the old commit's verdict).
+    named_by_option = isinstance(event.get("workflow_run"), dict) and _event_pr(event) is None
+    if pr_number is None or number == _event_pr(event) or named_by_option:
         head_sha = head_sha or _event_head_sha(event)
     return Target(url, repository, token, number, head_sha)
 
@@ -255,6 +260,28 @@ def translated(doing: str, token: str) -> Iterator[None]:
             redact(f"GitHub unreachable while {doing}: {type(error).__name__}", token),
             hint="check GITHUB_API_URL and the network; retries were exhausted",
         ) from None
+    except _WRONG_SHAPE as error:
+        # A 200 whose body is a string, or a list where an object belongs: PyGithub reads
+        # fields off it and fails with these. Only a proxy or a broken GitHub answers so.
+        raise GitHubError(
+            redact(
+                f"GitHub answered something other than its API describes while {doing} "
+                f"({type(error).__name__})",
+                token,
+            ),
+            hint="check GITHUB_API_URL: it must be the REST API root (a proxy in between?)",
+        ) from None
+
+
+# What reading fields off an answer of the wrong JSON type raises (see `translated`).
+_WRONG_SHAPE = (TypeError, AttributeError, KeyError, IndexError, ValueError)
+
+
+def shaped(value: Any, kind: type, doing: str) -> Any:
+    """`value` when it is a `kind` (dict, list), else the error `translated` gives."""
+    if not isinstance(value, kind):
+        raise TypeError(f"{type(value).__name__} while {doing}")
+    return value
 
 
 def _reason(error: GithubException) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from github import GithubException
+from github import Github, GithubException
 
 from kl_bitexact.report.render import marker
 
@@ -91,14 +91,14 @@ def upsert(
     body: str,
     *,
     history_line: str | None = None,
-    author: str | None = None,
+    author: str,
 ) -> Outcome:
     """Create, edit or leave alone the comment marked with `key`; never leave two.
 
     `body` is rendered with room for the history section (HISTORY_RESERVE). Only comments
-    by `author` count (by default: by any bot, as GITHUB_TOKEN and GitHub Apps post as
-    bots): anyone can post a comment starting with the marker, and trying to edit or
-    delete it would fail the publish.
+    by `author` (the publishing identity, `publishing_login`) count: anyone, another bot
+    included, can post a comment starting with the marker, and trying to edit or delete
+    it would fail the publish.
     """
     mark = marker(key)
     body = body if body.startswith(mark) else f"{mark}\n{body}"
@@ -120,13 +120,13 @@ class _Ours:
     """Which comments are ours: the marker first, by the publishing identity."""
 
     mark: str
-    author: str | None
+    author: str
 
     def __call__(self, comment: CommentLike) -> bool:
         user = comment.user
         if user is None or not (comment.body or "").startswith(self.mark):
             return False
-        return user.login == self.author if self.author else user.type == "Bot"
+        return user.login.lower() == self.author.lower()  # logins ignore case
 
 
 def _marked(pull: PullLike, ours: _Ours) -> list[CommentLike]:
@@ -159,3 +159,24 @@ def _delete(comments: Iterable[CommentLike]) -> tuple[int, ...]:
                 raise
         deleted.append(comment.id)
     return tuple(deleted)
+
+
+# Who GITHUB_TOKEN posts as. It cannot read GET /user (an installation token: 403).
+ACTIONS_BOT = "github-actions[bot]"
+
+
+def publishing_login(client: Github, named: str | None) -> str:
+    """The exact login our comments carry: `--comment-author` when given, else the token's
+    own user (GET /user: a personal access token), else `github-actions[bot]` (an
+    installation token, which GET /user refuses). A GitHub App's own token posts as
+    `<app-slug>[bot]`: name it with --comment-author."""
+    if named:
+        return named
+    try:
+        _, user = client.requester.requestJsonAndCheck("GET", "/user")
+    except GithubException as error:
+        if error.status in (401, 403):  # GITHUB_TOKEN: "Resource not accessible by integration"
+            return ACTIONS_BOT
+        raise
+    login = user.get("login") if isinstance(user, dict) else None
+    return login if isinstance(login, str) and login else ACTIONS_BOT

@@ -23,7 +23,7 @@ from kl_bitexact.compare.comparison import Comparison, TestDelta, Transition
 from kl_bitexact.compare.gate import Verdict
 from kl_bitexact.errors import ExitCode
 from kl_bitexact.registry.findings_file import Finding
-from kl_bitexact.report import sections
+from kl_bitexact.report import proofs, sections
 from kl_bitexact.report.budget import KEEP, Block, Section, fit
 from kl_bitexact.report.wording import ICON, LABEL, TRANSITION, measured
 from kl_bitexact.results.formats import plural
@@ -129,10 +129,11 @@ def _headline(comparison: Comparison, links: Links) -> str:
         f"## {icon} kl-bitexact: {decision.label}{why}",
         "",
         _counts_line(comparison),
+        proofs.headline(comparison),
         _base_line(comparison),
         _policy_line(comparison, links),
     ]
-    return "\n".join(lines) + "\n"
+    return "\n".join(line for line in lines if line is not None) + "\n"
 
 
 def _counts_line(comparison: Comparison) -> str:
@@ -174,6 +175,8 @@ def _policy_line(comparison: Comparison, links: Links) -> str:
     parts = [f"fails on {policy.fail_on_text}"]
     if policy.strict:
         parts.append("strict: unexpected green gates")
+    if policy.proof_strict and comparison.proofs is not None:
+        parts.append("proof strict: a new test green on base gates")
     if not comparison.blockers_resolved and any(d.blockers for d in comparison.deltas):
         parts.append("blocker states not resolved (pass `--blockers`): treated as unknown")
     parts.extend(_link_parts(links))
@@ -270,6 +273,7 @@ def as_json(comparison: Comparison) -> dict[str, Any]:
             "strict": comparison.policy.strict,
             "allow_unknown": comparison.policy.allow_unknown,
             "flaky": comparison.policy.flaky,
+            "proof_strict": comparison.policy.proof_strict,
         },
         "baseline": {
             "available": baseline.results is not None,
@@ -278,6 +282,7 @@ def as_json(comparison: Comparison) -> dict[str, Any]:
         "counts": {v.value: n for v, n in comparison.verdicts.items()},
         "transitions": {t.value: n for t, n in comparison.transitions.items()},
         "tests": [_test_json(d) for d in comparison.deltas],
+        "proof": proofs.outcomes_json(comparison.proofs),
     }
 
 

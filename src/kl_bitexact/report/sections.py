@@ -14,7 +14,7 @@ from kl_bitexact.compare.blockers import effective_state
 from kl_bitexact.compare.comparison import Blocker, Comparison, TestDelta, Transition
 from kl_bitexact.compare.gate import SEVERITY, Verdict
 from kl_bitexact.registry.findings_file import Finding
-from kl_bitexact.report import charts
+from kl_bitexact.report import charts, proofs
 from kl_bitexact.report.budget import Block, Section
 from kl_bitexact.report.wording import ICON, LABEL, TRANSITION, measured
 from kl_bitexact.results.formats import MISSING, fmt_kl, plural
@@ -40,6 +40,7 @@ def body(comparison: Comparison, findings: Sequence[Finding]) -> list[Section]:
     attention, others = _split_rows(comparison.deltas)
     return [
         _attention_table(attention),
+        proofs.section(comparison, GATING, NOTES),
         _blocked_section(comparison),
         _warnings_section(comparison.deltas),
         _findings_section(findings),
@@ -267,7 +268,7 @@ def _suite_details(name: str, server: ServerInfo | None, deltas: Sequence[TestDe
 
 
 def _worth_details(test: TestResult) -> bool:
-    nonzero = any(test.kl_per_sample)  # a float is true unless it is zero
+    nonzero = any(test.kl_per_sample or ())  # a float is true unless it is zero
     return bool(
         nonzero or test.first_divergence or test.message or test.status is not Status.PASSED
     )

@@ -38,6 +38,9 @@ class ExactMatch:
     # Decoded positions left out of `tokens` (and of the KL) because the server did not
     # report a logprob for them (llama.cpp: tokens that end mid-character).
     not_reported: int = 0
+    # The test ran in exact mode (`exact: true`, `run --exact`): any differing logprob
+    # fails it. False in files written before it was recorded.
+    enforced: bool = False
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,7 @@ class TestResult:
     status: Status
     kl_div: float | None = None
     kl_threshold: float | None = None
-    kl_per_sample: tuple[float, ...] = ()
+    kl_per_sample: tuple[float, ...] | None = None  # None: not measured (or not printed)
     exact: ExactMatch | None = None
     cache_hits: CacheHits | None = None
     first_divergence: tuple[Divergence, ...] = ()

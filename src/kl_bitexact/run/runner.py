@@ -75,6 +75,9 @@ class Plan:
     # The flake meter: runs of each test, compared with each other (`run --repeat`).
     repeat: int = 1
     relaunch: bool = False  # each repeat on its own launch (one pass of the plan each)
+    # Where servers start (`run --prove-base DIR`: the base revision's checkout, so that a
+    # suite's relative server command runs the base's engine); None: this process's cwd.
+    cwd: Path | None = None
 
     @property
     def passes(self) -> int:
@@ -110,6 +113,16 @@ def log_paths(log_dir: Path, groups: list[list[Suite]]) -> list[Path]:
             path = log_dir / f"{stem}.{n}.log"
         paths.append(path)
     return paths
+
+
+@dataclass(frozen=True)
+class Launch:
+    """The server a suite runs on and what launching it cost that suite: the measured
+    seconds for a fresh launch, 0.0 when an earlier suite's launch is shared, None when
+    attached to a server someone else started."""
+
+    server: server.Server
+    seconds: float | None
 
 
 def run_suites(plan: Plan, reporter: Reporter, save: Callable[[Results], None]) -> Results:
@@ -233,7 +246,7 @@ def _overlay(previous: Results | None, current: Results) -> Results:
 
 def _servers(
     plan: Plan, group: list[Suite], log: Path
-) -> Generator[tuple[Suite, server.Server | ServerError], None, None]:
+) -> Generator[tuple[Suite, Launch | ServerError], None, None]:
     """Each suite of a launch group with its server, launched once and relaunched only
     when it died; stopped when the group is done (or the run is interrupted)."""
     running: server.Server | None = None
@@ -248,9 +261,9 @@ def _servers(
                 except ServerError as error:
                     yield suite, error
                     continue
+                yield suite, Launch(running, running.launch_s)
             else:
-                running.launch_s = 0.0  # shared launch: no cost for this suite
-            yield suite, running
+                yield suite, Launch(running, 0.0)  # shared launch: no cost for this suite
     except GeneratorExit:
         raise
     except BaseException as error:
@@ -268,22 +281,22 @@ def _start(plan: Plan, suite: Suite, log: Path) -> server.Server:
     url = plan.base_url or suite.server.base_url
     if url:
         return server.attach(url, label=label)
-    return server.launch(suite.server, log, teardown=plan.teardown, label=label)
+    return server.launch(suite.server, log, teardown=plan.teardown, label=label, cwd=plan.cwd)
 
 
 def _run_suite(
     suite: Suite,
-    running: server.Server | ServerError,
+    launched: Launch | ServerError,
     plan: Plan,
     reporter: Reporter,
     save: Callable[[SuiteResult], None],
     repeats: _Repeats,
 ) -> SuiteResult:
     reporter.suite_started(suite)
-    launch_s = running.launch_s if isinstance(running, server.Server) else None
+    launch_s = launched.seconds if isinstance(launched, Launch) else None
     info = ServerInfo(suite.server.engine, _args(plan, suite), launch_s)
     result = SuiteResult(suite.name, info)
-    for attempts in _tests(suite, running, plan, repeats.launch):
+    for attempts in _tests(suite, launched, plan, repeats.launch):
         test = repeats.fold(attempts)
         result = SuiteResult(suite.name, info, (*result.tests, test))
         save(result)
@@ -293,15 +306,16 @@ def _run_suite(
 
 
 def _tests(
-    suite: Suite, running: server.Server | ServerError, plan: Plan, launch: int
+    suite: Suite, launched: Launch | ServerError, plan: Plan, launch: int
 ) -> Iterator[list[Attempt]]:
     """Each test's attempts on this launch (`plan.per_launch` of them, fewer when one
     errs: the server is gone or the check cannot run)."""
-    if isinstance(running, ServerError):
+    if isinstance(launched, ServerError):
         for spec in suite.tests:
-            failed = error(suite, spec, running.message, 0.0, hint=running.hint)
+            failed = error(suite, spec, launched.message, 0.0, hint=launched.hint)
             yield [Attempt(failed, launch=launch)]
         return
+    running = launched.server
     engine = plan.connect(
         suite.server.engine,
         running.base_url,

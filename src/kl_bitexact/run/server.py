@@ -57,7 +57,11 @@ class Teardown:
 
 
 class Server:
-    """A healthy server: launched by us (with a process) or attached by URL."""
+    """A healthy server: launched by us (with a process) or attached by URL.
+
+    `launch_s`: seconds from spawning to healthy (None: attached). Set once, here; a suite
+    that shares the launch is told so by the runner's `Launch`, not by changing this.
+    """
 
     def __init__(
         self,
@@ -161,9 +165,15 @@ class Watchdog:
 
 
 def launch(
-    spec: ServerSpec, log_path: Path, *, teardown: Teardown = Teardown(), label: str = "server"
+    spec: ServerSpec,
+    log_path: Path,
+    *,
+    teardown: Teardown = Teardown(),
+    label: str = "server",
+    cwd: Path | None = None,
 ) -> Server:
-    """Start `spec.command` on a free port and wait until /health answers 200."""
+    """Start `spec.command` on a free port (in `cwd`: the proof run launches the base
+    revision's engine) and wait until /health answers 200."""
     port = free_port()
     command = [part.replace(PORT_PLACEHOLDER, str(port)) for part in spec.command]
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -175,6 +185,7 @@ def launch(
             process = subprocess.Popen(
                 command,
                 stdin=subprocess.DEVNULL,
+                cwd=cwd,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env={**os.environ, **dict(spec.env)},
@@ -186,17 +197,23 @@ def launch(
                 f"{label}: cannot start {command[0]!r}: {error.strerror}",
                 hint="check server.command in the suite file",
             ) from None
-    server = Server(
-        f"http://127.0.0.1:{port}", process=process, log_path=log_path, teardown=teardown
-    )
+    url = f"http://127.0.0.1:{port}"
+    starting = Server(url, process=process, log_path=log_path, teardown=teardown)
     try:
-        server.guard = Watchdog(process.pid, log_path, teardown)
-        wait_healthy(server, spec.startup_timeout, label)
+        starting.guard = Watchdog(process.pid, log_path, teardown)
+        wait_healthy(starting, spec.startup_timeout, label)
     except BaseException as error:
-        server.stop(why=stop_reason(error))
+        starting.stop(why=stop_reason(error))
         raise
-    server.launch_s = time.monotonic() - started
-    return server
+    launch_s = time.monotonic() - started
+    return Server(
+        url,
+        process=process,
+        log_path=log_path,
+        launch_s=launch_s,
+        teardown=teardown,
+        guard=starting.guard,
+    )
 
 
 def stop_reason(error: BaseException) -> str:

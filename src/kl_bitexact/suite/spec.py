@@ -20,7 +20,13 @@ import yaml
 from kl_bitexact import yamlbounds
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.jsonfile import read_bounded, read_json
+from kl_bitexact.suite import longbench
 from kl_bitexact.suite.references import parse_ref
+
+LONGBENCH_HINT = (
+    "run the sglang test once where it can download LongBench (it caches the token ids there), "
+    "or copy that file; XDG_CACHE_HOME moves the cache"
+)
 
 ENGINES = ("sglang", "openai", "reference")
 CHECKS = ("match", "prefill_cache_hit", "decode_cache_hit", "multiturn")
@@ -402,6 +408,8 @@ class _Reader:
         if self.has("prompts") and self.has("prompt_tokens"):
             raise self.fail("prompts", "give `prompts` (a file) or `prompt_tokens`, not both")
         vocab = self.integer("vocab_size", 32000, minimum=2)
+        # A prompts file holds a real tokenizer's ids: bounded only by a vocab_size given.
+        prompt_vocab = vocab if self.has("vocab_size") else None
         shape = self.multiturn() if multiturn else {}
         samples = shape["groups"] * shape["branches"] if multiturn else self.integer("samples", 32)
         return TestSpec(
@@ -409,7 +417,7 @@ class _Reader:
             check=check,
             samples=samples,
             prompt_tokens=self.length_range("prompt_tokens", 1024),
-            prompts=self.prompts(vocab) if self.has("prompts") else None,
+            prompts=self.prompts(prompt_vocab) if self.has("prompts") else None,
             max_new_tokens=self.integer("max_new_tokens", 256),
             kl_threshold=self.number("kl_threshold", 1e-9),
             min_cache_hit_ratio=self.number("min_cache_hit_ratio", 0.99, high=1.0),
@@ -442,20 +450,41 @@ class _Reader:
                 raise self.fail("blocked_by", error.message, error.hint) from None
         return refs
 
-    def prompts(self, vocab: int) -> tuple[tuple[int, ...], ...]:
-        name = self.text("prompts")
-        path = (self.base_dir or Path.cwd()) / name
+    def prompts(self, vocab: int | None) -> tuple[tuple[int, ...], ...]:
+        """A JSON file of token-id lists: a path, or sglang's LongBench cache of a model
+        (`{sglang_longbench: MODEL, prompt_tokens: 3000, num_samples: 48}`)."""
+        path = self.prompts_path()
         try:
             loaded = read_json(path, what="prompts file", max_bytes=MAX_PROMPTS_BYTES)
         except ConfigError as error:
-            raise self.fail("prompts", error.message) from None
+            hint = LONGBENCH_HINT if isinstance(self.mapping.get("prompts"), Mapping) else None
+            raise self.fail("prompts", error.message, hint) from None
         good = isinstance(loaded, list) and loaded and all(_is_token_list(p, vocab) for p in loaded)
         if not good:
+            bound = f", ids < vocab_size {vocab}" if vocab is not None else ""
             raise self.fail(
-                "prompts",
-                f"{path} must be a JSON list of non-empty token-id lists, ids < vocab_size {vocab}",
+                "prompts", f"{path} must be a JSON list of non-empty token-id lists{bound}"
             )
         return tuple(tuple(prompt) for prompt in loaded)
+
+    def prompts_path(self) -> Path:
+        value = self.mapping.get("prompts")
+        if not isinstance(value, Mapping):
+            return (self.base_dir or Path.cwd()) / self.text("prompts")
+        unknown = sorted(set(value) - {"sglang_longbench", "prompt_tokens", "num_samples"})
+        model = value.get("sglang_longbench")
+        if unknown or not isinstance(model, str) or not model:
+            raise self.fail(
+                "prompts",
+                "a mapping names sglang's LongBench cache: sglang_longbench (the model path "
+                "the sglang test passes), optional prompt_tokens and num_samples",
+                "e.g. prompts: {sglang_longbench: Qwen/Qwen3-Next-80B-A3B-Instruct}",
+            )
+        tokens = value.get("prompt_tokens", longbench.DEFAULT_PROMPT_TOKENS)
+        count = value.get("num_samples", longbench.DEFAULT_NUM_SAMPLES)
+        if not all(_is_int(number, 1) for number in (tokens, count)):
+            raise self.fail("prompts", "prompt_tokens and num_samples must be integers >= 1")
+        return longbench.cache_file(model, tokens, count)
 
     def multiturn(self) -> dict[str, Any]:
         return {
@@ -472,9 +501,11 @@ def _is_int(value: Any, minimum: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
 
 
-def _is_token_list(value: Any, vocab: int) -> bool:
+def _is_token_list(value: Any, vocab: int | None) -> bool:
     return (
-        isinstance(value, list) and bool(value) and all(_is_int(t, 0) and t < vocab for t in value)
+        isinstance(value, list)
+        and bool(value)
+        and all(_is_int(t, 0) and (vocab is None or t < vocab) for t in value)
     )
 
 

@@ -164,6 +164,19 @@ def delete_comment(world: World, call: Call, match: re.Match[str]) -> Answer:
     return Answer(204)
 
 
+def get_authenticated_user(world: World, call: Call, match: re.Match[str]) -> Answer:
+    """GET /user: a personal token's user; an installation token (GITHUB_TOKEN, a bot)
+    is refused, as GitHub does."""
+    if world.actor.endswith("[bot]"):
+        message = "Resource not accessible by integration"
+        return Answer(403, {"message": message, "documentation_url": "https://docs"})
+    user = merged(
+        component(load_spec(), "public-user"),
+        {"login": world.actor, "type": "User", "user_view_type": "public"},
+    )
+    return Answer(200, user)
+
+
 # --- pulls and issues -------------------------------------------------------------------
 
 
@@ -373,6 +386,7 @@ def blob(world: World, call: Call, match: re.Match[str]) -> Answer:
 ROUTES: tuple[tuple[str, re.Pattern[str], Handler], ...] = tuple(
     (method, re.compile(pattern + "$"), handler)
     for method, pattern, handler in (
+        ("GET", r"/user", get_authenticated_user),
         ("GET", _REPO + r"/issues/(?P<number>\d+)/comments", list_comments),
         ("POST", _REPO + r"/issues/(?P<number>\d+)/comments", create_comment),
         ("PATCH", _REPO + r"/issues/comments/(?P<id>\d+)", edit_comment),

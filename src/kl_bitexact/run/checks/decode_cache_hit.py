@@ -30,6 +30,12 @@ def run(phases: Phases, spec: TestSpec, test_id: str | None = None) -> TestResul
     kept = [i for i, g in enumerate(generations) if (g.cached_tokens or 0) > len(first[i]) + 1]
     expected, at_risk = predict(context, first, turn1)
     notes = scoring.geometry_warnings(context, expected, len(first))
+    held = metrics.held_tokens(
+        [len(p) + len(g.output_ids) for p, g in zip(first, turn1, strict=True)],
+        [len(spec.separator_ids) + spec.max_new_tokens] * len(first),
+        context.geometry.page_size,
+    )
+    notes += scoring.budget_warnings(context, held)
     if at_risk:
         notes += (
             f"speculative decoding (block {context.geometry.speculative_block}): up to "

@@ -64,6 +64,8 @@ class Geometry:
     # Where a hybrid model's prefill leaves checkpoints (sglang's mamba prefill rule:
     # chunk boundaries); None: prefill can resume at any resume_step.
     prefill_chunk: int | None = None
+    # The device cache budget in tokens (sglang's max_total_tokens); None: not reported.
+    token_budget: int | None = None
 
     @classmethod
     def from_server_info(cls, info: Mapping[str, Any]) -> Geometry:
@@ -76,6 +78,7 @@ class Geometry:
             speculative_block=block or 1,
             radix_cache=not info.get("disable_radix_cache", False),
             prefill_chunk=_positive(info.get("chunked_prefill_size")) if interval else None,
+            token_budget=_positive(info.get("max_total_tokens")),
         )
 
     @property
@@ -221,3 +224,24 @@ def geometry_warning(expected: int, total: int, min_ratio: float, geometry: Geom
         else ""
     )
     return f"server geometry: {share}{weak}; {fix}"
+
+
+def held_tokens(kept: Sequence[int], working: Sequence[int], page_size: int) -> int:
+    """Tokens the cache must hold at once for every sample to be reused: what each sample
+    leaves behind (whole pages) plus what the reusing requests allocate while they run."""
+    pages = sum(-(-length // page_size) for length in kept)
+    return pages * page_size + sum(working)
+
+
+def eviction_warning(held: int, geometry: Geometry) -> str:
+    """Say so when the server's cache budget can evict samples before they are reused
+    (sglang evicts least-recently-used leaves): the misses would be the budget's, not a bug's."""
+    budget = geometry.token_budget
+    if budget is None or held <= budget:
+        return ""
+    return (
+        f"cache budget: reusing every sample needs about {held} tokens in the cache at once, "
+        f"the server's max_total_tokens is {budget}, so least-recently-used samples can be "
+        f"evicted before they are reused and hit fewer than predicted; raise --max-total-tokens "
+        f"above {held} (sglang: or --mem-fraction-static), or send fewer or shorter samples"
+    )

@@ -13,6 +13,7 @@ models instead of exact ones. `flow: sglang` sends sglang's own request sequence
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -48,19 +49,19 @@ def run(phases: Phases, spec: TestSpec, test_id: str | None = None) -> TestResul
     if scoring.unreported(generations):
         return scoring.not_run(context, scoring.NO_CACHED_TOKENS)
     expected = prefill_expectation(len(prefixes[0]), context.geometry, spec.cache_assert)
-    problems = [f"{p} (turn 1)" for p in violations(generations, [expected] * count)]
+    found = violations(generations, [expected] * count, turn=1)
     for turn, turn_suffixes in enumerate(suffixes[1:], start=2):
-        current, generations, found = next_turn(
-            engine, context, current, generations, turn_suffixes
+        current, generations, later = next_turn(
+            engine, context, current, generations, turn_suffixes, turn
         )
-        problems += [f"{problem} (turn {turn})" for problem in found]
-    missed = {problem.split(":", 1)[0] for problem in problems}
+        found += later
+    missed = {violation.sample for violation in found}
     hits = CacheHits(count - len(missed), count, spec.min_cache_hit_ratio, count)
     measured = scoring.Measured(
         samples=replayed(phases, spec, current, generations),
         hits=hits,
         hit_label="multiturn",
-        problems=tuple(problems),
+        problems=tuple(str(violation) for violation in found),
     )
     return scoring.judge(context, measured)
 
@@ -85,7 +86,8 @@ def next_turn(
     history: Sequence[Prompt],
     previous: Sequence[Generation],
     suffixes: Sequence[Prompt],
-) -> tuple[list[Prompt], list[Generation], list[str]]:
+    turn: int,
+) -> tuple[list[Prompt], list[Generation], list[Violation]]:
     """history + output + suffix for every sample, sent interleaved; each must reuse
     what the previous turn left in the cache."""
     spec, geometry = context.spec, context.geometry
@@ -96,7 +98,7 @@ def next_turn(
     current = [h + g.output_ids + s for h, g, s in zip(history, previous, suffixes, strict=True)]
     order = interleaved(spec.groups, spec.branches)
     generations = generate_in_order(engine, current, sampling(spec), order)
-    return current, generations, violations(generations, expected)
+    return current, generations, violations(generations, expected, turn)
 
 
 def sample_count(spec: TestSpec) -> int:
@@ -160,11 +162,29 @@ def decode_expectation(history: int, output: int, geometry: Geometry, mode: str)
     return ((history + output - 1) // step * step, None)
 
 
-def violations(generations: Sequence[Generation], expected: Sequence[Expectation]) -> list[str]:
-    problems = []
+@dataclass(frozen=True)
+class Violation:
+    """One sample of one turn whose cached_tokens fell outside its expectation."""
+
+    sample: int
+    turn: int
+    cached: int
+    expected: Expectation
+
+    def __str__(self) -> str:
+        low, high = self.expected
+        want = f"{low}" if low == high else f">= {low}" if high is None else f"{low}..{high}"
+        return (
+            f"sample {self.sample}: cached_tokens {self.cached}, expected {want} (turn {self.turn})"
+        )
+
+
+def violations(
+    generations: Sequence[Generation], expected: Sequence[Expectation], turn: int
+) -> list[Violation]:
+    found = []
     for index, (generation, (low, high)) in enumerate(zip(generations, expected, strict=True)):
         cached = generation.cached_tokens or 0
         if cached < low or (high is not None and cached > high):
-            want = f"{low}" if low == high else f">= {low}" if high is None else f"{low}..{high}"
-            problems.append(f"sample {index}: cached_tokens {cached}, expected {want}")
-    return problems
+            found.append(Violation(index, turn, cached, (low, high)))
+    return found

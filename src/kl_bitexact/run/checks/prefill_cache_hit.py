@@ -33,6 +33,14 @@ def run(phases: Phases, spec: TestSpec, test_id: str | None = None) -> TestResul
         samples=scoring.replay_and_pair(phases, batch, generations, kept),
         hits=CacheHits(len(kept), len(batch), spec.min_cache_hit_ratio, expected),
         hit_label="prefill",
-        warnings=scoring.geometry_warnings(context, expected, len(batch)),
+        warnings=scoring.geometry_warnings(context, expected, len(batch))
+        + scoring.budget_warnings(
+            context,
+            metrics.held_tokens(
+                [len(p) for p in batch],
+                [spec.max_new_tokens] * len(batch),
+                context.geometry.page_size,
+            ),
+        ),
     )
     return scoring.judge(context, measured)

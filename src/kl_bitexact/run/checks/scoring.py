@@ -64,6 +64,11 @@ def geometry_warnings(context: Context, expected: int, total: int) -> tuple[str,
     return (text,) if text else ()
 
 
+def budget_warnings(context: Context, held: int) -> tuple[str, ...]:
+    text = metrics.eviction_warning(held, context.geometry)
+    return (text,) if text else ()
+
+
 @dataclass(frozen=True)
 class Measured:
     """What a check's phases produced, before the verdict."""
@@ -132,6 +137,7 @@ def judge(context: Context, measured: Measured) -> TestResult:
         tokens=sum(len(decode) for decode, _ in pairs),
         mismatched=sum(metrics.mismatched(decode, replay) for decode, replay in pairs),
         not_reported=sum(s.not_reported for s in samples),
+        enforced=spec.exact,
     )
     divergences = [d for s in samples if (d := metrics.first_divergence(s, context.geometry))]
     failures = _failures(spec, measured, kl, exact)
@@ -144,7 +150,7 @@ def judge(context: Context, measured: Measured) -> TestResult:
         status=status,
         kl_div=kl,
         kl_threshold=spec.kl_threshold,
-        kl_per_sample=kl_per_sample,
+        kl_per_sample=kl_per_sample if samples else None,
         exact=exact,
         cache_hits=measured.hits,
         first_divergence=tuple(divergences[:MAX_DIVERGENCES]),

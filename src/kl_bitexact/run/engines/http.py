@@ -9,6 +9,7 @@ from typing import Any
 import requests
 
 from kl_bitexact.errors import EngineError
+from kl_bitexact.run.engines import deadline
 
 # A server's error body is echoed into the message; keep it readable.
 ERROR_BODY_CHARS = 300
@@ -35,8 +36,13 @@ class JsonClient:
 
     def _send(self, method: str, path: str, body: Any, *, check: bool = True) -> requests.Response:
         try:
-            response = self.session.request(
-                method, self.url(path), json=body, timeout=self.timeout_s
+            response = deadline.request(
+                self.session,
+                method,
+                self.url(path),
+                json=body,
+                timeout=self.timeout_s,
+                total_s=self.timeout_s,
             )
         except requests.RequestException as error:
             raise EngineError(

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 from kl_bitexact.errors import EngineError
 from kl_bitexact.run.engines.base import SamplingParams, TokenIds
+from kl_bitexact.run.engines.malformed import decoder
 
 T = TypeVar("T")
 
@@ -50,6 +51,7 @@ def require(container: Mapping[str, Any], key: str, where: str) -> Any:
     return container[key]
 
 
+@decoder("usage")
 def cached_tokens_from_usage(usage: Mapping[str, Any]) -> int | None:
     """OpenAI's `usage.prompt_tokens_details.cached_tokens`; None when not reported."""
     details = usage.get("prompt_tokens_details") or {}

@@ -14,7 +14,9 @@ from typing import Any
 import requests
 
 from kl_bitexact.errors import EngineError
+from kl_bitexact.run.engines import deadline
 from kl_bitexact.run.engines.base import Generation, Replay, SamplingParams, TokenIds, tail_start
+from kl_bitexact.run.engines.malformed import decoder
 
 CONNECT_TIMEOUT_S = 10.0
 # sglang schedules a big batch itself; splitting bounds one request's size and duration.
@@ -159,8 +161,13 @@ class SglangEngine:
     def _call(self, method: str, path: str, body: Any = None, *, expect_json: bool = True) -> Any:
         url = self.base_url + path
         try:
-            response = self._session.request(
-                method, url, json=body, timeout=(CONNECT_TIMEOUT_S, self.request_timeout)
+            response = deadline.request(
+                self._session,
+                method,
+                url,
+                json=body,
+                timeout=(CONNECT_TIMEOUT_S, self.request_timeout),
+                total_s=self.request_timeout,
             )
         except requests.Timeout:
             raise EngineError(
@@ -193,6 +200,7 @@ def _reason(error: requests.RequestException) -> str:
 # --- answer decoding ----------------------------------------------------------------------
 
 
+@decoder("/generate answer")
 def _generation(answer: Mapping[str, Any], where: str) -> Generation:
     meta = _field(answer, "meta_info", Mapping, where)
     output_ids = tuple(int(token) for token in _field(answer, "output_ids", list, where))
@@ -211,6 +219,7 @@ def _generation(answer: Mapping[str, Any], where: str) -> Generation:
     )
 
 
+@decoder("/generate replay answer")
 def _replay(answer: Mapping[str, Any], start: int, where: str) -> Replay:
     """Entries from position `start` on; the positions before it are None."""
     meta = _field(answer, "meta_info", Mapping, where)

@@ -17,6 +17,7 @@ from typing import Any
 from kl_bitexact.errors import EngineError
 from kl_bitexact.run.engines.base import Generation, Replay, SamplingParams, TokenIds
 from kl_bitexact.run.engines.http import JsonClient
+from kl_bitexact.run.engines.malformed import decoder
 from kl_bitexact.run.engines.openai_wire import (
     cached_tokens_from_usage,
     completion_body,
@@ -81,6 +82,7 @@ class VllmDialect:
         return parse_replay(client.post("/v1/completions", body), sequence)
 
 
+@decoder("completion answer")
 def parse_generation(response: Mapping[str, Any], max_new_tokens: int) -> Generation:
     choice = first_choice(response)
     logprobs = require(choice, "logprobs", "choices[0]")
@@ -96,6 +98,7 @@ def parse_generation(response: Mapping[str, Any], max_new_tokens: int) -> Genera
     )
 
 
+@decoder("replay answer")
 def parse_replay(response: Mapping[str, Any], sequence: Sequence[int]) -> Replay:
     entries = require(first_choice(response), "prompt_logprobs", "choices[0]")
     if len(entries) != len(sequence):
