@@ -8,6 +8,7 @@ key gets a "did you mean". Nothing here launches or measures: the result is plai
 from __future__ import annotations
 
 import difflib
+import functools
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -455,17 +456,16 @@ class _Reader:
         (`{sglang_longbench: MODEL, prompt_tokens: 3000, num_samples: 48}`)."""
         path = self.prompts_path()
         try:
-            loaded = read_json(path, what="prompts file", max_bytes=MAX_PROMPTS_BYTES)
+            prompts = _prompts_file(path, vocab, _stamp(path))
         except ConfigError as error:
             hint = LONGBENCH_HINT if isinstance(self.mapping.get("prompts"), Mapping) else None
             raise self.fail("prompts", error.message, hint) from None
-        good = isinstance(loaded, list) and loaded and all(_is_token_list(p, vocab) for p in loaded)
-        if not good:
+        if prompts is None:
             bound = f", ids < vocab_size {vocab}" if vocab is not None else ""
             raise self.fail(
                 "prompts", f"{path} must be a JSON list of non-empty token-id lists{bound}"
             )
-        return tuple(tuple(prompt) for prompt in loaded)
+        return prompts
 
     def prompts_path(self) -> Path:
         value = self.mapping.get("prompts")
@@ -495,6 +495,26 @@ class _Reader:
             "cache_assert": self.choice("cache_assert", CACHE_ASSERTS, "exact"),
             "flow": self.choice("flow", FLOWS, "branch-waves"),
         }
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        info = path.stat()
+    except OSError:
+        return None  # read_json names the problem
+    return info.st_mtime_ns, info.st_size
+
+
+@functools.lru_cache(maxsize=16)
+def _prompts_file(
+    path: Path, vocab: int | None, stamp: tuple[int, int] | None
+) -> tuple[tuple[int, ...], ...] | None:
+    """A prompts file read and checked once per content (`stamp`): the checks of a suite
+    usually share one, and reading and checking it again for each was a third of the
+    suite's parse time. None when it is not a list of token-id lists under `vocab`."""
+    loaded = read_json(path, what="prompts file", max_bytes=MAX_PROMPTS_BYTES)
+    good = isinstance(loaded, list) and loaded and all(_is_token_list(p, vocab) for p in loaded)
+    return tuple(tuple(prompt) for prompt in loaded) if good else None
 
 
 def _is_int(value: Any, minimum: int) -> bool:
