@@ -41,7 +41,9 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OpenAIEngine]:
         yield connect(url)
 
 
-def check(engine: OpenAIEngine, name: str, *, max_new_tokens: int, exact: bool) -> TestResult:
+def check(
+    engine: OpenAIEngine, name: str, *, max_new_tokens: int, exact: bool, kl_threshold: float = 1e-9
+) -> TestResult:
     spec = TestSpec(
         name=name,
         check=name,
@@ -50,6 +52,7 @@ def check(engine: OpenAIEngine, name: str, *, max_new_tokens: int, exact: bool) 
         max_new_tokens=max_new_tokens,
         exact=exact,
         min_cache_hit_ratio=0.9,
+        kl_threshold=kl_threshold,
     )
     result = run_check(engine, spec)
     # Shown with `pytest -s`: the figures docs/engines.md quotes.
@@ -92,8 +95,13 @@ def test_extended_prompt_cache_hits_drift_in_the_last_bits(engine: OpenAIEngine)
 
 
 def test_decode_steps_differ_from_the_prefill_that_replays_them(engine: OpenAIEngine) -> None:
-    result = check(engine, "match", max_new_tokens=4, exact=True)
-    assert_last_bit_drift(result)
+    result = check(engine, "match", max_new_tokens=4, exact=True, kl_threshold=1e-7)
+    # Decode steps and the prefill replaying them run different kernels (batch shapes), and
+    # the drift compounds over the steps: 3.0e-13 .. 7.3e-11 on one build, 1.7e-9 on the
+    # same source compiled for another CPU (the build script compiles for the local one).
+    # The bounds say "far below any real fault" (faults measure 1e-5 and up), not "last bit";
+    # the largest single difference measured here was 2.3e-4.
+    assert_last_bit_drift(result, kl_bound=1e-7, difference_bound=1e-3)
     # The first token is scored by the prompt's prefill in both runs; later ones are not.
     assert all(divergence.token_index >= 1 for divergence in result.first_divergence)
 
@@ -133,15 +141,17 @@ def test_flush_without_slot_actions_names_the_flag(tmp_path: Path) -> None:
     assert error.value.hint is not None and "--slot-save-path" in error.value.hint
 
 
-def assert_last_bit_drift(result: TestResult) -> None:
+def assert_last_bit_drift(
+    result: TestResult, kl_bound: float = 1e-9, difference_bound: float = 1e-4
+) -> None:
     """Failed in exact mode on differing logprobs only, each difference tiny."""
     assert result.status is Status.FAILED
     assert result.exact is not None and result.exact.mismatched > 0
     assert result.message.startswith("exact:"), result.message
-    assert result.kl_div is not None and 0 < result.kl_div < 1e-9
+    assert result.kl_div is not None and 0 < result.kl_div < kl_bound
     for divergence in result.first_divergence:
         assert divergence.decode_logprob is not None and divergence.replay_logprob is not None
-        assert 0 < abs(divergence.decode_logprob - divergence.replay_logprob) < 1e-4
+        assert 0 < abs(divergence.decode_logprob - divergence.replay_logprob) < difference_bound
 
 
 def test_the_tiny_model_is_written_deterministically(tmp_path: Path) -> None:
