@@ -349,7 +349,7 @@ class _Unavailable:
         self._name = name
 
     def __getattr__(self, attribute: str) -> _Unavailable:
-        return _Unavailable(f"{self._name}.{attribute}")
+        return _unavailable_attribute(self._name, attribute)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError(f"{self._name} is not available in kl-bitexact's sglang shims")
@@ -358,10 +358,18 @@ class _Unavailable:
         return (object,)
 
 
+def _unavailable_attribute(owner: str, attribute: str) -> _Unavailable:
+    # Dunders stay missing: tools that walk sys.modules (hypothesis reads every module's
+    # `__file__`, inspect and copy probe `__wrapped__`...) must see a plain module, not a stub.
+    if attribute.startswith("__") and attribute.endswith("__"):
+        raise AttributeError(f"{owner} has no {attribute}")
+    return _Unavailable(f"{owner}.{attribute}")
+
+
 def _stub_module(name: str, **attributes: Any) -> types.ModuleType:
     module = types.ModuleType(name)
     module.__dict__.update(attributes)
-    module.__getattr__ = lambda attribute: _Unavailable(f"{name}.{attribute}")  # type: ignore[method-assign]
+    module.__getattr__ = functools.partial(_unavailable_attribute, name)  # type: ignore[method-assign]
     module.__path__ = []  # a package, so `import name.sub` finds the next stub
     return module
 
