@@ -8,7 +8,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kl_bitexact import escape
+from kl_bitexact.untrusted import escape
 
 FRAGMENTS = (
     "|",

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kl_bitexact import escape
+from kl_bitexact.untrusted import escape
 
 WJ = escape.WORD_JOINER
 

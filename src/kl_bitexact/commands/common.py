@@ -15,11 +15,11 @@ from pathlib import Path
 
 from kl_bitexact.compare.gate import FailOn, Policy, parse_fail_on
 from kl_bitexact.errors import ConfigError, ExitCode
-from kl_bitexact.jsonfile import read_bounded
 from kl_bitexact.report import render
 from kl_bitexact.results import io as results_io
 from kl_bitexact.results.exit_code import exit_code
 from kl_bitexact.results.model import Results, Status, TestResult, current_run_info
+from kl_bitexact.untrusted.jsonfile import read_bounded
 
 
 def add_input_arguments(parser: argparse.ArgumentParser) -> None:

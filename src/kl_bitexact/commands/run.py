@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from kl_bitexact import escape
 from kl_bitexact.commands import Command
 from kl_bitexact.commands.common import write_output
 from kl_bitexact.compare.comparison import compare
@@ -31,6 +30,7 @@ from kl_bitexact.run.runner import Plan, run_suites, test_id
 from kl_bitexact.suite import changes
 from kl_bitexact.suite import spec as suite
 from kl_bitexact.suite.spec import Suite
+from kl_bitexact.untrusted import escape
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -12,10 +12,10 @@ from pathlib import Path
 from kl_bitexact.commands import Command
 from kl_bitexact.commands.common import add_repository_arguments
 from kl_bitexact.errors import ConfigError
-from kl_bitexact.jsonfile import read_json
 from kl_bitexact.registry import config, durations, repo, sglang_partition, shard
 from kl_bitexact.registry.model import Registration
 from kl_bitexact.results import io as results_io
+from kl_bitexact.untrusted.jsonfile import read_json
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -16,7 +16,7 @@ import defusedxml.ElementTree as SafeET
 from defusedxml import DefusedXmlException
 
 from kl_bitexact.errors import ConfigError
-from kl_bitexact.jsonfile import read_bounded
+from kl_bitexact.untrusted.jsonfile import read_bounded
 
 # Captured output of a whole GPU suite stays far under this; a bigger file is not ours.
 MAX_JUNIT_BYTES = 256 * 1024 * 1024

@@ -21,10 +21,10 @@ from github import Github
 
 from kl_bitexact.compare.blockers import BlockerState, states_from_json
 from kl_bitexact.errors import ConfigError, GitHubError
-from kl_bitexact.jsonfile import read_json
 from kl_bitexact.publish.client import shaped, translated
 from kl_bitexact.results.model import Results
 from kl_bitexact.suite.references import BlockerRef, parse_ref
+from kl_bitexact.untrusted.jsonfile import read_json
 
 # A states file lists a few dozen references; anything near this is not one of ours.
 MAX_STATES_BYTES = 1024 * 1024

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from enum import Enum
 
-from kl_bitexact import escape
+from kl_bitexact.untrusted import escape
 
 
 class Severity(str, Enum):

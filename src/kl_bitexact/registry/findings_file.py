@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from kl_bitexact.errors import ConfigError
-from kl_bitexact.jsonfile import read_json
 from kl_bitexact.registry.findings import Finding, Severity
+from kl_bitexact.untrusted.jsonfile import read_json
 
 __all__ = ["Finding", "load", "parse"]
 

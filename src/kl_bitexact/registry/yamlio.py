@@ -9,8 +9,8 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
-from kl_bitexact import yamlbounds
 from kl_bitexact.errors import ConfigError
+from kl_bitexact.untrusted import yamlbounds
 
 
 def load(text: str, path: str) -> Any:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import partial
 
-from kl_bitexact import escape
 from kl_bitexact.compare.comparison import Comparison
 from kl_bitexact.compare.proof import Outcome, Proof, why_not_proven
 from kl_bitexact.report.budget import Block, Section
 from kl_bitexact.results.formats import fmt_kl
 from kl_bitexact.results.model import TestResult
+from kl_bitexact.untrusted import escape
 
 ICON = {
     Outcome.PROVEN: "🧪",

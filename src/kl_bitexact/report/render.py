@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from kl_bitexact import __version__, escape
+from kl_bitexact import __version__
 from kl_bitexact.compare.comparison import Comparison, TestDelta, Transition
 from kl_bitexact.compare.gate import Verdict
 from kl_bitexact.errors import ExitCode
@@ -27,6 +27,7 @@ from kl_bitexact.report import proofs, sections
 from kl_bitexact.report.budget import KEEP, Block, Section, fit
 from kl_bitexact.report.wording import ICON, LABEL, TRANSITION, measured
 from kl_bitexact.results.formats import plural
+from kl_bitexact.untrusted import escape
 
 COMMENT_LIMIT = 65_536  # GitHub rejects longer issue comments
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from functools import partial
 
-from kl_bitexact import escape
 from kl_bitexact.compare.blockers import effective_state
 from kl_bitexact.compare.comparison import Blocker, Comparison, TestDelta, Transition
 from kl_bitexact.compare.gate import SEVERITY, Verdict
@@ -26,6 +25,7 @@ from kl_bitexact.results.model import (
     Status,
     TestResult,
 )
+from kl_bitexact.untrusted import escape
 
 # Tiers of the budget, filled in this order: only the headline and footer are KEEP;
 # gating rows come right after, so they are cut only if they alone overflow. Details are

@@ -20,9 +20,9 @@ import msgspec
 
 from kl_bitexact import __version__
 from kl_bitexact.errors import ConfigError
-from kl_bitexact.jsonfile import check_depth, parse_refused, read_bounded, too_deep
 from kl_bitexact.results import strict
 from kl_bitexact.results.model import SCHEMA_VERSION, PlannedTest, Results, SuiteResult
+from kl_bitexact.untrusted.jsonfile import check_depth, parse_refused, read_bounded, too_deep
 
 # A 32-sample suite with first divergences is a few kB; 10,000 such tests stay far under
 # this. Anything larger is not a results file we wrote.

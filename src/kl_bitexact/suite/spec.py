@@ -18,11 +18,11 @@ from typing import Any
 
 import yaml
 
-from kl_bitexact import yamlbounds
 from kl_bitexact.errors import ConfigError
-from kl_bitexact.jsonfile import read_bounded, read_json
 from kl_bitexact.suite import longbench
 from kl_bitexact.suite.references import parse_ref
+from kl_bitexact.untrusted import yamlbounds
+from kl_bitexact.untrusted.jsonfile import read_bounded, read_json
 
 LONGBENCH_HINT = (
     "run the sglang test once where it can download LongBench (it caches the token ids there), "
