@@ -9,6 +9,7 @@ import re
 import pytest
 from gfm_check import assert_renders_safely
 from golden_scenarios import BLOCKER, LINKS, check_result, red_hicache, results
+from hostile_text import MENTION, hostile
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -19,7 +20,6 @@ from kl_bitexact.registry.findings_file import Finding
 from kl_bitexact.report import render
 from kl_bitexact.results import formats as wording
 from kl_bitexact.results import model as r
-from test_escape import MENTION, hostile
 
 # --- hypothesis: any results ------------------------------------------------------------
 
