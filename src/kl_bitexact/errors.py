@@ -10,7 +10,7 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    """Process exit codes (contract, see README "Exit codes")."""
+    """Process exit codes (contract, see docs/cli.md, "Exit codes")."""
 
     GATE_PASSED = 0
     GATE_FAILED = 1

@@ -22,7 +22,8 @@ REUSABLE = ROOT / ".github" / "workflows" / "kl-bitexact.yml"
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml")) + sorted(
     (ROOT / "examples").glob("**/*.yml")
 )
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+ACTION_DOC = ROOT / "docs" / "action.md"
+WORKFLOW_DOC = ROOT / "docs" / "workflow.md"
 WRITE_SCOPES = {"pull-requests": "write", "statuses": "write"}
 
 
@@ -45,9 +46,11 @@ def workflow_steps(workflow: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]
     ]
 
 
-def readme_table_names(heading: str) -> set[str]:
+def table_names(doc: Path, heading: str) -> set[str]:
     """Names in the first column of the table under `heading` (a Markdown heading line)."""
-    section = README.split(heading, 1)[1]
+    text = doc.read_text(encoding="utf-8")
+    assert f"\n{heading}\n" in text, f"{doc.name} has no heading {heading!r}"
+    section = text.split(f"\n{heading}\n", 1)[1]
     rows = re.findall(r"^\| `([^`]+)` \|", section.split("\n#", 1)[0], flags=re.MULTILINE)
     return set(rows)
 
@@ -78,15 +81,15 @@ def test_every_action_input_is_read_by_the_step(name):
     assert name.replace("-", "_") in fields
 
 
-def test_action_inputs_and_outputs_are_documented_in_readme():
-    assert readme_table_names("### Action inputs") == set(ACTION_INPUTS)
-    assert readme_table_names("### Action outputs") == set(ACTION_OUTPUTS)
+def test_action_inputs_and_outputs_are_documented():
+    assert table_names(ACTION_DOC, "## Inputs") == set(ACTION_INPUTS)
+    assert table_names(ACTION_DOC, "## Outputs") == set(ACTION_OUTPUTS)
 
 
-def test_reusable_workflow_inputs_and_outputs_are_documented_in_readme():
+def test_reusable_workflow_inputs_and_outputs_are_documented():
     call = load(REUSABLE)["on"]["workflow_call"]
-    assert readme_table_names("### Workflow inputs") == set(call["inputs"])
-    assert readme_table_names("### Workflow outputs") == set(call["outputs"])
+    assert table_names(WORKFLOW_DOC, "## Inputs") == set(call["inputs"])
+    assert table_names(WORKFLOW_DOC, "## Outputs") == set(call["outputs"])
 
 
 def test_action_inputs_are_kebab_case_and_described():
@@ -151,8 +154,11 @@ def test_concurrency_is_per_pull_request_and_cancels_in_progress():
     assert "pull_request" in concurrency["cancel-in-progress"]
 
 
-def test_readme_never_pins_main():
-    assert "@main" not in README
+@pytest.mark.parametrize(
+    "doc", [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))], ids=lambda p: p.name
+)
+def test_docs_never_pin_main(doc):
+    assert "@main" not in doc.read_text(encoding="utf-8")
 
 
 def engine_repository(target: Path, suites: str) -> Path:

@@ -21,7 +21,7 @@ class BlockerState(str, Enum):
 
 
 class BlockedVerdict(str, Enum):
-    """What a blocked test means for the gate (the table in README "The report and the gate")."""
+    """What a blocked test means for the gate (the table in docs/cli.md, `report`)."""
 
     EXPECTED_RED = "expected_red"  # not gating
     UNEXPECTED_GREEN = "unexpected_green"  # warning; gating in strict mode

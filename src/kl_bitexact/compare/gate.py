@@ -1,8 +1,8 @@
 """The merge gate: one verdict per test, and whether the run as a whole passes (pure).
 
-A test's verdict follows from its status and the state of its blockers (the table in
-README "The report and the gate"); the run's decision adds the maintainers' policy
-(`--fail-on`, `--strict`) and, in `regression` mode, what the base branch already showed.
+A test's verdict follows from its status and the state of its blockers (the verdict table in
+docs/cli.md); the run's decision adds the maintainers' policy (`--fail-on`, `--strict`) and,
+in `regression` mode, what the base branch already showed.
 
 How statuses other than passed/failed count:
 - `error` is red: with an open blocker it is expected red (a feature that does not exist

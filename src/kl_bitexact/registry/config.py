@@ -63,7 +63,9 @@ def load(root: Path, config_file: Path | None) -> RegistryConfig:
     if section is None:
         return RegistryConfig()
     if not isinstance(section, dict):
-        raise ConfigError(f"{path}: `{SECTION}` must be a mapping", hint=f"see README, '{SECTION}'")
+        raise ConfigError(
+            f"{path}: `{SECTION}` must be a mapping", hint="see docs/lint-ci.md, 'What is read'"
+        )
     return RegistryConfig(**{_field(path, key).name: _value(path, section, key) for key in section})
 
 

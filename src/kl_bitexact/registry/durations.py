@@ -1,12 +1,13 @@
 """Measured seconds per registered file, from earlier results.json files (pure).
 
-Mapping (documented in README, "shard"): a test whose id starts with `PATH::` (a pytest
-node id, as `kl-bitexact pytest` writes them) belongs to the registered file PATH (or the
-one registered file ending in /PATH, as node ids are relative to pytest's directory); the
-other tests of a suite result belong to the kl-bitexact suite file registering that suite
-name, which is also charged the server launch. Within one results file a file's time is
-the sum of its tests' `duration_s` (tests that ran: passed, failed or error); across
-several results files (several runs) the median of the files that measured it.
+Mapping (documented in docs/lint-ci.md, "`kl-bitexact shard`"): a test whose id starts with
+`PATH::` (a pytest node id, as `kl-bitexact pytest` writes them) belongs to the registered
+file PATH (or the one registered file ending in /PATH, as node ids are relative to pytest's
+directory); the other tests of a suite result belong to the kl-bitexact suite file
+registering that suite name, which is also charged the server launch. Within one results
+file a file's time is the sum of its tests' `duration_s` (tests that ran: passed, failed or
+error); across several results files (several runs) the median of the files that measured
+it.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ class Severity(str, Enum):
 
 
 class Code(str, Enum):
-    """Stable finding codes (documented in README, "lint-ci findings")."""
+    """Stable finding codes (documented in docs/lint-ci.md, "`kl-bitexact lint-ci`")."""
 
     NOT_ALLOWLISTED = "suite-not-allowlisted"
     NOT_DISPATCHED = "suite-not-dispatched"

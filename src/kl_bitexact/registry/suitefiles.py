@@ -28,7 +28,7 @@ def scan_suite_file(text: str, path: str) -> ScannedFile:
             raise ConfigError(
                 f"{path}:{yamlio.node_line(document) or 1}: a suite file holds a mapping "
                 "(one suite) or a list of mappings",
-                hint="see README, 'Suite files'",
+                hint="see docs/suites.md",
             )
         registration, problems = _read_suite(suite, path)
         findings.extend(problems)

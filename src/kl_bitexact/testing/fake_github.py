@@ -13,11 +13,14 @@ Run it standalone (tests/action/test_act_e2e.py drives it under `act`):
 It prints `fake GitHub listening on http://127.0.0.1:PORT[P]` (the API base URL, what
 GITHUB_API_URL should be) and serves, besides the API, at the server's root:
   GET  /_fake/state    what arrived: comments, statuses, requests, violations (JSON)
-  POST /_fake/seed     add repositories, pulls, issues, comments, runs (World.seed format)
+  POST /_fake/seed     add repositories, pulls, issues, comments, runs (the --seed format)
   POST /_fake/faults   [{"method", "path" (regex), "status", "body", "headers", "times",
                         "reset_in"}] answered instead of the next matching requests
   POST /_fake/holds    {"method", "path", "parties", "timeout"}: matching requests wait
                         until `parties` of them arrived (forces two publishers to race)
+
+The seed format with an example, the control endpoints and what is validated against
+GitHub's description: docs/fake-github.md
 """
 
 from __future__ import annotations
@@ -299,7 +302,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--token", default="fake-token", help="the only token accepted")
-    parser.add_argument("--seed", type=Path, help="JSON file of repositories to start with")
+    parser.add_argument(
+        "--seed",
+        type=Path,
+        help='JSON file of what GitHub holds at start: {"repos": {"owner/name": {"pulls": '
+        '[...], "issues": [...], "comments": [...], "runs": [...]}}} (docs/fake-github.md)',
+    )
     parser.add_argument("--prefix", default="", help="API path prefix, e.g. /api/v3 (GHES)")
     args = parser.parse_args(argv)
     server = FakeGitHub(args.token, args.port, prefix=args.prefix)

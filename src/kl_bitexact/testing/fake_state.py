@@ -145,7 +145,7 @@ class World:
         return artifact
 
     def seed(self, document: Mapping[str, Any]) -> None:
-        """Add what a JSON seed describes (see `python -m kl_bitexact.testing.fake_github -h`)."""
+        """Add what a JSON seed describes (the format: docs/fake-github.md)."""
         for full_name, spec in document.get("repos", {}).items():
             self._seed_repo(full_name, spec)
 
