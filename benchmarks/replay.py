@@ -27,7 +27,7 @@ from tiny_llama_gguf import VOCABULARIES, TinyLlamaShape, write_tiny_llama
 
 from kl_bitexact.run import server
 from kl_bitexact.run.engines.openai import OpenAIEngine, connect
-from kl_bitexact.suite.spec import ServerSpec
+from kl_bitexact.suite.model import ServerSpec
 
 # Four slots share the context; each needs room for the longest sequence.
 CONTEXT_PER_SLOT = 4096

@@ -36,7 +36,7 @@ from kl_bitexact.results.model import SuiteResult, TestResult
 from kl_bitexact.run import engines
 from kl_bitexact.run.engines.base import Engine, Generation, Replay, SamplingParams, TokenIds
 from kl_bitexact.run.runner import Plan, run_suites
-from kl_bitexact.suite.spec import Suite
+from kl_bitexact.suite.model import Suite
 
 HARNESS_BUDGET = 0.05
 T = TypeVar("T")

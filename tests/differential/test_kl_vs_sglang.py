@@ -32,7 +32,7 @@ from kl_bitexact.reference.faults import Fault
 from kl_bitexact.results.model import Status, TestResult
 from kl_bitexact.run.checks import metrics, run_check
 from kl_bitexact.run.engines.sglang import SglangEngine
-from kl_bitexact.suite.spec import TestSpec
+from kl_bitexact.suite.model import TestSpec
 
 MODEL = "kl-bitexact-reference"
 SAMPLES = 4

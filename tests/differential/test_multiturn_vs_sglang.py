@@ -30,7 +30,7 @@ from test_kl_vs_sglang import (  # the module's servers and seed-pinned sglang h
 from kl_bitexact.results.model import Status
 from kl_bitexact.run.checks import multiturn, run_check
 from kl_bitexact.run.engines.sglang import SglangEngine
-from kl_bitexact.suite.spec import TestSpec
+from kl_bitexact.suite.model import TestSpec
 
 __all__ = ["kl_utils", "prompt_dir", "servers"]  # fixtures, used by name
 

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from kl_bitexact.run import server
-from kl_bitexact.suite.spec import PORT_PLACEHOLDER, ServerSpec
+from kl_bitexact.suite.model import PORT_PLACEHOLDER, ServerSpec
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO_ROOT / "scripts" / "build-llama-server.sh"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from kl_bitexact.results.model import Status
 from kl_bitexact.run.checks import run_check
 from kl_bitexact.run.engines.sglang import SglangEngine
-from kl_bitexact.suite.spec import TestSpec
+from kl_bitexact.suite.model import TestSpec
 
 SPEC = TestSpec(
     name="decode",

@@ -11,7 +11,7 @@ from kl_bitexact.results import io as results_io
 from kl_bitexact.results import model as results
 from kl_bitexact.results.model import Status
 from kl_bitexact.run.checks import run_check
-from kl_bitexact.suite.spec import TestSpec
+from kl_bitexact.suite.model import TestSpec
 
 SMALL = dict(samples=6, prompt_tokens=(20, 40), max_new_tokens=12, vocab_size=500)
 

@@ -24,7 +24,7 @@ from kl_bitexact.results.model import Status, TestResult
 from kl_bitexact.run.checks import run_check
 from kl_bitexact.run.engines.base import SamplingParams
 from kl_bitexact.run.engines.openai import OpenAIEngine, connect
-from kl_bitexact.suite.spec import TestSpec
+from kl_bitexact.suite.model import TestSpec
 
 # The first run on a clean machine builds llama-server (~10 min on 2 cores) in this fixture;
 # .ci/run builds it beforehand, so there it is found at once.

@@ -15,7 +15,8 @@ from kl_bitexact.run.checks import run_check
 from kl_bitexact.run.engines import llamacpp
 from kl_bitexact.run.engines.base import SamplingParams
 from kl_bitexact.run.engines.openai import OpenAIEngine, connect
-from kl_bitexact.suite.spec import TestSpec, parse
+from kl_bitexact.suite.load import parse
+from kl_bitexact.suite.model import TestSpec
 
 PROMPTS = [tuple(range(200, 211)), tuple(range(300, 309))]
 

@@ -28,7 +28,7 @@ from kl_bitexact.run.engines.http import JsonClient
 from kl_bitexact.run.engines.llamacpp import LlamaCppDialect
 from kl_bitexact.run.engines.openai import OpenAIEngine
 from kl_bitexact.run.engines.sglang import SglangEngine
-from kl_bitexact.suite.spec import TestSpec
+from kl_bitexact.suite.model import TestSpec
 
 # --- Replay.last --------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ import pytest
 from kl_bitexact.results import io as results_io
 from kl_bitexact.run.runner import DEATH_GRACE_S
 from kl_bitexact.run.server import Server, Teardown, free_port, launch, stop_group
-from kl_bitexact.suite.spec import ServerSpec
+from kl_bitexact.suite.model import ServerSpec
 
 FAKE = Path(__file__).parents[1] / "helpers" / "fake_sglang_server.py"
 TEST = (

@@ -21,8 +21,8 @@ from kl_bitexact.run.checks import run_check
 from kl_bitexact.run.engines.sglang import SglangEngine
 from kl_bitexact.run.runner import Plan, run_suites
 from kl_bitexact.run.server import launch
-from kl_bitexact.suite import spec as suite
-from kl_bitexact.suite.spec import ServerSpec, TestSpec
+from kl_bitexact.suite import load as suite
+from kl_bitexact.suite.model import CHECKS, ServerSpec, TestSpec
 
 
 class Silent:
@@ -39,7 +39,7 @@ def test_bundled_suite_passes_bit_exact(cli, tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     loaded = results_io.load(out / "results.json")
     tests = [test for _, test in loaded.all_tests()]
-    assert {test.check for test in tests} == set(suite.CHECKS)
+    assert {test.check for test in tests} == set(CHECKS)
     for test in tests:
         assert test.status is Status.PASSED, (test.id, test.message)
         assert test.kl_div == 0.0 and test.exact is not None

@@ -18,7 +18,8 @@ from kl_bitexact.run.checks import run_check
 from kl_bitexact.run.checks.phases import Phases
 from kl_bitexact.run.engines.base import Engine
 from kl_bitexact.run.runner import Plan, run_suites
-from kl_bitexact.suite import spec as suite
+from kl_bitexact.suite import model as suite
+from kl_bitexact.suite.load import load_bundled
 
 
 class Counting:
@@ -44,7 +45,7 @@ class Counting:
 
 
 def radix_suite(fault: str | None) -> suite.Suite:
-    [bundled] = [s for s in suite.load_bundled() if s.name == "reference-radix"]
+    [bundled] = [s for s in load_bundled() if s.name == "reference-radix"]
     tests = {t.name: t for t in bundled.tests}
     other_seed = dataclasses.replace(tests["match"], name="match_seed_1", seed=1)
     # decode first: its turn 1 is the generation `match` needs; prefill then replays what

@@ -20,7 +20,7 @@ from kl_bitexact.errors import ConfigError
 from kl_bitexact.registry import config, repo
 from kl_bitexact.registry.model import SUITE_FILE_BACKEND
 from kl_bitexact.suite import changes
-from kl_bitexact.suite import spec as suite_spec
+from kl_bitexact.suite import load as suite_file
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -67,7 +67,7 @@ def handle(args: argparse.Namespace) -> int:
 
 def _changed(root: Path, files: list[str], base: Path) -> list[str]:
     """Test ids new or changed in `files` (paths relative to `root`) against `base`."""
-    suites = [s for file in files for s in suite_spec.load(root / file)]
+    suites = [s for file in files for s in suite_file.load(root / file)]
     paths = [Path(file) for file in files]
     return [change.test_id for change in changes.changed_tests(suites, paths, base)]
 

@@ -28,8 +28,8 @@ from kl_bitexact.results.model import (
 from kl_bitexact.run import engines
 from kl_bitexact.run.runner import Plan, run_suites, test_id
 from kl_bitexact.suite import changes
-from kl_bitexact.suite import spec as suite
-from kl_bitexact.suite.spec import Suite
+from kl_bitexact.suite import load as suite_file
+from kl_bitexact.suite.model import Suite
 from kl_bitexact.untrusted import escape
 
 
@@ -238,8 +238,8 @@ def _print_comment(report: str, *, github: bool) -> None:
 
 def load_suites(paths: Sequence[Path]) -> list[Suite]:
     if not paths:
-        return suite.load_bundled()
-    loaded = [s for path in paths for s in suite.load(path)]
+        return suite_file.load_bundled()
+    loaded = [s for path in paths for s in suite_file.load(path)]
     # A suite name may span files (`shard` splits a suite's files); a test id may not.
     seen: dict[str, str] = {}
     for item in loaded:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from kl_bitexact.results.model import ServerInfo, TestResult
     from kl_bitexact.run import server
     from kl_bitexact.run.engines.base import Engine
-    from kl_bitexact.suite import spec as suite
+    from kl_bitexact.suite import model as suite
 
 # `kl-bitexact pytest` points this at DIR/logs so server logs sit beside pytest's.
 LOG_DIR_ENV = "KL_BITEXACT_PYTEST_LOG_DIR"
@@ -46,10 +46,10 @@ class SuiteSource:
     def parse(self, tests: list[Mapping[str, Any]]) -> suite.Suite:
         import yaml
 
-        from kl_bitexact.suite import spec as suite
+        from kl_bitexact.suite import load as suite_file
 
         text = yaml.safe_dump({**self.mapping, "tests": tests})
-        return suite.parse(text, source=self.source, base_dir=self.base_dir)[0]
+        return suite_file.parse(text, source=self.source, base_dir=self.base_dir)[0]
 
     def test_spec(self, name: str, overrides: Mapping[str, Any]) -> suite.TestSpec:
         """The suite's test called `name` (else a test of check `name`), with overrides."""

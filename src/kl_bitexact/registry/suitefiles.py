@@ -1,5 +1,5 @@
 """The registration fields of kl-bitexact suite files (YAML): name or stage+runner_config,
-est_time and tests[].blocked_by. The full suite schema belongs to `kl_bitexact.suite.spec`; this
+est_time and tests[].blocked_by. The full suite schema belongs to `kl_bitexact.suite.load`; this
 reader needs only what CI registration depends on, and tolerates everything else."""
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ from kl_bitexact.run.checks import run_check
 from kl_bitexact.run.checks.phases import Phases
 from kl_bitexact.run.checks.repeats import Attempt, fold
 from kl_bitexact.run.engines.base import Engine
-from kl_bitexact.suite.spec import ServerSpec, Suite, TestSpec
+from kl_bitexact.suite.model import ServerSpec, Suite, TestSpec
 
 # A crashing server drops its connections a moment before it is seen to exit; under load
 # that moment can last seconds. Waited only while the server does not answer /health, and

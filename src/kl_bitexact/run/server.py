@@ -33,7 +33,7 @@ import requests
 
 from kl_bitexact.errors import ServerError
 from kl_bitexact.run import watchdog
-from kl_bitexact.suite.spec import PORT_PLACEHOLDER, ServerSpec
+from kl_bitexact.suite.model import PORT_PLACEHOLDER, ServerSpec
 
 HEALTH_PATH = "/health"
 HEALTH_REQUEST_TIMEOUT_S = 5.0

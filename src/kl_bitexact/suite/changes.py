@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kl_bitexact.errors import ConfigError
-from kl_bitexact.suite import spec
-from kl_bitexact.suite.spec import ServerSpec, Suite, TestSpec
+from kl_bitexact.suite import load as suite_file
+from kl_bitexact.suite.model import ServerSpec, Suite, TestSpec
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ def _base_definitions(
         if not base_path.is_file():
             continue  # a new file: every test in it is new
         try:
-            suites = spec.load(base_path)
+            suites = suite_file.load(base_path)
         except ConfigError:
             continue  # the base cannot read it: every test counts as new
         for suite in suites:

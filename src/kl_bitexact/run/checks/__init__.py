@@ -14,7 +14,7 @@ from kl_bitexact.results.model import TestResult
 from kl_bitexact.run.checks import decode_cache_hit, match, multiturn, prefill_cache_hit
 from kl_bitexact.run.checks.phases import Phases
 from kl_bitexact.run.engines.base import Engine
-from kl_bitexact.suite.spec import TestSpec
+from kl_bitexact.suite.model import TestSpec
 
 Check = Callable[[Phases, TestSpec, "str | None"], TestResult]
 

@@ -13,7 +13,7 @@ from kl_bitexact.run.checks import metrics, prompts, scoring
 from kl_bitexact.run.checks.phases import Phases
 from kl_bitexact.run.checks.scoring import Context
 from kl_bitexact.run.engines.base import Generation
-from kl_bitexact.suite.spec import TestSpec
+from kl_bitexact.suite.model import TestSpec
 
 
 def run(phases: Phases, spec: TestSpec, test_id: str | None = None) -> TestResult:

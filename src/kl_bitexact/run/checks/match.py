@@ -10,7 +10,7 @@ from __future__ import annotations
 from kl_bitexact.results.model import TestResult
 from kl_bitexact.run.checks import prompts, scoring
 from kl_bitexact.run.checks.phases import Phases
-from kl_bitexact.suite.spec import TestSpec
+from kl_bitexact.suite.model import TestSpec
 
 
 def run(phases: Phases, spec: TestSpec, test_id: str | None = None) -> TestResult:

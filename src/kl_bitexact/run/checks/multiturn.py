@@ -23,7 +23,7 @@ from kl_bitexact.run.checks.metrics import Geometry, Sample
 from kl_bitexact.run.checks.phases import Phases
 from kl_bitexact.run.checks.scoring import sampling
 from kl_bitexact.run.engines.base import Engine, Generation, SamplingParams
-from kl_bitexact.suite.spec import TestSpec
+from kl_bitexact.suite.model import TestSpec
 
 Prompt = prompts.Prompt
 # (lowest, highest) acceptable cached_tokens; highest None: no upper bound.

@@ -14,7 +14,7 @@ import dataclasses
 from kl_bitexact.results.model import CacheHits, TestResult
 from kl_bitexact.run.checks import metrics, prompts, scoring
 from kl_bitexact.run.checks.phases import Phases
-from kl_bitexact.suite.spec import TestSpec
+from kl_bitexact.suite.model import TestSpec
 
 
 def run(phases: Phases, spec: TestSpec, test_id: str | None = None) -> TestResult:

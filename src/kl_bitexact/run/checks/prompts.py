@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from kl_bitexact.suite.spec import TestSpec
+from kl_bitexact.suite.model import TestSpec
 
 Prompt = tuple[int, ...]
 

@@ -19,7 +19,7 @@ from kl_bitexact.run.checks import metrics
 from kl_bitexact.run.checks.metrics import Geometry, Sample
 from kl_bitexact.run.checks.phases import Phases
 from kl_bitexact.run.engines.base import Engine, Generation, SamplingParams
-from kl_bitexact.suite.spec import TestSpec
+from kl_bitexact.suite.model import TestSpec
 
 # Enough to localise a bug; a run where every sample diverges need not list all 32.
 MAX_DIVERGENCES = 8

@@ -19,7 +19,7 @@ from kl_bitexact.run.engines.base import Generation, Replay, SamplingParams, Tok
 from kl_bitexact.run.engines.http import JsonClient
 from kl_bitexact.run.engines.llamacpp import LlamaCppDialect
 from kl_bitexact.run.engines.vllm import VllmDialect
-from kl_bitexact.suite.spec import DIALECTS
+from kl_bitexact.suite.model import DIALECTS
 
 T = TypeVar("T")
 # Requests in flight at once where a dialect allows parallel requests (vLLM batches them).

@@ -1,4 +1,4 @@
-"""Suite files: the YAML schema, loading, and validation that names the bad key.
+"""Suite files: loading and validating the YAML schema into `model` specs.
 
 A suite file holds one suite (a mapping) or several (a list). Every error names the file,
 the path to the key (`suites[1].tests[0].samples`) and what to write instead; an unknown
@@ -7,11 +7,9 @@ key gets a "did you mean". Nothing here launches or measures: the result is plai
 
 from __future__ import annotations
 
-import difflib
 import functools
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -20,6 +18,18 @@ import yaml
 
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.suite import longbench
+from kl_bitexact.suite.model import (
+    CACHE_ASSERTS,
+    CHECKS,
+    DIALECTS,
+    ENGINES,
+    FLOWS,
+    PORT_PLACEHOLDER,
+    ServerSpec,
+    Suite,
+    TestSpec,
+)
+from kl_bitexact.suite.reader import Reader, is_int, kind
 from kl_bitexact.suite.references import parse_ref
 from kl_bitexact.untrusted import yamlbounds
 from kl_bitexact.untrusted.jsonfile import read_bounded, read_json
@@ -28,15 +38,6 @@ LONGBENCH_HINT = (
     "run the sglang test once where it can download LongBench (it caches the token ids there), "
     "or copy that file; XDG_CACHE_HOME moves the cache"
 )
-
-ENGINES = ("sglang", "openai", "reference")
-CHECKS = ("match", "prefill_cache_hit", "decode_cache_hit", "multiturn")
-CACHE_ASSERTS = ("exact", "mamba")
-# multiturn request flows: ours (turn 1 in waves per branch index, detects more) and sglang's
-# kl_multiturn_utils prefill-cache-hit helper, request for request.
-FLOWS = ("branch-waves", "sglang")
-DIALECTS = ("vllm", "llamacpp")  # of the openai engine
-PORT_PLACEHOLDER = "{port}"
 
 _SUITE_KEYS = ("name", "stage", "runner_config", "est_time", "server", "tests")
 _SERVER_KEYS = (
@@ -75,58 +76,6 @@ _MULTITURN_KEYS = (
 )
 # Multiturn builds its prompts from groups x branches, a shared prefix and suffixes.
 _SINGLE_TURN_KEYS = ("samples", "prompt_tokens", "prompts", "separator_ids")
-
-
-@dataclass(frozen=True)
-class ServerSpec:
-    """How to reach the server: a command to launch (with `{port}`) or a running URL."""
-
-    engine: str
-    command: tuple[str, ...] = ()
-    # engine: openai only - vllm | llamacpp; None: told by the server's endpoints.
-    dialect: str | None = None
-    env: tuple[tuple[str, str], ...] = ()
-    base_url: str | None = None
-    startup_timeout: float = 1800.0
-    request_timeout: float = 1800.0
-
-
-@dataclass(frozen=True)
-class TestSpec:
-    """One check with its parameters. Prompts are either synthetic or read from a file."""
-
-    __test__ = False  # not a pytest test class despite the name
-
-    name: str
-    check: str
-    samples: int = 32  # multiturn sends groups x branches instead
-    prompt_tokens: tuple[int, int] = (1024, 1024)  # inclusive length range
-    prompts: tuple[tuple[int, ...], ...] | None = None
-    max_new_tokens: int = 256
-    kl_threshold: float = 1e-9
-    min_cache_hit_ratio: float = 0.99
-    exact: bool = False
-    blocked_by: tuple[str, ...] = ()
-    seed: int = 0
-    temperature: float = 1.0
-    vocab_size: int = 32000
-    # Appended between turn 1's output and turn 2 (sglang encodes ","); any token works.
-    separator_ids: tuple[int, ...] = (11,)
-    groups: int = 3
-    branches: int = 3
-    prefix_tokens: int = 512
-    turn_suffix_tokens: tuple[int, ...] = (512, 256)
-    cache_assert: str = "exact"
-    flow: str = "branch-waves"
-
-
-@dataclass(frozen=True)
-class Suite:
-    name: str
-    source: str
-    server: ServerSpec
-    tests: tuple[TestSpec, ...]
-    est_time: float | None = None
 
 
 # --- loading ----------------------------------------------------------------------------
@@ -171,10 +120,11 @@ def parse(text: str, *, source: str, base_dir: Path | None = None) -> list[Suite
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
         raise ConfigError(f"{source}: invalid YAML{where}: {problem}") from None
     if isinstance(document, Mapping):
-        return [_Reader(source, "", document, base_dir).suite()]
+        return [_SuiteReader(source, "", document, base_dir).suite()]
     if isinstance(document, list) and document:
         suites = [
-            _Reader.at(source, f"[{i}]", item, base_dir).suite() for i, item in enumerate(document)
+            _SuiteReader.at(source, f"[{i}]", item, base_dir).suite()
+            for i, item in enumerate(document)
         ]
         _check_unique([suite.name for suite in suites], source, "suite name")
         return suites
@@ -207,107 +157,8 @@ def _check_unique(names: Sequence[str], source: str, what: str) -> None:
         seen.add(name)
 
 
-# --- validation -------------------------------------------------------------------------
-
-
-class _Reader:
-    """Reads one mapping, knowing where it is, so every error can say so."""
-
-    def __init__(
-        self, source: str, path: str, mapping: Mapping[str, Any], base_dir: Path | None
-    ) -> None:
-        self.source, self.path, self.mapping, self.base_dir = source, path, mapping, base_dir
-
-    @classmethod
-    def at(cls, source: str, path: str, value: Any, base_dir: Path | None) -> _Reader:
-        if not isinstance(value, Mapping):
-            where = path or "(top level)"
-            raise ConfigError(f"{source}: {where}: expected a mapping, got {_kind(value)}")
-        return cls(source, path, value, base_dir)
-
-    def fail(self, key: str, problem: str, hint: str | None = None) -> ConfigError:
-        where = f"{self.path}.{key}" if self.path else key
-        return ConfigError(f"{self.source}: {where.lstrip('.')}: {problem}", hint=hint)
-
-    def child(self, key: str, value: Any) -> _Reader:
-        return _Reader.at(self.source, f"{self.path}.{key}".lstrip("."), value, self.base_dir)
-
-    def allow(self, known: Sequence[str]) -> None:
-        for key in self.mapping:
-            if key in known:
-                continue
-            close = difflib.get_close_matches(str(key), known, n=1)
-            hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(known)}"
-            raise self.fail(str(key), "unknown key", hint)
-
-    def reject(self, keys: Sequence[str], context: str) -> None:
-        for key in keys:
-            if self.has(key):
-                raise self.fail(
-                    key, f"does not apply to {context}", "remove it (see docs/suites.md)"
-                )
-
-    def has(self, key: str) -> bool:
-        return key in self.mapping
-
-    # typed getters ------------------------------------------------------------------
-
-    def text(self, key: str, default: str | None = None) -> str:
-        value = self.mapping.get(key, default)
-        if value is None:
-            raise self.fail(key, "missing", f"add `{key}: ...`")
-        if not isinstance(value, str) or not value.strip():
-            raise self.fail(key, f"expected a non-empty string, got {_kind(value)}")
-        return value
-
-    def choice(self, key: str, options: Sequence[str], default: str | None = None) -> str:
-        value = self.text(key, default)
-        if value not in options:
-            close = difflib.get_close_matches(value, options, n=1)
-            hint = f"did you mean {close[0]!r}?" if close else f"one of: {', '.join(options)}"
-            raise self.fail(key, f"{value!r} is not one of {', '.join(options)}", hint)
-        return value
-
-    def integer(self, key: str, default: int, minimum: int = 1) -> int:
-        value = self.mapping.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise self.fail(key, f"expected an integer >= {minimum}, got {value!r}")
-        return value
-
-    def number(
-        self, key: str, default: float, low: float = 0.0, high: float | None = None
-    ) -> float:
-        value = self.mapping.get(key, default)
-        bad = isinstance(value, bool) or not isinstance(value, (int, float))
-        if bad or value < low or (high is not None and value > high):
-            span = f"between {low} and {high}" if high is not None else f">= {low}"
-            raise self.fail(key, f"expected a number {span}, got {value!r}")
-        return float(value)
-
-    def flag(self, key: str, default: bool) -> bool:
-        value = self.mapping.get(key, default)
-        if not isinstance(value, bool):
-            raise self.fail(key, f"expected true or false, got {value!r}")
-        return value
-
-    def strings(self, key: str) -> tuple[str, ...]:
-        value = self.mapping.get(key, [])
-        if not isinstance(value, list) or not all(
-            isinstance(item, (str, int, float)) for item in value
-        ):
-            raise self.fail(
-                key, f"expected a list of strings, got {_kind(value)}", 'quote numbers: "128"'
-            )
-        return tuple(str(item) for item in value)
-
-    def integers(self, key: str, default: Sequence[int], minimum: int = 0) -> tuple[int, ...]:
-        value = self.mapping.get(key, list(default))
-        ok = isinstance(value, list) and value and all(_is_int(item, minimum) for item in value)
-        if not ok:
-            raise self.fail(
-                key, f"expected a non-empty list of integers >= {minimum}, got {value!r}"
-            )
-        return tuple(value)
+class _SuiteReader(Reader):
+    """The suite schema, level by level, over the typed accessors."""
 
     # the three levels -----------------------------------------------------------------
 
@@ -396,7 +247,7 @@ class _Reader:
     def env(self) -> tuple[tuple[str, str], ...]:
         value = self.mapping.get("env", {})
         if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
-            raise self.fail("env", f"expected a mapping of names to strings, got {_kind(value)}")
+            raise self.fail("env", f"expected a mapping of names to strings, got {kind(value)}")
         if any(isinstance(v, (list, dict)) or v is None for v in value.values()):
             raise self.fail("env", "every value must be a string", 'quote values: SOME_FLAG: "1"')
         return tuple(sorted((key, str(item)) for key, item in value.items()))
@@ -429,17 +280,6 @@ class _Reader:
             vocab_size=vocab,
             separator_ids=self.integers("separator_ids", (11,)),
             **shape,
-        )
-
-    def length_range(self, key: str, default: int) -> tuple[int, int]:
-        value = self.mapping.get(key, default)
-        if _is_int(value, 1):
-            return (value, value)
-        pair = isinstance(value, list) and len(value) == 2 and all(_is_int(v, 1) for v in value)
-        if pair and value[0] <= value[1]:
-            return (value[0], value[1])
-        raise self.fail(
-            key, f"expected a length or [min, max], got {value!r}", "e.g. 1024 or [512, 1024]"
         )
 
     def blockers(self) -> tuple[str, ...]:
@@ -482,7 +322,7 @@ class _Reader:
             )
         tokens = value.get("prompt_tokens", longbench.DEFAULT_PROMPT_TOKENS)
         count = value.get("num_samples", longbench.DEFAULT_NUM_SAMPLES)
-        if not all(_is_int(number, 1) for number in (tokens, count)):
+        if not all(is_int(number, 1) for number in (tokens, count)):
             raise self.fail("prompts", "prompt_tokens and num_samples must be integers >= 1")
         return longbench.cache_file(model, tokens, count)
 
@@ -517,23 +357,9 @@ def _prompts_file(
     return tuple(tuple(prompt) for prompt in loaded) if good else None
 
 
-def _is_int(value: Any, minimum: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
-
-
 def _is_token_list(value: Any, vocab: int | None) -> bool:
     return (
         isinstance(value, list)
         and bool(value)
-        and all(_is_int(t, 0) and (vocab is None or t < vocab) for t in value)
+        and all(is_int(t, 0) and (vocab is None or t < vocab) for t in value)
     )
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "nothing"
-    if isinstance(value, Mapping):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    return f"{type(value).__name__} {value!r}"
