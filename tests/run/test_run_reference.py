@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -48,9 +49,59 @@ def test_bundled_suite_passes_bit_exact(cli, tmp_path):
     comment = (out / "report.md").read_text()
     assert comment.startswith("<!-- kl-bitexact:kl-bitexact -->")
     assert "<code>reference-radix::multiturn</code> | 0 |" in comment
-    # The run ends with the PR comment it would post, then the tally.
-    assert comment.rstrip() in result.stdout
-    assert result.stdout.rstrip().endswith(f"and {out / 'report.md'}")
+    # The run ends with the tally and where the files are; the comment (Markdown) stays
+    # in report.md unless asked for.
+    assert "<!-- kl-bitexact" not in result.stdout and "&#95;" not in result.stdout
+    assert result.stdout.rstrip().splitlines()[-3:] == [
+        "8 passed",
+        f"results: {out / 'results.json'}",
+        f"report:  {out / 'report.md'} (the PR comment; --print-comment prints it)",
+    ]
+
+
+def _faulty_suite(tmp_path: Path) -> Path:
+    path = tmp_path / "faulty.yaml"
+    path.write_text(
+        "name: faulty\n"
+        "server: {engine: reference, args: [--enable-deterministic-inference, --page-size,"
+        " '16', --mamba-track-interval, '16', --fault, checkpoint-off-by-one]}\n"
+        "tests:\n"
+        "  - {name: match, check: match, samples: 4, prompt_tokens: [72, 140],"
+        " max_new_tokens: 8, vocab_size: 256}\n"
+        "  - {name: decode, check: decode_cache_hit, samples: 4, prompt_tokens: [72, 140],"
+        " max_new_tokens: 8, vocab_size: 256}\n"
+    )
+    return path
+
+
+def test_a_failed_run_ends_with_each_failure_s_first_divergence_and_the_files(cli, tmp_path):
+    out = tmp_path / "out"
+    result = cli(["run", str(_faulty_suite(tmp_path)), "--out", str(out)])
+    assert result.returncode == 1, result.stdout + result.stderr
+    tail = result.stdout.rstrip().splitlines()[-4:]
+    assert tail[0] == "1 failed, 1 passed"
+    # One line: sample, decoded token, position against the cached prefix, boundaries.
+    assert re.fullmatch(
+        r"  FAILED   faulty::decode: first divergence in sample \d+ at decoded token \d+; "
+        r"diverges at position \d+.*; [+-]\d+ from the end of the restored prefix "
+        r"\(\d+ cached\); .*page boundary.*checkpoint boundary.*",
+        tail[1],
+    ), tail[1]
+    assert tail[2:] == [
+        f"results: {out / 'results.json'}",
+        f"report:  {out / 'report.md'} (the PR comment; --print-comment prints it)",
+    ]
+    assert "<!-- kl-bitexact" not in result.stdout
+
+
+def test_print_comment_prints_report_md_and_quiet_prints_nothing(cli, tmp_path):
+    out = tmp_path / "out"
+    shown = cli(["run", str(_faulty_suite(tmp_path)), "--out", str(out), "--print-comment"])
+    assert shown.returncode == 1
+    assert (out / "report.md").read_text().rstrip() in shown.stdout
+    quiet = cli(["run", str(_faulty_suite(tmp_path)), "--out", str(out), "--quiet"])
+    assert quiet.returncode == 1 and quiet.stdout == "", quiet.stdout
+    assert results_io.load(out / "results.json").suites  # the files are still written
 
 
 # Which bundled test must go red under each fault: the check built for that bug class.

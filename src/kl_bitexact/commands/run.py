@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 import fnmatch
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -14,7 +14,7 @@ from kl_bitexact.commands import Command
 from kl_bitexact.commands.common import write_output
 from kl_bitexact.compare.comparison import compare
 from kl_bitexact.errors import ConfigError, ExitCode
-from kl_bitexact.report import render
+from kl_bitexact.report import render, terminal
 from kl_bitexact.results import io as results_io
 from kl_bitexact.results.exit_code import exit_code
 from kl_bitexact.results.formats import fmt_kl
@@ -88,6 +88,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --repeat: one launch per repeat (the whole run N times, each on a fresh "
         "server), to catch differences that only a restart shows",
     )
+    parser.add_argument(
+        "--print-comment",
+        action="store_true",
+        help="also print the PR comment this run would post (report.md, Markdown) at the end",
+    )
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="print nothing on stdout (errors still go to stderr); for scripts, which read "
+        "the exit code and DIR/results.json",
+    )
 
 
 MAX_REPEAT = 100
@@ -107,13 +118,14 @@ def run(args: argparse.Namespace) -> int:
         check_base_url(args.base_url)
     out: Path = args.out
     prepare_out(out)
-    results_path = out / "results.json"
     _check_relaunch(args, suites)
+    reporter = ConsoleReporter(github=os.environ.get("GITHUB_ACTIONS") == "true", quiet=args.quiet)
     if args.prove_base is not None:
-        suites = _to_prove(suites, args)
+        suites = _to_prove(suites, args, reporter.say)
         if not suites:
             _write_outputs(Results(run=current_run_info()), out)
-            print(f"kl-bitexact: no new or changed test to prove; wrote {results_path}")
+            written = out / "results.json"
+            reporter.say(f"kl-bitexact: no new or changed test to prove; wrote {written}")
             return int(ExitCode.GATE_PASSED)
     plan = Plan(
         tuple(suites),
@@ -124,13 +136,30 @@ def run(args: argparse.Namespace) -> int:
         relaunch=args.relaunch,
         cwd=args.prove_base,
     )
-    reporter = ConsoleReporter(github=os.environ.get("GITHUB_ACTIONS") == "true")
+    final = _run_writing(plan, reporter, out)
+    code = exit_code(final)
+    if args.prove_base is not None:
+        # Red on the base revision is what a proof hopes for, and an error there is
+        # "could not prove": `report --proof` judges them; the proof run itself passes.
+        reporter.say("kl-bitexact: proof run; `report --proof` / `publish --proof` judge it")
+        code = ExitCode.GATE_PASSED
+    if args.print_comment:
+        _print_comment((out / "report.md").read_text(encoding="utf-8"), github=reporter.github)
+    _summary(final, out, reporter.say)
+    if code == ExitCode.COULD_NOT_RUN:
+        reporter.say("kl-bitexact: no test ran to a verdict (see the errors above)")
+    return int(code)
+
+
+def _run_writing(plan: Plan, reporter: ConsoleReporter, out: Path) -> Results:
+    """The run, results.json rewritten after every test; results.json and report.md
+    written however it ends."""
     latest = Results(run=plan.run)
 
     def save(partial: Results) -> None:
         nonlocal latest
         latest = partial
-        results_io.write_atomic(partial, results_path)
+        results_io.write_atomic(partial, out / "results.json")
 
     try:
         final = run_suites(plan, reporter, save)
@@ -138,29 +167,29 @@ def run(args: argparse.Namespace) -> int:
         # The one shutdown path (a stop signal, a crash): the runner has stopped the
         # servers; what finished is written before the exit code is decided.
         _write_outputs(latest, out)
-        print(f"kl-bitexact: wrote what finished to {results_path} and {out / 'report.md'}")
+        written = f"{out / 'results.json'} and {out / 'report.md'}"
+        reporter.say(f"kl-bitexact: wrote what finished to {written}")
         raise
-    report = _write_outputs(final, out)
-    _print_comment(report, github=reporter.github)
-    code = exit_code(final)
-    if args.prove_base is not None:
-        # Red on the base revision is what a proof hopes for, and an error there is
-        # "could not prove": `report --proof` judges them; the proof run itself passes.
-        print("kl-bitexact: proof run; `report --proof` / `publish --proof` judge it")
-        code = ExitCode.GATE_PASSED
-    print(f"{_tally(final)}; wrote {results_path} and {out / 'report.md'}")
-    if code == ExitCode.COULD_NOT_RUN:
-        print("kl-bitexact: no test ran to a verdict (see the errors above)")
-    return int(code)
+    _write_outputs(final, out)
+    return final
 
 
-def _write_outputs(results: Results, out: Path) -> str:
+def _summary(final: Results, out: Path, say: Callable[[str], None]) -> None:
+    """The tally, where each test that did not pass first diverged (or why it failed),
+    and where the files are; the comment itself only on request (--print-comment)."""
+    say("")
+    say(_tally(final))
+    for line in terminal.not_passed_lines(final):
+        say(line)
+    say(f"results: {out / 'results.json'}")
+    say(f"report:  {out / 'report.md'} (the PR comment; --print-comment prints it)")
+
+
+def _write_outputs(results: Results, out: Path) -> None:
     """results.json and report.md; report.md is the PR comment this run would post (no
     baseline, no resolved blockers: `publish` adds those)."""
     results_io.write_atomic(results, out / "results.json")
-    report = render.comment(compare(results, None))
-    write_output(out / "report.md", report)
-    return report
+    write_output(out / "report.md", render.comment(compare(results, None)))
 
 
 def check_base_url(url: str) -> None:
@@ -196,7 +225,9 @@ def prepare_out(out: Path) -> None:
         ) from None
 
 
-def _to_prove(suites: list[Suite], args: argparse.Namespace) -> list[Suite]:
+def _to_prove(
+    suites: list[Suite], args: argparse.Namespace, say: Callable[[str], None]
+) -> list[Suite]:
     """The tests the suite files add or change against the base checkout (--prove-base)."""
     base: Path = args.prove_base
     if not args.suites:
@@ -208,7 +239,7 @@ def _to_prove(suites: list[Suite], args: argparse.Namespace) -> list[Suite]:
         )
     found = changes.changed_tests(suites, args.suites, base)
     for change in found:
-        print(f"to prove: {change.test_id} ({change.kind})")
+        say(f"to prove: {change.test_id} ({change.kind})")
     wanted = {change.test_id for change in found}
     kept = [
         dataclasses.replace(s, tests=tuple(t for t in s.tests if test_id(s, t) in wanted))
@@ -231,6 +262,7 @@ def _check_relaunch(args: argparse.Namespace, suites: Sequence[Suite]) -> None:
 
 
 def _print_comment(report: str, *, github: bool) -> None:
+    # Printed even under --quiet: asking for the comment is asking for stdout.
     print("::group::the PR comment this run would post" if github else "\n" + "-" * 72)
     print(report.rstrip("\n"))
     print("::endgroup::" if github else "-" * 72)
@@ -296,38 +328,44 @@ def _tally(final: Results) -> str:
 
 
 class ConsoleReporter:
-    """One line per finished test; each suite folded in a group under GitHub Actions."""
+    """One line per finished test; each suite folded in a group under GitHub Actions.
+    `quiet`: nothing at all (`run --quiet`)."""
 
-    def __init__(self, *, github: bool) -> None:
+    def __init__(self, *, github: bool, quiet: bool = False) -> None:
         self.github = github
+        self.quiet = quiet
+
+    def say(self, line: str) -> None:
+        if not self.quiet:
+            print(line, flush=True)
 
     def suite_started(self, item: Suite) -> None:
         if self.github:
-            print(f"::group::suite {escape.command_data(item.name)}", flush=True)
+            self.say(f"::group::suite {escape.command_data(item.name)}")
         else:
-            print(f"suite {item.name}", flush=True)
+            self.say(f"suite {item.name}")
 
     def test_finished(self, result: TestResult) -> None:
-        print(progress_line(result), flush=True)
+        self.say(progress_line(result))
         # A repeated test always says what its repeats showed (stable or not).
         if result.status is not Status.PASSED or result.repeats is not None:
-            print(f"    {result.message}", flush=True)
+            self.say(f"    {result.message}")
         if result.hint:
-            print(f"    hint: {result.hint}", flush=True)
+            self.say(f"    hint: {result.hint}")
         for warning in result.warnings:
-            print(f"    warning: {warning}", flush=True)
+            self.say(f"    warning: {warning}")
 
     def suite_finished(self, result: SuiteResult) -> None:
         if not self.github:
             return
-        print("::endgroup::", flush=True)
+        self.say("::endgroup::")
         for test in result.tests:  # annotations stay visible outside the fold
             title = escape.command_property(test.id)
             for warning in test.warnings:
-                print(f"::warning title={title}::{escape.command_data(warning)}")
+                self.say(f"::warning title={title}::{escape.command_data(warning)}")
             if test.status is not Status.PASSED:
                 text = f"{test.message} (hint: {test.hint})" if test.hint else test.message
-                print(f"::error title={title}::{escape.command_data(text)}")
+                self.say(f"::error title={title}::{escape.command_data(text)}")
 
 
 def progress_line(result: TestResult) -> str:

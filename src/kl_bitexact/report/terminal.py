@@ -1,0 +1,57 @@
+"""What `run` prints when it ends, for a person at a terminal (pure).
+
+The PR comment is Markdown with HTML escapes, unreadable in a terminal, and its most useful
+fact - where a red test first diverged - sat only in report.md (issue 20). So the run ends
+with one plain line per test that did not pass: its first divergence (sample, decoded
+token, position against the cached prefix and the page and checkpoint boundaries) or, with
+none, the first line of why it failed.
+"""
+
+from __future__ import annotations
+
+import re
+
+from kl_bitexact.results.model import Results, Status, TestResult
+
+# Plenty for a boundary hint; a server's error message can be megabytes.
+MAX_REASON = 400
+QUIET = frozenset({Status.PASSED, Status.SKIPPED})
+# Server text goes to a terminal: no escape sequences, no carriage returns, one line.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
+
+
+def not_passed_lines(results: Results) -> list[str]:
+    """`  FAILED   suite::test: first divergence ...`, one per test that did not pass."""
+    return [
+        f"  {test.status.value.upper():8} {test.id}: {reason(test)}"
+        for _, test in results.all_tests()
+        if test.status not in QUIET
+    ]
+
+
+def reason(test: TestResult) -> str:
+    if test.first_divergence:
+        return one_line(first_divergence(test))
+    message = test.message.strip().splitlines()
+    return one_line(message[0]) if message else test.status.value
+
+
+def first_divergence(test: TestResult) -> str:
+    first = test.first_divergence[0]
+    parts = [f"first divergence in sample {first.sample} at decoded token {first.token_index}"]
+    # The boundary hint already names the position, the cached prefix and the boundaries.
+    if first.hint:
+        parts.append(first.hint)
+    if first.cached_tokens is None:
+        parts.append("cached tokens not reported by the server")
+    elif not first.hint:
+        parts.append(f"{first.cached_tokens} cached tokens")
+    others = len(test.first_divergence) - 1
+    if others:
+        parts.append(f"{others} more differing {'sample' if others == 1 else 'samples'}")
+    return "; ".join(parts)
+
+
+def one_line(text: str) -> str:
+    flat = _CONTROL.sub(" ", text).strip()
+    return flat if len(flat) <= MAX_REASON else flat[: MAX_REASON - 1] + "…"
