@@ -206,6 +206,7 @@ REFERENCE_FLAGS: dict[str, bool] = {
     "--random-seed": True,
     "--fault": True,
 }
+SERVED_CONTEXT_LENGTH = 32768
 # sglang's speculative algorithms the reference engine does not name: same built-in draft.
 SPECULATIVE_ALIASES = {"NEXTN": "EAGLE"}
 
@@ -257,6 +258,10 @@ def popen_launch_server(
     extra = (env or {}).get("KL_BITEXACT_REFERENCE_ARGS") or os.environ.get(
         "KL_BITEXACT_REFERENCE_ARGS", ""
     )
+    if "--context-length" not in [*flags, *extra.split()]:
+        # A served model's context is tens of thousands of tokens; the reference engine's 4096
+        # default refused the second turn of sglang's own 2048-token decode test with a 400.
+        flags += ["--context-length", str(SERVED_CONTEXT_LENGTH)]
     command = [
         sys.executable,
         "-m",
