@@ -5,6 +5,7 @@ The executed proof is tests/action/test_act_e2e.py; these checks are the fast, e
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import shutil
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kl_bitexact import cli
 from kl_bitexact.action.inputs import ActionInputs, env_name
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,6 +92,40 @@ def test_reusable_workflow_inputs_and_outputs_are_documented():
     call = load(REUSABLE)["on"]["workflow_call"]
     assert table_names(WORKFLOW_DOC, "## Inputs") == set(call["inputs"])
     assert table_names(WORKFLOW_DOC, "## Outputs") == set(call["outputs"])
+
+
+def cli_options() -> set[str]:
+    """Every option string of every kl-bitexact command."""
+    parser = cli.build_parser()
+    [commands] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return {
+        option
+        for command in commands.choices.values()
+        for action in command._actions
+        for option in action.option_strings
+    }
+
+
+def test_every_action_input_is_a_cli_option_of_the_same_name_or_the_actions_own():
+    # A workflow that calls `kl-bitexact` itself must be able to do what the action does.
+    own = dict(re.findall(r"^\| `([^`]+)` \| (.+) \|$", ACTION_ONLY_SECTION, flags=re.MULTILINE))
+    options = cli_options()
+    for name in ACTION_INPUTS:
+        as_option, as_own = f"--{name}" in options, name in own
+        assert as_option or as_own, (
+            f"action input {name}: add --{name} to its command, or list it in docs/action.md "
+            "under 'Inputs that are the action's own' with the reason"
+        )
+        assert not (as_option and as_own), f"{name} is an option; drop it from the own list"
+    assert set(own) <= set(ACTION_INPUTS), set(own) - set(ACTION_INPUTS)
+    assert all(reason.strip() for reason in own.values())
+
+
+ACTION_ONLY_SECTION = (
+    ACTION_DOC.read_text(encoding="utf-8")
+    .split("\n## Inputs that are the action's own\n", 1)[1]
+    .split("\n## ", 1)[0]
+)
 
 
 def test_action_inputs_are_kebab_case_and_described():

@@ -122,6 +122,16 @@ def test_publish_command_line():
     ]
 
 
+def test_expected_shards_reach_report_and_publish_as_the_option():
+    inputs = ActionInputs(command="publish", expected_shards=("s-0", "s-1"))
+    expected = ["--expected-shards", '["s-0","s-1"]']
+    published = argv.publish_argv(inputs, [])
+    reported = argv.report_argv(inputs, [], Path("c.md"), None)
+    for line in (published, reported):
+        at = line.index("--expected-shards")
+        assert line[at : at + 2] == expected
+
+
 def test_publish_fetches_the_baseline_and_report_cannot():
     inputs = ActionInputs(command="publish", baseline="fetch", fail_on="never")
     assert argv.publish_argv(inputs, [Path("r.json")]) == [
@@ -232,7 +242,10 @@ def test_missing_shards_are_found_and_stand_ins_are_valid_results(tmp_path):
     (tmp_path / "results-s-0").mkdir()
     present = tmp_path / "results-s-0" / "results.json"
     results_io.write_atomic(shards.missing_shard_results("x"), present)
-    assert shards.missing_shards(tmp_path, ["s-0", "s-1"]) == ["s-1"]
+    found = shards.results_files(tmp_path)
+    assert shards.missing_shards(found, ["s-0", "s-1"]) == ["s-1"]
+    # Only the artifact layout names a shard: a file elsewhere stands for none.
+    assert shards.missing_shards([tmp_path / "s-1.json"], ["s-1"]) == ["s-1"]
     stand_in = shards.missing_shard_results("s-1")
     reloaded = results_io.from_json(results_io.to_json(stand_in))
     [(_, test)] = list(reloaded.all_tests())

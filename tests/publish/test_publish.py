@@ -157,6 +157,16 @@ def test_another_bots_marker_comment_does_not_block_publish(
     ]
 
 
+def test_expected_shards_a_shard_that_never_reported_fails_the_gate_in_the_comment(
+    fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
+) -> None:
+    present = _write(tmp_path / "results-s-0" / "results.json", _test("t::a"))
+    assert cli.main(["publish", str(present), "--expected-shards", '["s-0", "s-1"]']) == 1
+    (body,) = _comments(fake_github)
+    assert "shard s-1 uploaded no results" in body
+    assert [s["state"] for s in _statuses(fake_github)] == ["failure"]
+
+
 def test_a_502_then_success_still_publishes_once(
     fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
 ) -> None:

@@ -64,10 +64,11 @@ def test_matrix_keeps_groups_and_lists_every_file_once(cli, make_repo):
     assert "longest shard 1700 s (lower bound 1700 s)" in result.stderr
 
 
-def test_timeout_chooses_the_number_of_shards(cli, make_repo):
+@pytest.mark.parametrize("option", ["--timeout", "--shard-timeout"])  # the action's name too
+def test_timeout_chooses_the_number_of_shards(cli, make_repo, option):
     root = make_repo()
     add_tests(root, [900, 300, 300, 200, 100, 60])
-    result = shard(cli, root, "--timeout", "30")
+    result = shard(cli, root, option, "30")
     matrix = json.loads(result.stdout)
     assert len(matrix["include"]) == 3
     assert "3 shard(s) needed to finish within 30 min" in result.stderr

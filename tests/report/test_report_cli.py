@@ -105,6 +105,41 @@ def test_shards_are_merged(cli, tmp_path: Path):
     assert [t["id"] for t in json.loads(done.stdout)["tests"]] == ["a", "b"]
 
 
+def test_expected_shards_a_missing_shard_is_an_error_that_gates(cli, tmp_path: Path):
+    # The action's `expected-shards`, for workflows that call the CLI themselves.
+    one = write_results(tmp_path / "results-s-0" / "results.json", check_result("a"))
+    matrix = json.dumps({"include": [{"name": "s-0"}, {"name": "s-1"}]})
+    done = cli(["report", str(one), "--expected-shards", matrix, "--json"], env=NO_GITHUB)
+    assert done.returncode == 1, done.stderr
+    tests = {t["id"]: t for t in json.loads(done.stdout)["tests"]}
+    assert tests["shard-s-1"]["verdict"] == "infra" and tests["a"]["verdict"] == "ok"
+    assert "shard s-1: no results-s-1/results.json among the results given" in done.stderr
+    every = cli(["report", str(one), "--expected-shards", '["s-0"]'], env=NO_GITHUB)
+    assert every.returncode == 0, every.stderr
+
+
+def test_expected_shards_with_no_results_at_all_reports_every_shard(cli, tmp_path: Path):
+    done = cli(["report", "--expected-shards", '["s-0", "s-1"]'], env=NO_GITHUB)
+    assert done.returncode == 2, done.stderr  # no test executed at all: could not run
+    assert "could not run" in done.stdout
+    assert "shard s-0 uploaded no results" in done.stdout
+    assert "shard s-1 uploaded no results" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([], "no results given"),
+        (["--expected-shards", "[1"], "argument --expected-shards: not JSON"),
+        (["--expected-shards", '["../x"]'], "'../x' is not a shard name"),
+    ],
+)
+def test_expected_shards_usage_errors_name_what_to_pass(cli, argv, message):
+    done = cli(["report", *argv], env=NO_GITHUB)
+    assert done.returncode == 2
+    assert message in done.stderr and "Traceback" not in done.stderr
+
+
 def test_nothing_executed_could_not_run(cli, tmp_path: Path):
     head = write_results(tmp_path / "head.json", check_result("a", r.Status.NOT_RUN))
     done = cli(["report", str(head)], env=NO_GITHUB)

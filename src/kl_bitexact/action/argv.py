@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -33,6 +34,7 @@ def report_argv(
         argv += ["--baseline", inputs.baseline]
     if summary:
         argv += ["--job-summary", summary]
+    argv += _expected_shards(inputs)
     return argv + _findings(inputs) + _proof(inputs, proof) + _policy(inputs) + list(inputs.args)
 
 
@@ -44,6 +46,7 @@ def publish_argv(
         argv.append("--fetch-baseline")
     elif inputs.baseline:
         argv += ["--baseline", inputs.baseline]
+    argv += _expected_shards(inputs)
     return argv + _findings(inputs) + _proof(inputs, proof) + _policy(inputs) + list(inputs.args)
 
 
@@ -63,6 +66,13 @@ def shard_argv(inputs: ActionInputs, suite: str) -> list[str]:
     if inputs.shard_timeout:
         argv += ["--timeout", f"{inputs.shard_timeout:g}"]
     return argv + list(inputs.args)
+
+
+def _expected_shards(inputs: ActionInputs) -> list[str]:
+    """The names as a JSON list: parsed and checked once, when the inputs were read."""
+    if not inputs.expected_shards:
+        return []
+    return ["--expected-shards", json.dumps(list(inputs.expected_shards), separators=(",", ":"))]
 
 
 def _findings(inputs: ActionInputs) -> list[str]:

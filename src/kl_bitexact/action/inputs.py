@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from kl_bitexact.action import shards
 from kl_bitexact.compare.gate import parse_fail_on
 from kl_bitexact.errors import ConfigError
 
@@ -18,7 +16,6 @@ PROVE = ("false", "true", "strict")
 # `baseline: fetch`: the newest successful base-branch run's results artifact (publish).
 FETCH_BASELINE = "fetch"
 _HINT = "fix the `with:` of the kl-bitexact step in your workflow"
-_SHARD_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")
 
 
 @dataclass(frozen=True)
@@ -122,33 +119,7 @@ def _positive_float(name: str, value: str) -> float | None:
 
 
 def _shard_names(value: str) -> tuple[str, ...]:
-    """A JSON list of shard names, or the shard matrix itself ({"include": [{"name": ...}]})."""
-    if not value:
-        return ()
     try:
-        document: Any = json.loads(value)
-    except json.JSONDecodeError as error:
-        raise ConfigError(
-            f"action input `expected-shards`: not JSON ({error.msg})", hint=_HINT
-        ) from None
-    if isinstance(document, dict) and isinstance(document.get("include"), list):
-        document = [
-            entry.get("name") if isinstance(entry, dict) else None for entry in document["include"]
-        ]
-    if not isinstance(document, list) or not all(isinstance(n, (str, int)) for n in document):
-        raise ConfigError(
-            "action input `expected-shards`: expected a JSON list of shard names "
-            'or a matrix {"include": [{"name": ...}, ...]}',
-            hint=_HINT,
-        )
-    names = tuple(str(name) for name in document)
-    for name in names:
-        # Names become directory names (results-<name>/); in a two-stage setup they come
-        # from an untrusted run's artifact, so nothing that could leave the directory.
-        if not _SHARD_NAME.fullmatch(name):
-            raise ConfigError(
-                f"action input `expected-shards`: {name[:60]!r} is not a shard name "
-                "(letters, digits, '.', '_' and '-', not starting with '.')",
-                hint=_HINT,
-            )
-    return names
+        return shards.parse_names(value)
+    except ValueError as error:
+        raise ConfigError(f"action input `expected-shards`: {error}", hint=_HINT) from None

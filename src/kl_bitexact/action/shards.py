@@ -7,24 +7,60 @@ in the comment and fail the gate, so it becomes an `error` test that says so.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+import re
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from kl_bitexact.results.model import Results, RunInfo, ServerInfo, Status, SuiteResult, TestResult
 
 ARTIFACT_PREFIX = "results-"
+_SHARD_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")
+
+
+def parse_names(value: str) -> tuple[str, ...]:
+    """The expected shards: a JSON list of names, or the shard matrix itself
+    ({"include": [{"name": ...}, ...]}, what `shard` planned). ValueError says what is wrong."""
+    if not value:
+        return ()
+    try:
+        document: Any = json.loads(value)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"not JSON ({error.msg})") from None
+    if isinstance(document, dict) and isinstance(document.get("include"), list):
+        document = [
+            entry.get("name") if isinstance(entry, dict) else None for entry in document["include"]
+        ]
+    if not isinstance(document, list) or not all(isinstance(n, (str, int)) for n in document):
+        raise ValueError(
+            'expected a JSON list of shard names or a matrix {"include": [{"name": ...}, ...]}'
+        )
+    names = tuple(str(name) for name in document)
+    for name in names:
+        # Names become directory names (results-<name>/); in a two-stage setup they come
+        # from an untrusted run's artifact, so nothing that could leave the directory.
+        if not _SHARD_NAME.fullmatch(name):
+            raise ValueError(
+                f"{name[:60]!r} is not a shard name "
+                "(letters, digits, '.', '_' and '-', not starting with '.')"
+            )
+    return names
 
 
 def results_files(directory: Path) -> list[Path]:
     return sorted(directory.rglob("results.json"))
 
 
-def missing_shards(directory: Path, expected: Sequence[str]) -> list[str]:
-    return [
-        name
-        for name in expected
-        if not (directory / f"{ARTIFACT_PREFIX}{name}" / "results.json").is_file()
-    ]
+def missing_shards(results: Iterable[Path], expected: Sequence[str]) -> list[str]:
+    """The expected shards with no results file among `results`: a shard's file is
+    `.../results-<name>/results.json`, the layout of the run jobs' artifacts."""
+    present = {
+        path.parent.name.removeprefix(ARTIFACT_PREFIX)
+        for path in results
+        if path.name == "results.json" and path.parent.name.startswith(ARTIFACT_PREFIX)
+    }
+    return [name for name in expected if name not in present]
 
 
 def missing_shard_results(name: str) -> Results:

@@ -210,38 +210,30 @@ def expand_suites(patterns: Sequence[str]) -> list[str]:
 
 
 def gather_results(inputs: ActionInputs) -> tuple[Path, ...]:
-    """Every shard's results.json, plus an `error` stand-in for each expected shard missing."""
+    """Every shard's results.json under results-dir. An expected shard missing among them is
+    annotated here and made an `error` test by `report`/`publish --expected-shards`."""
     found = shards.results_files(inputs.results_dir)
-    missing = shards.missing_shards(inputs.results_dir, inputs.expected_shards)
+    missing = shards.missing_shards(found, inputs.expected_shards)
     for name in missing:
         print(f"::error title=kl-bitexact::shard {name} uploaded no results", flush=True)
-    stand_ins = [
-        (f"{shards.ARTIFACT_PREFIX}{name}", shards.missing_shard_results(name)) for name in missing
-    ]
-    if not found and not stand_ins:
-        if not inputs.findings:
-            raise ConfigError(
-                f"action input `results-dir`: no results.json under {inputs.results_dir}",
-                hint="download the run jobs' results artifacts into results-dir first",
-            )
-        # No shard ran (the plan job stopped on registration errors): an empty run, so the
-        # comment still shows the findings and the gate says that nothing ran.
-        print("::warning title=kl-bitexact::no shard reported results", flush=True)
-        stand_ins = [("no-shard-ran", results_model.Results())]
-    return (*found, *_write_stand_ins(stand_ins))
+    if found or missing:
+        return tuple(found)
+    if not inputs.findings:
+        raise ConfigError(
+            f"action input `results-dir`: no results.json under {inputs.results_dir}",
+            hint="download the run jobs' results artifacts into results-dir first",
+        )
+    # No shard ran (the plan job stopped on registration errors): an empty run, so the
+    # comment still shows the findings and the gate says that nothing ran.
+    print("::warning title=kl-bitexact::no shard reported results", flush=True)
+    return (_write_empty_run(),)
 
 
-def _write_stand_ins(stand_ins: Sequence[tuple[str, results_model.Results]]) -> list[Path]:
-    """Written outside results-dir, so a later look at results-dir never finds them."""
-    if not stand_ins:
-        return []
-    directory = Path(tempfile.mkdtemp(prefix="kl-bitexact-stand-ins-"))
-    paths = []
-    for name, document in stand_ins:
-        path = directory / name / "results.json"
-        results_io.write_atomic(document, path)
-        paths.append(path)
-    return paths
+def _write_empty_run() -> Path:
+    """Written outside results-dir, so a later look at results-dir never finds it."""
+    path = Path(tempfile.mkdtemp(prefix="kl-bitexact-stand-ins-")) / "no-shard-ran" / "results.json"
+    results_io.write_atomic(results_model.Results(), path)
+    return path
 
 
 def proof_files(inputs: ActionInputs) -> tuple[Path, ...]:

@@ -11,8 +11,10 @@ import argparse
 import gc
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
+from kl_bitexact.action import shards
 from kl_bitexact.compare.gate import FailOn, Policy, parse_fail_on
 from kl_bitexact.errors import ConfigError, ExitCode
 from kl_bitexact.report import render
@@ -26,10 +28,21 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
     """What `report` and `publish` both read and render (results, findings, marker key)."""
     parser.add_argument(
         "results",
-        nargs="+",
+        nargs="*",
         type=Path,
         metavar="RESULTS.json",
-        help="results of this run (several shards are merged)",
+        help="results of this run (several shards are merged); none at all only with "
+        "--expected-shards (every shard missing)",
+    )
+    parser.add_argument(
+        "--expected-shards",
+        type=_shard_names,
+        default=(),
+        metavar="JSON",
+        help="the shards that must have reported: a JSON list of names or the shard matrix "
+        '({"include": [{"name": ...}]}, as `shard` or the action plans it); a shard with no '
+        "results-NAME/results.json among RESULTS.json (the run jobs' artifact layout) is "
+        "reported as an error test, never ignored (the action's input expected-shards)",
     )
     parser.add_argument(
         "--findings",
@@ -87,6 +100,37 @@ def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("GITHUB_REPOSITORY"),
         help="owner/repo that completes short #N blockers (default: $GITHUB_REPOSITORY)",
     )
+
+
+def _shard_names(text: str) -> tuple[str, ...]:
+    try:
+        return shards.parse_names(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def load_results(paths: Sequence[Path], expected_shards: Sequence[str]) -> Results:
+    """The results given, merged, plus an `error` stand-in for each expected shard that has
+    no file among them: a shard whose job failed or never ran must not pass by absence."""
+    missing = shards.missing_shards(paths, expected_shards)
+    if not paths and not missing:
+        raise ConfigError(
+            "no results given",
+            hint="pass the RESULTS.json files to read (with --expected-shards, none is "
+            "needed when every expected shard is missing)",
+        )
+    for name in missing:
+        print(
+            f"kl-bitexact: shard {name}: no {shards.ARTIFACT_PREFIX}{name}/results.json among "
+            "the results given; reported as an error",
+            file=sys.stderr,
+        )
+    loaded = [(str(path), results_io.load(path)) for path in paths]
+    stand_ins = [
+        (f"{shards.ARTIFACT_PREFIX}{name} (missing)", shards.missing_shard_results(name))
+        for name in missing
+    ]
+    return results_io.merge(loaded + stand_ins)
 
 
 def _fail_on(text: str) -> tuple[FailOn, bool]:

@@ -42,7 +42,6 @@ from kl_bitexact.publish.client import (
 )
 from kl_bitexact.registry import findings_file as findings
 from kl_bitexact.report import render
-from kl_bitexact.results import io as results_io
 from kl_bitexact.results import model as results
 
 
@@ -131,6 +130,7 @@ class Options:
     """Everything `publish` was asked to do, read once from the command line."""
 
     results: tuple[Path, ...]
+    expected_shards: tuple[str, ...]
     findings: Path | None
     proof: tuple[Path, ...]
     annotations: bool
@@ -149,6 +149,7 @@ class Options:
     def from_args(cls, args: argparse.Namespace) -> Options:
         return cls(
             results=tuple(args.results),
+            expected_shards=tuple(args.expected_shards),
             findings=args.findings,
             proof=tuple(args.proof or ()),
             annotations=args.annotations,
@@ -175,7 +176,7 @@ class Published:
 
 def handle(args: argparse.Namespace) -> int:
     options = Options.from_args(args)
-    head = results_io.load_merged(options.results)
+    head = common.load_results(options.results, options.expected_shards)
     freeze_loaded()
     found = findings.load(options.findings) if options.findings else ()
     where = resolve_target(

@@ -17,7 +17,6 @@ from kl_bitexact.commands.common import add_input_arguments, add_policy_argument
 from kl_bitexact.compare import baseline
 from kl_bitexact.compare.comparison import Comparison, compare
 from kl_bitexact.report import render
-from kl_bitexact.results import io as results_io
 
 if TYPE_CHECKING:
     from kl_bitexact.compare.blockers import BlockerState
@@ -87,7 +86,7 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> Comparison:
-    head = results_io.load_merged(args.results)
+    head = common.load_results(args.results, args.expected_shards)
     policy = common.policy(args)
     states = _blocker_states(args.blockers) if args.blockers else None
     base = baseline.load(args.baseline)

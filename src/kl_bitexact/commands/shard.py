@@ -37,6 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--timeout",
+        "--shard-timeout",  # the action input's name, so both spellings work everywhere
+        dest="timeout",
         type=_positive_float,
         metavar="MIN",
         help="minutes one shard may take: report (and, without --partitions, use) the "
