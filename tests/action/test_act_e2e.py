@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import proof_repo
 import pytest
 
 from kl_bitexact.testing.fake_github import FakeGitHub
@@ -109,7 +110,12 @@ def engine_repository(target: Path) -> tuple[Path, str]:
     return target, git(target, "rev-parse", "HEAD")
 
 
-def pull_request_event(head_sha: str, head_repo: str, association: str) -> dict[str, Any]:
+def pull_request_event(
+    head_sha: str, head_repo: str, association: str, base_sha: str = ""
+) -> dict[str, Any]:
+    base: dict[str, Any] = {"ref": "main", "repo": {"full_name": REPOSITORY}}
+    if base_sha:
+        base["sha"] = base_sha
     return {
         "action": "opened",
         "number": PR_NUMBER,
@@ -117,7 +123,7 @@ def pull_request_event(head_sha: str, head_repo: str, association: str) -> dict[
             "number": PR_NUMBER,
             "author_association": association,
             "head": {"sha": head_sha, "ref": "feature", "repo": {"full_name": head_repo}},
-            "base": {"ref": "main", "repo": {"full_name": REPOSITORY}},
+            "base": base,
             "labels": [],
         },
         "repository": {"full_name": REPOSITORY},
@@ -262,3 +268,59 @@ def test_untrusted_fork_pull_request_never_runs_and_the_gate_says_why(fake_githu
         assert f"shard {name} uploaded no results" in body
     [status] = [s for s in arrived(fake_github)["statuses"] if s["context"] == "kl-bitexact"]
     assert status["state"] in ("failure", "error") and status["sha"] == head
+
+
+def proving_repository(target: Path) -> proof_repo.ProofRepo:
+    """tests/helpers/proof_repo.py's engine (main: a checkpoint fault; the PR: the fix and the
+    test that catches it), with the example callers: the reusable workflow with
+    `prove: "true"` on its one suite, and examples/action-prove.yml unchanged."""
+    caller = (ROOT / "examples" / "sglang-caller.yml").read_text(encoding="utf-8")
+    suites, policy = f"suites: {' '.join(SUITES)}\n", "      fail-on: regression\n"
+    assert suites in caller and policy in caller, "examples/sglang-caller.yml changed: adapt"
+    caller = caller.replace(suites, f"suites: {proof_repo.SUITE}\n")
+    caller = caller.replace(policy, policy + '      prove: "true"\n')
+    allowlist = f"suites:\n  - {proof_repo.SUITE}\n"
+    extra = {
+        ".kl-bitexact.yaml": (STUBS / "fixture" / ".kl-bitexact.yaml").read_text(),
+        ".github/kl-bitexact-allowlist.yaml": allowlist,
+        f".github/workflows/{CALLER}": caller,
+        ".github/workflows/action-prove.yml": (ROOT / "examples" / "action-prove.yml").read_text(),
+    }
+    repo = proof_repo.create(target, extra)
+    git(repo.path, "remote", "add", "origin", f"https://github.com/{REPOSITORY}.git")
+    return repo
+
+
+def test_a_new_test_red_on_base_green_on_head_is_shown_proven(cli, fake_github, tmp_path, venvs):
+    repo = proving_repository(tmp_path / "engine")
+    # main's last run: the base revision's suite (only `match`, green despite the fault).
+    base = proof_repo.checkout(repo, repo.base, tmp_path / "main")
+    done = cli(["run", proof_repo.SUITE_FILE, "--out", str(tmp_path / "main-run")], cwd=base)
+    assert done.returncode == 0, done.stdout + done.stderr
+    baseline = {"results-0/results.json": (tmp_path / "main-run" / "results.json").read_text()}
+    seed(fake_github, repo.head, baseline)
+
+    event = pull_request_event(repo.head, REPOSITORY, "CONTRIBUTOR", base_sha=repo.base)
+    run = run_act(repo.path, event, fake_github, tmp_path, venvs)
+
+    assert run.returncode == 0, run.excerpt()
+    both = {f"{proof_repo.SUITE}::match", proof_repo.NEW_TEST}
+    assert ids_in(run.artifact(f"results-{proof_repo.SUITE}-0") / "results.json") == both
+    # The proof job ran only the new test, on the base revision's engine: red there.
+    proof = json.loads((run.artifact(f"proof-{proof_repo.SUITE}") / "results.json").read_text())
+    [on_base] = [test for suite in proof["suites"] for test in suite["tests"]]
+    assert (on_base["id"], on_base["status"]) == (proof_repo.NEW_TEST, "failed")
+    assert on_base["kl_div"] > 1e-9
+    # The comment says so: proven, with both KLs; the gate passes.
+    [body] = comments_on_the_pr(fake_github)
+    text = html.unescape(body)
+    assert "gate passed" in text and "🧪 1 proven" in text
+    assert "**proven** - red on base, green on head: KL " in text and " -> 0 · " in text
+    [status] = [s for s in arrived(fake_github)["statuses"] if s["context"] == "kl-bitexact"]
+    assert (status["state"], status["sha"]) == ("success", repo.head)
+    # The composite action laid out in one job (examples/action-prove.yml): the same proof.
+    single = run.artifact("kl-bitexact-single-job-head") / "comment.md"
+    assert "🧪 1 proven" in html.unescape(single.read_text())
+    assert ids_in(run.artifact("kl-bitexact-single-job-proof") / "results.json") == {
+        proof_repo.NEW_TEST
+    }
