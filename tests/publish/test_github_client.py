@@ -175,8 +175,10 @@ def test_pr_number_from_each_event_kind(
 def test_missing_token_and_bad_repository_are_config_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no GitHub token"):
         resolve_target({"GITHUB_REPOSITORY": REPO})
-    with pytest.raises(ConfigError, match="'nonsense' is not owner/name"):
+    with pytest.raises(ConfigError, match=r"'nonsense' \(from --repo or GITHUB_REPOSITORY\)"):
         resolve_target(_env(GITHUB_REPOSITORY="nonsense"))
+    with pytest.raises(ConfigError, match="pass --repo OWNER/NAME or set GITHUB_REPOSITORY"):
+        resolve_target({"GITHUB_TOKEN": TOKEN})
     broken = tmp_path / "event.json"
     broken.write_text("{not json")
     with pytest.raises(ConfigError, match="cannot read the GitHub event file"):
@@ -233,7 +235,7 @@ def test_the_tested_head_sha_comes_from_the_event(
     assert resolve_target(_event_env(tmp_path, event)).head_sha == sha
     other_pr = resolve_target(_event_env(tmp_path, event), pr_number=8)
     assert other_pr.head_sha is None  # the event's head belongs to another PR
-    with pytest.raises(ConfigError, match="not a full hexadecimal SHA"):
+    with pytest.raises(ConfigError, match=r"--sha 'abc': not a full commit SHA"):
         resolve_target(_env(), head_sha="abc")
 
 

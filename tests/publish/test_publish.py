@@ -194,6 +194,26 @@ def test_a_missing_pull_request_exits_2_with_a_clear_message(
     assert "Traceback" not in err
 
 
+def test_no_repository_names_the_option_and_the_variable(
+    env: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.delenv("GITHUB_REPOSITORY")
+    results = str(_write(tmp_path / "r.json", _test("t::a")))
+    assert cli.main(["publish", results, "--pr", "7"]) == 2
+    err = capsys.readouterr().err
+    assert "pass --repo OWNER/NAME or set GITHUB_REPOSITORY" in err and "None" not in err
+    assert cli.main(["publish", results, "--pr", "7", "--repo", REPO]) == 0
+
+
+def test_publish_help_says_repo_is_where_it_publishes(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["publish", "--help"])
+    assert "repository to publish to" in " ".join(capsys.readouterr().out.split())
+
+
 def test_no_pull_request_in_the_event_is_a_config_error(
     env: dict[str, str],
     tmp_path: Path,

@@ -71,7 +71,7 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
+def add_policy_arguments(parser: argparse.ArgumentParser, *, publishes: bool = False) -> None:
     parser.add_argument(
         "--fail-on",
         type=_fail_on,
@@ -95,10 +95,16 @@ def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="a blocker whose state is unknown does not fail the gate",
     )
+    target = (
+        "the repository to publish to (its pull request, comment and status), and "
+        if publishes
+        else ""
+    )
     parser.add_argument(
         "--repo",
         default=os.environ.get("GITHUB_REPOSITORY"),
-        help="owner/repo that completes short #N blockers (default: $GITHUB_REPOSITORY)",
+        metavar="OWNER/NAME",
+        help=f"{target}the repository of short #N blockers (default: $GITHUB_REPOSITORY)",
     )
 
 

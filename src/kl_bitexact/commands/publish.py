@@ -69,7 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help='keep a history line ("updated for <sha>") at the end of the comment',
     )
-    add_policy_arguments(parser)
+    add_policy_arguments(parser, publishes=True)
 
 
 def _add_baseline_arguments(parser: argparse.ArgumentParser) -> None:

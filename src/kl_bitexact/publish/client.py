@@ -123,14 +123,24 @@ def resolve_target(
             hint="in a workflow: env: GITHUB_TOKEN: ${{ github.token }} on the publish step",
         )
     repository = repository or env.get("GITHUB_REPOSITORY")
-    if not repository or not _REPOSITORY.match(repository):
+    # The message names both places the repository can come from: outside Actions there is
+    # no GITHUB_REPOSITORY, and `None is not owner/name` told nobody about --repo.
+    if not repository:
         raise ConfigError(
-            f"repository {repository!r} is not owner/name",
-            hint="set GITHUB_REPOSITORY=owner/name (GitHub Actions sets it for you)",
+            "no repository to publish to: pass --repo OWNER/NAME or set GITHUB_REPOSITORY",
+            hint="GitHub Actions sets GITHUB_REPOSITORY; elsewhere, e.g. --repo sgl-project/sglang",
+        )
+    if not _REPOSITORY.match(repository):
+        raise ConfigError(
+            f"repository {repository!r} (from --repo or GITHUB_REPOSITORY) is not OWNER/NAME",
+            hint="pass --repo OWNER/NAME, e.g. --repo sgl-project/sglang",
         )
     url = (api_url or env.get("GITHUB_API_URL") or DEFAULT_API_URL).rstrip("/")
     if head_sha is not None and not _SHA.match(head_sha):
-        raise ConfigError(f"commit {head_sha!r} is not a full hexadecimal SHA")
+        raise ConfigError(
+            f"--sha {head_sha!r}: not a full commit SHA (40 hexadecimal digits)",
+            hint='pass the whole SHA, e.g. --sha "$(git rev-parse HEAD)", or leave --sha out',
+        )
     event = read_event(env.get("GITHUB_EVENT_PATH"))
     number = pr_number if pr_number is not None else _event_pr(event)
     # Under workflow_run (the fork-safe stage 2) `workflow_run.pull_requests` is empty for
