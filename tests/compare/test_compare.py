@@ -71,7 +71,8 @@ def test_missing_baseline_keeps_its_reason_and_fails_closed():
 def test_regression_mode_passes_a_test_already_red_on_the_base():
     head = results(red_hicache("a"), check_result("b"))
     comparison = compare(head, results(red_hicache("a"), check_result("b")))
-    assert comparison.deltas[0].verdict is Verdict.REGRESSION
+    # Red on both is not a regression, in any rendering (issue 20).
+    assert comparison.deltas[0].verdict is Verdict.STILL_FAILING
     assert not comparison.deltas[0].gating
     assert comparison.decision.passed
 
@@ -79,7 +80,20 @@ def test_regression_mode_passes_a_test_already_red_on_the_base():
 def test_failure_mode_fails_on_a_test_already_red_on_the_base():
     head = results(red_hicache("a"), check_result("b"))
     comparison = compare(head, head, policy=Policy(FailOn.FAILURE))
-    assert comparison.decision.reasons == ("1 regression",)
+    assert comparison.decision.reasons == ("1 test still failing (red on base too)",)
+
+
+def test_regression_only_for_green_on_base_and_red_here():
+    head = results(red_hicache("a"), red_hicache("b"), red_hicache("new"), check_result("c"))
+    base = results(check_result("a"), red_hicache("b"), check_result("c"))
+    verdicts = {d.id: d.verdict for d in compare(head, base).deltas}
+    assert verdicts == {
+        "a": Verdict.REGRESSION,
+        "b": Verdict.STILL_FAILING,
+        "new": Verdict.FAILING,  # the base has no result for it
+        "c": Verdict.OK,
+    }
+    assert compare(head, None).verdicts[Verdict.FAILING] == 3  # no base: nothing regressed
 
 
 @pytest.mark.parametrize(
@@ -113,7 +127,7 @@ def test_unresolved_or_unparsable_blockers_are_unknown():
 def test_counts_cover_every_test():
     head = results(red_hicache("a"), check_result("b"), check_result("c", S.SKIPPED))
     comparison = compare(head, None)
-    assert comparison.verdicts == {Verdict.REGRESSION: 1, Verdict.OK: 1, Verdict.SKIPPED: 1}
+    assert comparison.verdicts == {Verdict.FAILING: 1, Verdict.OK: 1, Verdict.SKIPPED: 1}
 
 
 def write(tmp_path: Path, document: object) -> Path:

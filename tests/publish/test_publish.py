@@ -97,13 +97,16 @@ def test_publish_creates_then_edits_then_leaves_the_comment_alone(
     assert _comment_writes(fake_github) == ["POST", "PATCH"]
     (body,) = _comments(fake_github)
     assert body.startswith("<!-- kl-bitexact:bitexact -->\n")
-    assert "gate failed: 1 regression" in body
+    assert "gate failed: 1 failing test without a base result" in body
     states = [(s["sha"], s["state"], s["context"]) for s in _statuses(fake_github)]
     assert (
         states
         == [(HEAD_SHA, "success", "kl-bitexact")] + [(HEAD_SHA, "failure", "kl-bitexact")] * 2
     )
-    assert _statuses(fake_github)[-1]["description"] == "gate failed: 1 regression"
+    assert (
+        _statuses(fake_github)[-1]["description"]
+        == "gate failed: 1 failing test without a base result"
+    )
     assert (
         _statuses(fake_github)[-1]["target_url"]
         == "https://github.com/octo/engine/actions/runs/4242"
@@ -112,8 +115,8 @@ def test_publish_creates_then_edits_then_leaves_the_comment_alone(
     assert summary.count("kl-bitexact: gate") == 3  # appended by each step
     out = capsys.readouterr().out.splitlines()
     assert (
-        out[-1]
-        == "kl-bitexact: comment unchanged (id 1001); status failure: gate failed: 1 regression"
+        out[-1] == "kl-bitexact: comment unchanged (id 1001); status failure: "
+        "gate failed: 1 failing test without a base result"
     )
 
 

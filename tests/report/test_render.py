@@ -155,7 +155,7 @@ def test_big_runs_are_trimmed_but_keep_headline_and_gating_rows(count: int, budg
     comparison = compare(results(*tests), None)
     body = render.comment(comparison, links=LINKS, budget=budget)
     assert len(body) <= budget
-    assert "gate failed: 5 regressions" in body
+    assert "gate failed: 5 failing tests without a base result" in body
     for i in range(5):
         assert f"fail-{i}</code>" in body
     assert "Trimmed to fit" in body and "[run and job summary]" in body
@@ -242,7 +242,8 @@ def test_workflow_commands_escape_and_cap_per_level():
     errors = [line for line in lines if line.startswith("::error ")]
     assert len(errors) == render.MAX_ANNOTATIONS
     assert errors[0] == (
-        "::error title=kl-bitexact regression%3A hicache-mamba t0%3A a%2Cb::50%25%0Anext"
+        "::error title=kl-bitexact failing (no base result)%3A hicache-mamba t0%3A a%2Cb"
+        "::50%25%0Anext"
     )
     assert errors[-1].endswith("::3 more; see the job summary")
     assert lines[-1].startswith("::notice title=kl-bitexact unblocked%3A")
@@ -294,3 +295,17 @@ def test_not_finite_values_do_not_break_the_chart():
 def test_the_markdown_check_catches_what_escaping_prevents(unsafe: str):
     with pytest.raises(AssertionError):
         assert_renders_safely(unsafe, links=[])
+
+
+def test_a_test_red_on_both_sides_is_never_called_a_regression():
+    # Issue 20: "gate passed" beside "2 regressions" when the base was red too.
+    head = results(red_hicache("a"), red_hicache("b"), check_result("c"))
+    comparison = compare(head, head)
+    body = render.comment(comparison)
+    verdict = render.as_json(comparison)
+    assert "gate passed" in body and "regression" not in body.replace(
+        "Gate fails on regression", ""
+    )
+    assert "🟤 2 still failing (red on base too)" in body
+    assert verdict["counts"] == {"still_failing": 2, "ok": 1}
+    assert {t["verdict"] for t in verdict["tests"]} == {"still_failing", "ok"}

@@ -164,7 +164,8 @@ def test_job_summary_is_appended_and_annotations_printed(cli, tmp_path: Path):
         env=env,
     )
     assert (
-        done.stdout == "::error title=kl-bitexact regression%3A hicache-mamba a::bad%0Avery bad\n"
+        done.stdout
+        == "::error title=kl-bitexact failing (no base result)%3A hicache-mamba a::bad%0Avery bad\n"
     )
     text = summary.read_text()
     assert text.startswith("earlier step\n## ❌ kl-bitexact: gate failed")

@@ -160,14 +160,16 @@ def _delta(
     base_test = base[1] if base else None
     test, contradicted = judged_by_numbers(test)
     blockers = tuple(resolve(text) for text in test.blocked_by)
+    have_base = baseline.results is not None
     verdict = gate.verdict(test, [blocker.state for blocker in blockers])
+    verdict = gate.by_base(verdict, base_test, have_base)
     gating = gate.gates(verdict, test, policy)
     if gating and policy.fail_on is gate.FailOn.REGRESSION:
         gating = not gate.excused_by_base(verdict, test, base_test)
     if contradicted:
         # Neither a blocker nor the base excuses a result that contradicts itself.
         verdict, gating = Verdict.INFRA, policy.fail_on is not gate.FailOn.NEVER
-    transition = transition_of(test, base_test, baseline.results is not None)
+    transition = transition_of(test, base_test, have_base)
     return TestDelta(suite, test.id, test, base_test, transition, verdict, blockers, gating)
 
 

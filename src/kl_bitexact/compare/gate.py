@@ -33,13 +33,21 @@ EXECUTED = frozenset({Status.PASSED, Status.FAILED, Status.FLAKY})
 
 
 class Verdict(str, Enum):
-    """What one test means for the merge, most severe first."""
+    """What one test means for the merge, most severe first.
 
-    REGRESSION = "regression"  # red, nothing excuses it (or its blocker merged)
+    A red test that nothing excuses (no blocker, or its blocker merged) is named by what
+    the base branch showed (issue 20): `regression` only when the base was not red,
+    `still_failing` when it was red too, `failing` when the base has no result for it (a
+    new test, or no base at all). `verdict()` says `regression` for all three; the
+    comparison, which knows the base, names them (`by_base`)."""
+
+    REGRESSION = "regression"  # red here, not red on the base
+    FAILING = "failing"  # red here, and the base has no result to compare with
     INFRA = "infra"  # error or not_run: the check did not measure
     FLAKY = "flaky"  # its own repeats disagree (`run --repeat`)
     UNKNOWN = "unknown"  # a blocker whose state nobody could tell
     STALE_MARKER = "stale_marker"  # blocker closed without merging
+    STILL_FAILING = "still_failing"  # red here and on the base
     EXPECTED_RED = "expected_red"  # red while its blocker is open
     UNEXPECTED_GREEN = "unexpected_green"  # green while its blocker is open
     UNBLOCKED = "unblocked"  # blocker merged and green: remove the marker
@@ -48,6 +56,8 @@ class Verdict(str, Enum):
 
 
 SEVERITY = {verdict: rank for rank, verdict in enumerate(Verdict)}
+# Red with nothing to excuse it, whatever the base showed.
+UNEXCUSED_RED = frozenset({Verdict.REGRESSION, Verdict.FAILING, Verdict.STILL_FAILING})
 
 
 class FailOn(str, Enum):
@@ -116,7 +126,16 @@ def gates(verdict: Verdict, test: TestResult, policy: Policy) -> bool:
         return policy.strict
     if verdict is Verdict.FLAKY:
         return policy.flaky or a_repeat_was_red(test)
-    return verdict in (Verdict.REGRESSION, Verdict.INFRA)
+    return verdict in UNEXCUSED_RED or verdict is Verdict.INFRA
+
+
+def by_base(verdict: Verdict, base: TestResult | None, have_base: bool) -> Verdict:
+    """An unexcused red test named by what the base showed (see `Verdict`)."""
+    if verdict not in UNEXCUSED_RED:
+        return verdict
+    if not have_base or base is None:
+        return Verdict.FAILING
+    return Verdict.STILL_FAILING if base.status in RED else Verdict.REGRESSION
 
 
 def a_repeat_was_red(test: TestResult) -> bool:
@@ -139,7 +158,7 @@ def excused_by_base(verdict: Verdict, test: TestResult, base: TestResult | None)
 
     A blocker that merged is different: the test was promised green, so it gates.
     """
-    plain = not test.blocked_by and verdict in (Verdict.REGRESSION, Verdict.INFRA)
+    plain = not test.blocked_by and (verdict in UNEXCUSED_RED or verdict is Verdict.INFRA)
     return plain and pre_existing(test, base)
 
 
@@ -193,6 +212,11 @@ def _ordered(items: Iterable[tuple[Verdict, int]]) -> list[tuple[Verdict, int]]:
 
 _REASONS = {
     Verdict.REGRESSION: ("regression", "regressions"),
+    Verdict.FAILING: ("failing test without a base result", "failing tests without a base result"),
+    Verdict.STILL_FAILING: (
+        "test still failing (red on base too)",
+        "tests still failing (red on base too)",
+    ),
     Verdict.INFRA: ("test that did not measure", "tests that did not measure"),
     Verdict.FLAKY: ("flaky test", "flaky tests"),
     Verdict.UNKNOWN: ("blocker of unknown state", "blockers of unknown state"),

@@ -136,12 +136,15 @@ def _hits_cell(head: CacheHits | None, base: CacheHits | None) -> str:
     return f"{base.hit} → {now}"
 
 
+_TRANSITION_UNSAID = (Transition.UNCHANGED, Transition.NO_BASE, Transition.REMOVED)
+
+
 def _status_cell(delta: TestDelta) -> str:
     label = LABEL[delta.verdict] if delta.verdict else "removed"
     parts = [f"**{label}**" if delta.gating else label]
     if delta.head is not None and delta.head.status.value != label:
         parts.append(delta.head.status.value)
-    if delta.transition not in (Transition.UNCHANGED, Transition.NO_BASE, Transition.REMOVED):
+    if delta.transition not in _TRANSITION_UNSAID and TRANSITION[delta.transition] != label:
         parts.append(TRANSITION[delta.transition])
     if delta.gating:
         parts.append("gates the merge")
@@ -188,6 +191,8 @@ _BLOCKED_SENTENCE = {
     Verdict.UNEXPECTED_GREEN: "green although {refs} is still open - check that the "
     "test still detects the bug, or remove the marker; {measured}",
     Verdict.REGRESSION: "{refs} merged but this test is still red; {measured}",
+    Verdict.FAILING: "{refs} merged but this test is still red; {measured}",
+    Verdict.STILL_FAILING: "{refs} merged but this test is still red; {measured}",
     Verdict.UNBLOCKED: "{refs} merged and the test is green: remove the `blocked_by` marker",
     Verdict.STALE_MARKER: "{refs} was closed without merging: update or remove the "
     "marker; {measured}",

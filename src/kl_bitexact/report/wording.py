@@ -9,10 +9,12 @@ from kl_bitexact.results.model import TestResult
 
 ICON = {
     Verdict.REGRESSION: "🔴",
+    Verdict.FAILING: "🔴",
     Verdict.INFRA: "⚠️",
     Verdict.FLAKY: "🎲",
     Verdict.UNKNOWN: "❓",
     Verdict.STALE_MARKER: "🧹",
+    Verdict.STILL_FAILING: "🟤",
     Verdict.EXPECTED_RED: "🟠",
     Verdict.UNEXPECTED_GREEN: "🟡",
     Verdict.UNBLOCKED: "🔓",
@@ -22,10 +24,12 @@ ICON = {
 
 LABEL = {
     Verdict.REGRESSION: "regression",
+    Verdict.FAILING: "failing (no base result)",
     Verdict.INFRA: "did not measure",
     Verdict.FLAKY: "flaky",
     Verdict.UNKNOWN: "blocker unknown",
     Verdict.STALE_MARKER: "stale marker",
+    Verdict.STILL_FAILING: "still failing (red on base too)",
     Verdict.EXPECTED_RED: "expected red",
     Verdict.UNEXPECTED_GREEN: "unexpected green",
     Verdict.UNBLOCKED: "unblocked",
