@@ -24,9 +24,11 @@ def _results(*ids: str) -> bytes:
     return results_io.dumps(r.Results(suites=(suite,))).encode()
 
 
-def _fetch(fake_github: FakeGitHub, target: Target) -> Baseline:
+def _fetch(
+    fake_github: FakeGitHub, target: Target, events: tuple[str, ...] = ("push",)
+) -> Baseline:
     client = connect(target, FAST)
-    return baseline_fetch.fetch(client, REPO, "ci.yml", "main", NAME, TOKEN)
+    return baseline_fetch.fetch(client, REPO, "ci.yml", "main", NAME, TOKEN, events=events)
 
 
 def test_shards_in_one_artifact_are_merged(fake_github: FakeGitHub, target: Target) -> None:
@@ -66,6 +68,65 @@ def test_failed_runs_other_branches_and_other_artifacts_are_passed_over(
     fetched = _fetch(fake_github, target)
     assert fetched.results is not None, fetched.unavailable
     assert [t.id for _, t in fetched.results.all_tests()] == ["good"]
+
+
+@pytest.mark.parametrize(
+    ("run", "why"),
+    [
+        # Issue 14, case 2: a fork PR's branch named `main`, under `pull_request`.
+        ({"event": "pull_request", "head_repository": "fork/engine"}, "a pull_request event"),
+        ({"event": "push", "head_repository": "fork/engine"}, "code from fork/engine"),
+        ({"event": "workflow_dispatch"}, "a workflow_dispatch event"),
+    ],
+)
+def test_runs_that_are_not_the_base_branchs_own_are_passed_over_with_the_reason(
+    fake_github: FakeGitHub, target: Target, run: dict, why: str
+) -> None:
+    files = {"results.json": _results("poisoned")}
+    fake_github.world.add_run(REPO, Run(id=1, workflow="ci.yml", **run), files, NAME)
+    # Two trusted events: GitHub cannot filter by both, so each run is judged here.
+    fetched = _fetch(fake_github, target, events=("push", "schedule"))
+    assert fetched.results is None
+    assert fetched.unavailable == (
+        f"no successful ci.yml run of a push or schedule on main in {REPO} has a {NAME} "
+        f"artifact (passed over: run 1: {why})"
+    )
+    if run["event"] != "push":  # one trusted event: GitHub filters, so no run fills the window
+        assert "passed over" not in _fetch(fake_github, target).unavailable
+
+
+def test_a_commit_off_the_branchs_history_is_passed_over(
+    fake_github: FakeGitHub, target: Target
+) -> None:
+    world = fake_github.world
+    world.add_run(
+        REPO, Run(id=1, workflow="ci.yml", head_sha="a" * 40), {"r.json": _results("a")}, NAME
+    )
+    world.add_run(
+        REPO,
+        Run(id=2, workflow="ci.yml", head_sha="f" * 40, created_at="2030-01-01T00:00:00Z"),
+        {"r.json": _results("gone")},
+        NAME,
+    )
+    world.repos[REPO].branches["main"].remove("f" * 40)  # force-pushed away
+    fetched = _fetch(fake_github, target)
+    assert fetched.results is not None, fetched.unavailable
+    assert [t.id for _, t in fetched.results.all_tests()] == ["a"]
+    compared = [e["path"] for e in world.requests if "/compare/" in e["path"]]
+    assert compared == [
+        f"/repos/{REPO}/compare/main...{'f' * 40}",
+        f"/repos/{REPO}/compare/main...{'a' * 40}",
+    ]
+
+
+def test_only_the_newest_runs_are_searched_and_the_reason_counts_the_rest(
+    fake_github: FakeGitHub, target: Target
+) -> None:
+    for number in range(1, 13):
+        run = Run(id=number, workflow="ci.yml", event="push", head_repository="fork/engine")
+        fake_github.world.add_run(REPO, run, {"r.json": _results("x")}, NAME)
+    reason = _fetch(fake_github, target).unavailable
+    assert reason.endswith(f"; {baseline_fetch.MAX_RUNS - baseline_fetch.MAX_REASONS} more)")
 
 
 def test_an_archive_that_is_not_a_zip_is_a_reason_not_a_crash(

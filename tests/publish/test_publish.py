@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import subprocess
@@ -354,8 +355,8 @@ def test_no_base_run_is_reported_and_the_gate_fails_closed(
     argv = ["publish", str(results), "--fetch-baseline", "--baseline-workflow", "bitexact.yml"]
     assert cli.main(argv) == 1
     assert (
-        "no successful bitexact.yml run on main has a kl-bitexact-results artifact"
-        in (_comments(fake_github)[0])
+        f"no successful bitexact.yml run of a push on main in {REPO} has a "
+        "kl-bitexact-results artifact" in html.unescape(_comments(fake_github)[0])
     )
 
 
@@ -372,6 +373,67 @@ def test_a_baseline_artifact_that_is_not_results_is_refused_not_trusted(
     argv = ["publish", str(results), "--fetch-baseline", "--baseline-workflow", "bitexact.yml"]
     assert cli.main(argv) == 0
     assert "invalid results" in _comments(fake_github)[0]
+
+
+def _seed_poisoned_run(fake_github: FakeGitHub, tmp_path: Path, **run: Any) -> None:
+    """A newer successful run on a branch named main whose results excuse `t::a`'s red."""
+    poison = _write(tmp_path / "poison.json", _test("t::a", red=True), commit="e" * 40)
+    fields = {"id": 9, "workflow": "bitexact.yml", "head_sha": "e" * 40, **run}
+    fake_github.world.add_run(
+        REPO,
+        Run(created_at="2026-11-09T00:00:00Z", **fields),
+        {"results.json": poison.read_bytes()},
+        "kl-bitexact-results",
+    )
+
+
+@pytest.mark.parametrize(
+    "run",
+    [
+        # Issue 14, case 2: a fork PR whose branch is named `main` runs the caller workflow
+        # under `pull_request`; by branch name alone it was "the newest run on main".
+        {"event": "pull_request", "head_repository": "mallory/engine"},
+        {"event": "push", "head_repository": "mallory/engine"},
+        {"event": "pull_request_target"},
+    ],
+)
+def test_a_run_that_is_not_the_base_branchs_own_never_becomes_the_baseline(
+    fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path, run: dict[str, Any]
+) -> None:
+    _seed_base_run(fake_github, tmp_path, 1, red=False)
+    _seed_poisoned_run(fake_github, tmp_path, **run)
+    results = _write(tmp_path / "r.json", _test("t::a", red=True))
+    argv = ["publish", str(results), "--fetch-baseline", "--baseline-workflow", "bitexact.yml"]
+    assert cli.main(argv) == 1  # the red is this PR's regression, not excused by the poison
+    [body] = _comments(fake_github)
+    assert "regressed" in body and "still failing" not in body
+    assert "b" * 12 in body and "e" * 12 not in body  # the trusted run's commit is shown
+    assert [s["state"] for s in _statuses(fake_github)] == ["failure"]
+
+
+def test_a_push_run_whose_commit_left_the_branch_is_passed_over_with_the_reason(
+    fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
+) -> None:
+    # A push whose commit is not on main's history (force-pushed away, or a tag named main).
+    _seed_poisoned_run(fake_github, tmp_path, event="push")
+    fake_github.world.repos[REPO].branches["main"].remove("e" * 40)
+    results = _write(tmp_path / "r.json", _test("t::a", red=True))
+    argv = ["publish", str(results), "--fetch-baseline", "--baseline-workflow", "bitexact.yml"]
+    assert cli.main(argv) == 1
+    [body] = _comments(fake_github)
+    assert "baseline unavailable" in body and "not on main" in body
+
+
+def test_the_events_a_baseline_may_come_from_are_configurable(
+    fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
+) -> None:
+    _seed_poisoned_run(fake_github, tmp_path, event="schedule")
+    fake_github.world.repos[REPO].branches["main"] = ["e" * 40]  # a nightly run of main
+    results = _write(tmp_path / "r.json", _test("t::a", red=True))
+    argv = ["publish", str(results), "--fetch-baseline", "--baseline-workflow", "bitexact.yml"]
+    assert cli.main(argv) == 1  # push only, by default
+    assert cli.main([*argv, "--baseline-event", "push", "--baseline-event", "schedule"]) == 0
+    assert "still failing (red on base too)" in _comments(fake_github)[0]
 
 
 # --- as a process: racing publishers, and the token never shows -------------------------

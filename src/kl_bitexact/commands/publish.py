@@ -98,6 +98,14 @@ def _add_baseline_arguments(parser: argparse.ArgumentParser) -> None:
         default=baseline_fetch.DEFAULT_ARTIFACT,
         help="artifact name holding results.json (default: %(default)s)",
     )
+    parser.add_argument(
+        "--baseline-event",
+        action="append",
+        metavar="EVENT",
+        help="a run of this event on the base branch may give the baseline (repeatable; "
+        "default: push). Runs of other events, runs of another repository's code (a fork "
+        "PR whose branch has the same name) and commits not on the branch never do",
+    )
 
 
 def _add_blocker_arguments(parser: argparse.ArgumentParser) -> None:
@@ -123,6 +131,7 @@ class BaselineSource:
     fetch: bool
     workflow: str | None
     artifact: str
+    events: tuple[str, ...] = baseline_fetch.DEFAULT_EVENTS
 
 
 @dataclass(frozen=True)
@@ -159,7 +168,11 @@ class Options:
             pr=args.pr,
             sha=args.sha,
             baseline=BaselineSource(
-                args.baseline, args.fetch_baseline, args.baseline_workflow, args.baseline_artifact
+                args.baseline,
+                args.fetch_baseline,
+                args.baseline_workflow,
+                args.baseline_artifact,
+                tuple(args.baseline_event or baseline_fetch.DEFAULT_EVENTS),
             ),
             blockers=args.blockers,
             blockers_out=args.blockers_out,
@@ -248,7 +261,13 @@ def _baseline(
             hint="pass --baseline-workflow FILE.yml (GitHub Actions sets GITHUB_WORKFLOW_REF)",
         )
     return baseline_fetch.fetch(
-        client, target.repository, source.workflow, branch, source.artifact, target.token
+        client,
+        target.repository,
+        source.workflow,
+        branch,
+        source.artifact,
+        target.token,
+        events=source.events,
     )
 
 

@@ -1,4 +1,10 @@
-"""Fetch the base branch's results: the newest successful run of a workflow, its artifact.
+"""Fetch the base branch's results: the newest trusted successful run of a workflow, its artifact.
+
+"A successful run on main" by branch name alone is not the base branch's run: a fork PR
+whose branch is also named `main` runs the caller workflow under `pull_request`, and its
+results (chosen by the fork) then excused any regression (issue 14, case 2). A run is a
+baseline only when its event is one of the trusted ones (`push` by default), its code came
+from this repository (`head_repository`), and its commit is on the base branch's history.
 
 The artifact was written by a run that executed code (the base branch's, but still), so
 the download is bounded, the archive's members are bounded before they are read, and each
@@ -9,12 +15,16 @@ from __future__ import annotations
 
 import tempfile
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path, PurePosixPath
 
-from github import Github
+from github import Github, GithubException
 from github.Artifact import Artifact
+from github.GithubObject import NotSet
+from github.Repository import Repository
+from github.WorkflowRun import WorkflowRun
 
 from kl_bitexact.compare.baseline import Baseline
 from kl_bitexact.errors import ConfigError, GitHubError
@@ -27,6 +37,13 @@ DEFAULT_ARTIFACT = "kl-bitexact-results"
 MAX_RUNS = 10
 MAX_ARCHIVE_BYTES = results_io.MAX_RESULTS_BYTES
 CHUNK = 64 * 1024
+# Events whose runs execute the base branch's own code once merged: a push to it. A
+# schedule or workflow_dispatch run of the branch qualifies too when configured.
+DEFAULT_EVENTS = ("push",)
+# Passed-over runs named in the "baseline unavailable" reason.
+MAX_REASONS = 3
+# A commit on the branch's history is behind the branch's head, or is that head.
+ON_BRANCH = ("identical", "behind")
 
 
 def workflow_file(workflow_ref: str | None) -> str | None:
@@ -36,37 +53,113 @@ def workflow_file(workflow_ref: str | None) -> str | None:
     return workflow_ref.split("/.github/workflows/", 1)[1].split("@", 1)[0] or None
 
 
+@dataclass(frozen=True)
+class Wanted:
+    """Which runs may give the baseline: this workflow's, on the base branch, trusted."""
+
+    repository: str
+    workflow: str
+    branch: str
+    artifact: str
+    events: tuple[str, ...] = DEFAULT_EVENTS
+
+
+@dataclass
+class _Search:
+    """What the run search found, and which runs it passed over and why."""
+
+    artifact: Artifact | None = None
+    passed_over: list[str] = field(default_factory=list)
+
+
 def fetch(
-    client: Github, repository: str, workflow: str, branch: str, artifact_name: str, token: str
+    client: Github,
+    repository: str,
+    workflow: str,
+    branch: str,
+    artifact_name: str,
+    token: str,
+    *,
+    events: Sequence[str] = DEFAULT_EVENTS,
 ) -> Baseline:
-    """The newest successful base run's results, or why there are none.
+    """The newest trusted successful base run's results, or why there are none.
 
     A base that cannot be had is a reason shown in the comment, not a failure: without it
     the gate simply cannot excuse red tests that were already red on the base.
     """
+    wanted = Wanted(repository, workflow, branch, artifact_name, tuple(events))
     try:
         with translated(f"looking for the baseline run of {workflow} on {branch}", token):
-            artifact = _newest_artifact(client, repository, workflow, branch, artifact_name)
-            if artifact is None:
-                why = f"no successful {workflow} run on {branch} has a {artifact_name} artifact"
-                return Baseline(None, why)
-            location = _download_location(client, artifact)
-        return Baseline.of(_fetch_archive(location, artifact, token))
+            search = _newest_artifact(client, wanted)
+            if search.artifact is None:
+                return Baseline(None, _none_found(wanted, search.passed_over))
+            location = _download_location(client, search.artifact)
+        return Baseline.of(_fetch_archive(location, search.artifact, token))
     except (GitHubError, ConfigError) as error:
         return Baseline(None, f"fetching the baseline failed: {error.message}")
 
 
-def _newest_artifact(
-    client: Github, repository: str, workflow: str, branch: str, name: str
-) -> Artifact | None:
-    runs = (
-        client.get_repo(repository).get_workflow(workflow).get_runs(branch=branch, status="success")
+def _none_found(wanted: Wanted, passed_over: list[str]) -> str:
+    events = " or ".join(wanted.events)
+    why = (
+        f"no successful {wanted.workflow} run of a {events} on {wanted.branch} in "
+        f"{wanted.repository} has a {wanted.artifact} artifact"
     )
+    if passed_over:
+        listed = "; ".join(passed_over[:MAX_REASONS])
+        more = len(passed_over) - MAX_REASONS
+        why += f" (passed over: {listed}{f'; {more} more' if more > 0 else ''})"
+    return why
+
+
+def _newest_artifact(client: Github, wanted: Wanted) -> _Search:
+    repo = client.get_repo(wanted.repository)
+    # One trusted event: let GitHub filter, so other events' runs cannot crowd the window.
+    event = wanted.events[0] if len(wanted.events) == 1 else NotSet
+    runs = repo.get_workflow(wanted.workflow).get_runs(
+        branch=wanted.branch, event=event, status="success"
+    )
+    search = _Search()
     for run in islice(runs, MAX_RUNS):  # newest first
-        for artifact in run.get_artifacts():
-            if artifact.name == name and not artifact.expired:
-                return artifact
+        artifact = _named_artifact(run, wanted.artifact)
+        why = _distrust(run, wanted) or (artifact and _off_branch(repo, run, wanted.branch))
+        if why:
+            search.passed_over.append(f"run {run.id}: {why}")
+        elif artifact is not None:
+            search.artifact = artifact
+            break
+    return search
+
+
+def _named_artifact(run: WorkflowRun, name: str) -> Artifact | None:
+    for artifact in run.get_artifacts():
+        if artifact.name == name and not artifact.expired:
+            return artifact
     return None
+
+
+def _distrust(run: WorkflowRun, wanted: Wanted) -> str | None:
+    """Why `run` is not the base branch's own run, from its fields alone (no request)."""
+    if run.event not in wanted.events:
+        return f"a {run.event} event"
+    head = run.head_repository
+    origin = head.full_name if head is not None else None
+    if origin != wanted.repository:
+        return f"code from {origin or 'a deleted repository'}"
+    if run.head_branch != wanted.branch:
+        return f"branch {run.head_branch}"
+    return None
+
+
+def _off_branch(repo: Repository, run: WorkflowRun, branch: str) -> str | None:
+    """Why the run's commit is not on the branch's history, if it is not (one request)."""
+    try:
+        status = repo.compare(branch, run.head_sha).status
+    except GithubException as error:
+        if error.status not in (404, 422):  # 404/422: no such commit, or no common history
+            raise
+        status = "unrelated"
+    return None if status in ON_BRANCH else f"commit {run.head_sha[:12]} not on {branch}"
 
 
 def _download_location(client: Github, artifact: Artifact) -> str:

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, unquote
 
 from kl_bitexact.testing.fake_state import Comment, Pull, Repo, Run, World, now_iso
 from kl_bitexact.testing.openapi_spec import load_spec
@@ -206,14 +206,19 @@ def _pull_json(call: Call, repo: Repo, pull: Pull) -> Any:
             "comments_url": f"{base}/issues/{pull.number}/comments",
             "statuses_url": f"{base}/statuses/{pull.head_sha}",
             "head": {"sha": pull.head_sha, "ref": pull.head_ref, "label": pull.head_ref},
-            "base": {"ref": pull.base_ref, "label": pull.base_ref, "repo": _repo_fields(repo)},
+            "base": {
+                "ref": pull.base_ref,
+                "label": pull.base_ref,
+                "repo": _repo_fields(call, repo.full_name),
+            },
         },
     )
 
 
-def _repo_fields(repo: Repo) -> dict[str, Any]:
-    owner, name = repo.full_name.split("/")
-    return {"full_name": repo.full_name, "name": name, "owner": {"login": owner}}
+def _repo_fields(call: Call, full_name: str) -> dict[str, Any]:
+    owner, name = full_name.split("/")
+    url = f"{call.base_url}/repos/{full_name}"
+    return {"full_name": full_name, "name": name, "owner": {"login": owner}, "url": url}
 
 
 def get_issue(world: World, call: Call, match: re.Match[str]) -> Answer:
@@ -326,6 +331,8 @@ def _run_json(call: Call, repo: Repo, run: Run) -> Any:
             "path": f".github/workflows/{run.workflow}",
             "head_branch": run.branch,
             "head_sha": run.head_sha,
+            "head_repository": _repo_fields(call, run.head_repository or repo.full_name),
+            "repository": _repo_fields(call, repo.full_name),
             "event": run.event,
             "status": run.status,
             "conclusion": run.conclusion,
@@ -335,6 +342,38 @@ def _run_json(call: Call, repo: Repo, run: Run) -> Any:
             "updated_at": run.created_at,
         },
     )
+
+
+def compare_commits(world: World, call: Call, match: re.Match[str]) -> Answer:
+    """GET .../compare/BASE...HEAD for a branch BASE: where HEAD stands to its history.
+
+    `behind`/`identical`: HEAD is on the branch; `diverged`: a commit the fake knows from
+    elsewhere (a fork's run); 404 for a commit nobody pushed, as GitHub answers.
+    """
+    repo = _repo(world, match)
+    base, _, head = unquote(match["basehead"]).partition("...")
+    history = repo.branches.get(base) if repo else None
+    if repo is None or history is None:
+        return not_found()
+    if head in history:
+        behind = len(history) - 1 - history.index(head)
+        status, ahead = ("identical" if behind == 0 else "behind"), 0
+    elif any(head == run.head_sha for other in world.repos.values() for run in other.runs):
+        status, ahead, behind = "diverged", 1, 1
+    else:
+        return not_found()
+    # `author: null` is what GitHub sends for an unknown user, but the description's
+    # nullable oneOf refuses it (the OpenAPI 3.0 ambiguity): the empty object it allows.
+    commit = {"sha": head, "author": {}, "committer": {}}
+    fields = {
+        "status": status,
+        "ahead_by": ahead,
+        "behind_by": behind,
+        "total_commits": ahead,
+        "base_commit": commit,
+        "merge_base_commit": commit,
+    }
+    return Answer(200, merged(component(load_spec(), "commit-comparison"), fields))
 
 
 def list_run_artifacts(world: World, call: Call, match: re.Match[str]) -> Answer:
@@ -396,6 +435,7 @@ ROUTES: tuple[tuple[str, re.Pattern[str], Handler], ...] = tuple(
         ("POST", _REPO + r"/statuses/(?P<sha>[0-9a-fA-F]+)", create_status),
         ("GET", _REPO + r"/actions/workflows/(?P<workflow>[^/]+)/runs", list_workflow_runs),
         ("GET", _REPO + r"/actions/runs/(?P<run_id>\d+)/artifacts", list_run_artifacts),
+        ("GET", _REPO + r"/compare/(?P<basehead>.+)", compare_commits),
         (
             "GET",
             _REPO + r"/actions/artifacts/(?P<artifact_id>\d+)/(?P<format>[^/]+)",

@@ -68,6 +68,8 @@ class Run:
     conclusion: str | None = "success"
     head_sha: str = "0" * 40
     created_at: str = field(default_factory=now_iso)
+    # Where the run's code came from: a fork's PR runs carry the fork (None: this repository).
+    head_repository: str | None = None
 
 
 @dataclass
@@ -79,6 +81,8 @@ class Repo:
     statuses: list[dict[str, Any]] = field(default_factory=list)
     runs: list[Run] = field(default_factory=list)
     artifacts: list[Artifact] = field(default_factory=list)
+    # Each branch's history, oldest commit first (what GET .../compare answers from).
+    branches: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -142,6 +146,11 @@ class World:
             repo = self.repo(full_name)
             repo.runs.append(run)
             repo.artifacts.append(artifact)
+            if run.event == "push" and run.head_repository in (None, full_name):
+                # A push run's commit is on its branch (as on GitHub); nothing else's is.
+                history = repo.branches.setdefault(run.branch, [])
+                if run.head_sha not in history:
+                    history.append(run.head_sha)
         return artifact
 
     def seed(self, document: Mapping[str, Any]) -> None:
@@ -160,6 +169,8 @@ class World:
             self.add_comment(full_name, comment["issue"], comment["body"], user)
         for run_spec in spec.get("runs", ()):
             self._seed_run(full_name, dict(run_spec))
+        for branch, history in spec.get("branches", {}).items():
+            repo.branches.setdefault(branch, []).extend(history)
 
     def _seed_run(self, full_name: str, run: dict[str, Any]) -> None:
         artifact = run.pop("artifact", None) or {"name": "kl-bitexact-results", "files": {}}
