@@ -27,7 +27,7 @@ from tiny_llama_gguf import VOCABULARIES, TinyLlamaShape, write_tiny_llama
 
 from kl_bitexact.run import server
 from kl_bitexact.run.engines.openai import OpenAIEngine, connect
-from kl_bitexact.suite.model import ServerSpec
+from kl_bitexact.suite.model import DialectName, EngineName, ServerSpec
 
 # Four slots share the context; each needs room for the longest sequence.
 CONTEXT_PER_SLOT = 4096
@@ -37,8 +37,8 @@ def launch(model: Path, workdir: Path) -> server.Server:
     command = llama_server_command(model, workdir)
     command[command.index("-c") + 1] = str(4 * CONTEXT_PER_SLOT)
     spec = ServerSpec(
-        engine="openai",
-        dialect="llamacpp",
+        engine=EngineName.OPENAI,
+        dialect=DialectName.LLAMACPP,
         command=tuple(command),
         startup_timeout=STARTUP_TIMEOUT_S,
     )

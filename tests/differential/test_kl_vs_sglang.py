@@ -32,7 +32,7 @@ from kl_bitexact.reference.faults import Fault
 from kl_bitexact.results.model import Status, TestResult
 from kl_bitexact.run.checks import metrics, run_check
 from kl_bitexact.run.engines.sglang import SglangEngine
-from kl_bitexact.suite.model import TestSpec
+from kl_bitexact.suite.model import CheckName, TestSpec
 
 MODEL = "kl-bitexact-reference"
 SAMPLES = 4
@@ -205,7 +205,7 @@ def parse_printed(text: str, check: str, passed: bool, samples: int = SAMPLES) -
 def our_outcome(check: str, url: str, case: Case = Case()) -> tuple[Outcome, TestResult]:
     spec = TestSpec(
         name=check,
-        check=check,
+        check=CheckName(check),
         samples=case.samples,
         prompts=tuple(tuple(p) for p in longbench_prompts(case.model)),
         max_new_tokens=case.max_new_tokens,

@@ -30,7 +30,7 @@ from test_kl_vs_sglang import (  # the module's servers and seed-pinned sglang h
 from kl_bitexact.results.model import Status
 from kl_bitexact.run.checks import multiturn, run_check
 from kl_bitexact.run.engines.sglang import SglangEngine
-from kl_bitexact.suite.model import TestSpec
+from kl_bitexact.suite.model import CheckName, Flow, TestSpec
 
 __all__ = ["kl_utils", "prompt_dir", "servers"]  # fixtures, used by name
 
@@ -38,7 +38,7 @@ MODEL = "kl-bitexact-reference"
 THRESHOLD = 1e-9
 SPEC = TestSpec(
     name="multiturn",
-    check="multiturn",
+    check=CheckName.MULTITURN,
     max_new_tokens=16,
     kl_threshold=THRESHOLD,
     vocab_size=320,
@@ -46,7 +46,7 @@ SPEC = TestSpec(
     branches=3,
     prefix_tokens=128,
     turn_suffix_tokens=(40, 32, 24),
-    flow="sglang",
+    flow=Flow.SGLANG,
 )
 
 
@@ -110,6 +110,6 @@ def test_branch_waves_catch_what_sglangs_flow_does_not(
     url = servers("branch-checkpoint-reuse")
     theirs = sglang_outcome(multiturn_utils, url, SPEC)
     ours_sglang = our_outcome(url, SPEC)
-    waves = our_outcome(url, dataclasses.replace(SPEC, flow="branch-waves"))
+    waves = our_outcome(url, dataclasses.replace(SPEC, flow=Flow.BRANCH_WAVES))
     assert theirs.passed and ours_sglang.passed and theirs.kl_div == ours_sglang.kl_div == 0.0
     assert not waves.passed and waves.kl_div is not None and waves.kl_div > THRESHOLD

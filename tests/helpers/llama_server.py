@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from kl_bitexact.run import server
-from kl_bitexact.suite.model import PORT_PLACEHOLDER, ServerSpec
+from kl_bitexact.suite.model import PORT_PLACEHOLDER, DialectName, EngineName, ServerSpec
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO_ROOT / "scripts" / "build-llama-server.sh"
@@ -71,8 +71,8 @@ def running_llama_server(model: Path, workdir: Path, *, slot_actions: bool = Tru
 @contextmanager
 def running_command(command: list[str], workdir: Path) -> Iterator[str]:
     spec = ServerSpec(
-        engine="openai",
-        dialect="llamacpp",
+        engine=EngineName.OPENAI,
+        dialect=DialectName.LLAMACPP,
         command=tuple(command),
         startup_timeout=STARTUP_TIMEOUT_S,
     )

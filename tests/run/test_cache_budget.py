@@ -6,11 +6,11 @@ from __future__ import annotations
 from kl_bitexact.results.model import Status
 from kl_bitexact.run.checks import run_check
 from kl_bitexact.run.engines.sglang import SglangEngine
-from kl_bitexact.suite.model import TestSpec
+from kl_bitexact.suite.model import CheckName, TestSpec
 
 SPEC = TestSpec(
     name="decode",
-    check="decode_cache_hit",
+    check=CheckName.DECODE_CACHE_HIT,
     samples=8,
     prompt_tokens=(100, 160),
     max_new_tokens=16,

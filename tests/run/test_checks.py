@@ -11,17 +11,17 @@ from kl_bitexact.results import io as results_io
 from kl_bitexact.results import model as results
 from kl_bitexact.results.model import Status
 from kl_bitexact.run.checks import run_check
-from kl_bitexact.suite.model import TestSpec
+from kl_bitexact.suite.model import CheckName, TestSpec
 
 SMALL = dict(samples=6, prompt_tokens=(20, 40), max_new_tokens=12, vocab_size=500)
 
 
 def spec(check: str, **changes) -> TestSpec:
-    base = TestSpec(name=check, check=check, **SMALL)
+    base = TestSpec(name=check, check=CheckName(check), **SMALL)
     if check == "multiturn":
         base = TestSpec(
             name=check,
-            check=check,
+            check=CheckName(check),
             groups=2,
             branches=3,
             samples=6,
@@ -33,7 +33,7 @@ def spec(check: str, **changes) -> TestSpec:
     return dataclasses.replace(base, **changes)
 
 
-CHECKS = ["match", "prefill_cache_hit", "decode_cache_hit", "multiturn"]
+CHECKS = [name.value for name in CheckName]
 
 
 @pytest.mark.parametrize("check", CHECKS)

@@ -24,7 +24,7 @@ from kl_bitexact.results.model import Status, TestResult
 from kl_bitexact.run.checks import run_check
 from kl_bitexact.run.engines.base import SamplingParams
 from kl_bitexact.run.engines.openai import OpenAIEngine, connect
-from kl_bitexact.suite.model import TestSpec
+from kl_bitexact.suite.model import CheckName, TestSpec
 
 # The first run on a clean machine builds llama-server (~10 min on 2 cores) in this fixture;
 # .ci/run builds it beforehand, so there it is found at once.
@@ -46,7 +46,7 @@ def check(
 ) -> TestResult:
     spec = TestSpec(
         name=name,
-        check=name,
+        check=CheckName(name),
         samples=SAMPLES,
         prompt_tokens=(24, 40),
         max_new_tokens=max_new_tokens,

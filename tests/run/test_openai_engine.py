@@ -16,7 +16,7 @@ from kl_bitexact.run.engines import llamacpp
 from kl_bitexact.run.engines.base import SamplingParams
 from kl_bitexact.run.engines.openai import OpenAIEngine, connect
 from kl_bitexact.suite.load import parse
-from kl_bitexact.suite.model import TestSpec
+from kl_bitexact.suite.model import CheckName, TestSpec
 
 PROMPTS = [tuple(range(200, 211)), tuple(range(300, 309))]
 
@@ -30,7 +30,7 @@ def fake() -> Iterator[tuple[OpenAIEngine, FakeVllmState]]:
 def spec(check: str, **overrides: object) -> TestSpec:
     fields: dict[str, object] = {
         "name": check,
-        "check": check,
+        "check": CheckName(check),
         "samples": 4,
         "prompt_tokens": (9, 14),
         "max_new_tokens": 6,

@@ -28,7 +28,7 @@ from kl_bitexact.run.engines.http import JsonClient
 from kl_bitexact.run.engines.llamacpp import LlamaCppDialect
 from kl_bitexact.run.engines.openai import OpenAIEngine
 from kl_bitexact.run.engines.sglang import SglangEngine
-from kl_bitexact.suite.model import TestSpec
+from kl_bitexact.suite.model import CheckName, TestSpec
 
 # --- Replay.last --------------------------------------------------------------------------
 
@@ -149,12 +149,12 @@ class FullReplay:
 
 SHAPE: dict[str, Any] = {"prompt_tokens": (72, 140), "max_new_tokens": 24, "vocab_size": 256}
 SPECS = (
-    TestSpec(name="match", check="match", samples=8, **SHAPE),
-    TestSpec(name="prefill", check="prefill_cache_hit", samples=8, **SHAPE),
-    TestSpec(name="decode", check="decode_cache_hit", samples=8, **SHAPE),
+    TestSpec(name="match", check=CheckName.MATCH, samples=8, **SHAPE),
+    TestSpec(name="prefill", check=CheckName.PREFILL_CACHE_HIT, samples=8, **SHAPE),
+    TestSpec(name="decode", check=CheckName.DECODE_CACHE_HIT, samples=8, **SHAPE),
     TestSpec(
         name="multiturn",
-        check="multiturn",
+        check=CheckName.MULTITURN,
         groups=3,
         branches=3,
         samples=9,

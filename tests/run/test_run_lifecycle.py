@@ -18,7 +18,7 @@ import pytest
 from kl_bitexact.results import io as results_io
 from kl_bitexact.run.runner import DEATH_GRACE_S
 from kl_bitexact.run.server import Server, Teardown, free_port, launch, stop_group
-from kl_bitexact.suite.model import ServerSpec
+from kl_bitexact.suite.model import EngineName, ServerSpec
 
 FAKE = Path(__file__).parents[1] / "helpers" / "fake_sglang_server.py"
 TEST = (
@@ -128,7 +128,7 @@ def test_a_server_slow_to_exit_after_its_connections_drop_is_still_seen_dead(tmp
 
 def test_a_live_server_is_not_waited_for(tmp_path):
     command = (sys.executable, str(FAKE), "--port", "{port}")
-    running = launch(ServerSpec("sglang", command, startup_timeout=30), tmp_path / "s.log")
+    running = launch(ServerSpec(EngineName.SGLANG, command, startup_timeout=30), tmp_path / "s.log")
     try:
         started = time.monotonic()
         assert running.death_report(grace_s=DEATH_GRACE_S) is None

@@ -23,7 +23,7 @@ from kl_bitexact.run.engines.sglang import SglangEngine
 from kl_bitexact.run.runner import Plan, run_suites
 from kl_bitexact.run.server import launch
 from kl_bitexact.suite import load as suite
-from kl_bitexact.suite.model import CHECKS, ServerSpec, TestSpec
+from kl_bitexact.suite.model import CheckName, EngineName, ServerSpec, TestSpec
 
 
 class Silent:
@@ -40,7 +40,7 @@ def test_bundled_suite_passes_bit_exact(cli, tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     loaded = results_io.load(out / "results.json")
     tests = [test for _, test in loaded.all_tests()]
-    assert {test.check for test in tests} == set(CHECKS)
+    assert {test.check for test in tests} == set(CheckName)
     for test in tests:
         assert test.status is Status.PASSED, (test.id, test.message)
         assert test.kl_div == 0.0 and test.exact is not None
@@ -142,7 +142,7 @@ def test_each_fault_turns_its_check_red(fault, tmp_path: Path):
 def test_misaligned_track_interval_is_predicted_warned_and_measured_at_half(tmp_path: Path):
     spec = TestSpec(
         name="decode",
-        check="decode_cache_hit",
+        check=CheckName.DECODE_CACHE_HIT,
         samples=24,
         prompt_tokens=(72, 140),
         max_new_tokens=18,
@@ -159,7 +159,7 @@ def test_misaligned_track_interval_is_predicted_warned_and_measured_at_half(tmp_
             interval,
         ]
         running = launch(
-            ServerSpec("reference", suite.reference_command(args), startup_timeout=60),
+            ServerSpec(EngineName.REFERENCE, suite.reference_command(args), startup_timeout=60),
             tmp_path / f"{interval}.log",
         )
         try:
@@ -203,7 +203,7 @@ def test_a_disabled_radix_cache_is_not_run_and_fails_the_gate(cli, tmp_path: Pat
 def test_base_url_uses_a_running_server_and_leaves_it_running(cli, tmp_path: Path):
     args = ["--enable-deterministic-inference"]
     running = launch(
-        ServerSpec("reference", suite.reference_command(args), startup_timeout=60),
+        ServerSpec(EngineName.REFERENCE, suite.reference_command(args), startup_timeout=60),
         tmp_path / "server.log",
     )
     try:

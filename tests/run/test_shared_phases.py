@@ -90,9 +90,14 @@ def test_nothing_is_shared_when_the_sampling_differs():
     counts: Counter[str] = Counter()
     phases = Phases(Counting(FakeEngine(page_size=4), counts))
     base = suite.TestSpec(
-        name="m", check="match", samples=3, prompt_tokens=(20, 30), max_new_tokens=6
+        name="m", check=suite.CheckName.MATCH, samples=3, prompt_tokens=(20, 30), max_new_tokens=6
     )
-    run_check(phases.engine, dataclasses.replace(base, check="decode_cache_hit"), None, phases)
+    run_check(
+        phases.engine,
+        dataclasses.replace(base, check=suite.CheckName.DECODE_CACHE_HIT),
+        None,
+        phases,
+    )
     for change in ({"seed": 1}, {"max_new_tokens": 7}, {"temperature": 0.5}, {"samples": 2}):
         before = counts["generate"]
         run_check(phases.engine, dataclasses.replace(base, **change), None, phases)

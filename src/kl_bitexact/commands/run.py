@@ -25,7 +25,6 @@ from kl_bitexact.results.model import (
     TestResult,
     current_run_info,
 )
-from kl_bitexact.run import engines
 from kl_bitexact.run.runner import Plan, run_suites, test_id
 from kl_bitexact.suite import changes
 from kl_bitexact.suite import load as suite_file
@@ -275,7 +274,6 @@ def load_suites(paths: Sequence[Path]) -> list[Suite]:
     # A suite name may span files (`shard` splits a suite's files); a test id may not.
     seen: dict[str, str] = {}
     for item in loaded:
-        engines.require(item.server.engine, f"{item.source}: {item.name}: server.engine")
         for spec in item.tests:
             identifier = test_id(item, spec)
             if identifier in seen:

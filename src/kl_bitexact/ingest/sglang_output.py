@@ -22,6 +22,8 @@ import math
 import re
 from dataclasses import dataclass, field, replace
 
+from kl_bitexact.suite.model import CheckName
+
 # Each "Running <helper> with N prompts" line opens one block: one helper call.
 _RUNNING = re.compile(
     r"^Running test_input_output_logprobs_match(?:_(?P<kind>prefill|decode)_cache_hit)?"
@@ -42,7 +44,11 @@ _DISABLED = re.compile(r"^Radix cache is disabled, skipping")
 # numpy 2 prints list items as np.float64(0.0); numpy 1 as 0.0.
 _NUMPY_SCALAR = re.compile(r"np\.float\d*\((?P<value>[^()]*)\)")
 
-CHECK_BY_KIND = {None: "match", "prefill": "prefill_cache_hit", "decode": "decode_cache_hit"}
+CHECK_BY_KIND = {
+    None: CheckName.MATCH.value,
+    "prefill": CheckName.PREFILL_CACHE_HIT.value,
+    "decode": CheckName.DECODE_CACHE_HIT.value,
+}
 # "Radix cache is disabled, skipping test" (sglang >= 0.5) does not say which helper printed it.
 UNNAMED_CACHE_CHECK = ""
 
@@ -71,7 +77,7 @@ class KLBlock:
         """Hits out of prompts: the assertion's count, else prompts minus printed misses."""
         if self.too_few is not None:
             return self.too_few
-        if self.check == "match" or self.prompts is None or self.cache_disabled:
+        if self.check == CheckName.MATCH or self.prompts is None or self.cache_disabled:
             return None
         return HitCount(self.prompts - len(self.misses), self.prompts)
 
@@ -210,5 +216,5 @@ def _last_index(blocks: list[KLBlock], check: str | None) -> int:
     for index in range(len(blocks) - 1, -1, -1):
         if check is None or blocks[index].check == check:
             return index
-    blocks.append(KLBlock(check=check or "match"))
+    blocks.append(KLBlock(check=check or CheckName.MATCH.value))
     return len(blocks) - 1

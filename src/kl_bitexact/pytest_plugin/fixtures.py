@@ -110,7 +110,7 @@ class KLServer:
         from kl_bitexact.results.model import ServerInfo
 
         args = self.spec.server.command or (self.running.base_url,)
-        return ServerInfo(self.spec.server.engine, tuple(args), self.running.launch_s)
+        return ServerInfo(self.spec.server.engine.value, tuple(args), self.running.launch_s)
 
 
 def serve(request: pytest.FixtureRequest) -> Generator[KLServer, None, None]:

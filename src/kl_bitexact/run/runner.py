@@ -148,7 +148,7 @@ def run_suites(plan: Plan, reporter: Reporter, save: Callable[[Results], None]) 
 
 def planned_tests(suites: tuple[Suite, ...]) -> tuple[PlannedTest, ...]:
     return tuple(
-        PlannedTest(s.name, test_id(s, spec), spec.check) for s in suites for spec in s.tests
+        PlannedTest(s.name, test_id(s, spec), spec.check.value) for s in suites for spec in s.tests
     )
 
 
@@ -168,7 +168,7 @@ def unfinished(plan: Plan, so_far: Results, reason: str) -> Results:
     rest = [
         SuiteResult(
             suite.name,
-            ServerInfo(suite.server.engine, _args(plan, suite)),
+            ServerInfo(suite.server.engine.value, _args(plan, suite)),
             tuple(
                 # No blocker excuses it: an interrupted test says nothing about the feature.
                 dataclasses.replace(error(suite, spec, reason, 0.0), blocked_by=())
@@ -294,7 +294,7 @@ def _run_suite(
 ) -> SuiteResult:
     reporter.suite_started(suite)
     launch_s = launched.seconds if isinstance(launched, Launch) else None
-    info = ServerInfo(suite.server.engine, _args(plan, suite), launch_s)
+    info = ServerInfo(suite.server.engine.value, _args(plan, suite), launch_s)
     result = SuiteResult(suite.name, info)
     for attempts in _tests(suite, launched, plan, repeats.launch):
         test = repeats.fold(attempts)
@@ -379,7 +379,7 @@ def _error(
 ) -> TestResult:
     return TestResult(
         id=result_id,
-        check=spec.check,
+        check=spec.check.value,
         status=Status.ERROR,
         kl_threshold=spec.kl_threshold,
         blocked_by=spec.blocked_by,

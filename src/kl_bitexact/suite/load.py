@@ -19,12 +19,12 @@ import yaml
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.suite import longbench
 from kl_bitexact.suite.model import (
-    CACHE_ASSERTS,
-    CHECKS,
-    DIALECTS,
-    ENGINES,
-    FLOWS,
     PORT_PLACEHOLDER,
+    CacheAssert,
+    CheckName,
+    DialectName,
+    EngineName,
+    Flow,
     ServerSpec,
     Suite,
     TestSpec,
@@ -197,10 +197,10 @@ class _SuiteReader(Reader):
 
     def server(self) -> ServerSpec:
         self.allow(_SERVER_KEYS)
-        engine = self.choice("engine", ENGINES)
+        engine = self.choice("engine", EngineName)
         base_url = self.text("base_url") if self.has("base_url") else None
         command = self.command(engine, base_url)
-        default_startup = 120.0 if engine == "reference" else 1800.0
+        default_startup = 120.0 if engine is EngineName.REFERENCE else 1800.0
         return ServerSpec(
             engine=engine,
             command=command,
@@ -211,19 +211,19 @@ class _SuiteReader(Reader):
             request_timeout=self.number("request_timeout", 1800.0, low=1.0),
         )
 
-    def dialect(self, engine: str) -> str | None:
+    def dialect(self, engine: EngineName) -> DialectName | None:
         if not self.has("dialect"):
             return None
-        if engine != "openai":
+        if engine is not EngineName.OPENAI:
             raise self.fail("dialect", "only applies to engine: openai", "remove `dialect`")
-        return self.choice("dialect", DIALECTS)
+        return self.choice("dialect", DialectName)
 
-    def command(self, engine: str, base_url: str | None) -> tuple[str, ...]:
-        if self.has("args") and engine != "reference":
+    def command(self, engine: EngineName, base_url: str | None) -> tuple[str, ...]:
+        if self.has("args") and engine is not EngineName.REFERENCE:
             raise self.fail(
                 "args", "only applies to engine: reference", "put the flags in `command`"
             )
-        if engine == "reference":
+        if engine is EngineName.REFERENCE:
             if self.has("command"):
                 raise self.fail(
                     "command", "engine: reference is launched by kl-bitexact", "use `args: [...]`"
@@ -254,8 +254,8 @@ class _SuiteReader(Reader):
 
     def test(self) -> TestSpec:
         self.allow(_TEST_KEYS + _MULTITURN_KEYS)
-        check = self.choice("check", CHECKS)
-        multiturn = check == "multiturn"
+        check = self.choice("check", CheckName)
+        multiturn = check is CheckName.MULTITURN
         self.reject(_SINGLE_TURN_KEYS if multiturn else _MULTITURN_KEYS, f"check: {check}")
         if self.has("prompts") and self.has("prompt_tokens"):
             raise self.fail("prompts", "give `prompts` (a file) or `prompt_tokens`, not both")
@@ -332,8 +332,8 @@ class _SuiteReader(Reader):
             "branches": self.integer("branches", 3),
             "prefix_tokens": self.integer("prefix_tokens", 512),
             "turn_suffix_tokens": self.integers("turn_suffix_tokens", (512, 256), minimum=1),
-            "cache_assert": self.choice("cache_assert", CACHE_ASSERTS, "exact"),
-            "flow": self.choice("flow", FLOWS, "branch-waves"),
+            "cache_assert": self.choice("cache_assert", CacheAssert, CacheAssert.EXACT),
+            "flow": self.choice("flow", Flow, Flow.BRANCH_WAVES),
         }
 
 

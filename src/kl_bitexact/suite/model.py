@@ -4,14 +4,61 @@ Nothing here reads a file; `load.py` builds these from YAML through `reader.py`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
-ENGINES = ("sglang", "openai", "reference")
-CHECKS = ("match", "prefill_cache_hit", "decode_cache_hit", "multiturn")
-CACHE_ASSERTS = ("exact", "mamba")
-# multiturn request flows: ours (turn 1 in waves per branch index, detects more) and sglang's
-# kl_multiturn_utils prefill-cache-hit helper, request for request.
-FLOWS = ("branch-waves", "sglang")
-DIALECTS = ("vllm", "llamacpp")  # of the openai engine
+
+class Name(str, Enum):
+    """A word a suite file writes, kept as that word: equal to it, hashed, formatted and
+    JSON-encoded like it (so results.json, messages and `one of:` lists read as they did
+    with plain strings); only `repr` tells a member from the string."""
+
+    def __str__(self) -> str:
+        return str.__str__(self)  # the word, not `CheckName.MATCH` (Python 3.11+ Enum)
+
+    def __format__(self, spec: str) -> str:
+        return str.__format__(self, spec)
+
+
+class CheckName(Name):
+    """`tests[].check`; run/checks.CHECKS holds one function per member."""
+
+    MATCH = "match"
+    PREFILL_CACHE_HIT = "prefill_cache_hit"
+    DECODE_CACHE_HIT = "decode_cache_hit"
+    MULTITURN = "multiturn"
+
+
+class EngineName(Name):
+    """`server.engine`; run/engines.ADAPTERS holds one adapter per member."""
+
+    SGLANG = "sglang"
+    OPENAI = "openai"
+    REFERENCE = "reference"
+
+
+class DialectName(Name):
+    """`server.dialect` of `engine: openai`; run/engines/openai.DIALECTS holds one per member."""
+
+    VLLM = "vllm"
+    LLAMACPP = "llamacpp"
+
+
+class CacheAssert(Name):
+    """`cache_assert` of a multiturn test: which cached-token rule a turn is held to
+    (run/checks/multiturn.RULES holds one pair of rules per member)."""
+
+    EXACT = "exact"
+    MAMBA = "mamba"
+
+
+class Flow(Name):
+    """`flow` of a multiturn test: ours (turn 1 in waves per branch index, detects more) or
+    sglang's kl_multiturn_utils prefill-cache-hit helper, request for request."""
+
+    BRANCH_WAVES = "branch-waves"
+    SGLANG = "sglang"
+
+
 PORT_PLACEHOLDER = "{port}"
 
 
@@ -19,10 +66,10 @@ PORT_PLACEHOLDER = "{port}"
 class ServerSpec:
     """How to reach the server: a command to launch (with `{port}`) or a running URL."""
 
-    engine: str
+    engine: EngineName
     command: tuple[str, ...] = ()
     # engine: openai only - vllm | llamacpp; None: told by the server's endpoints.
-    dialect: str | None = None
+    dialect: DialectName | None = None
     env: tuple[tuple[str, str], ...] = ()
     base_url: str | None = None
     startup_timeout: float = 1800.0
@@ -36,7 +83,7 @@ class TestSpec:
     __test__ = False  # not a pytest test class despite the name
 
     name: str
-    check: str
+    check: CheckName
     samples: int = 32  # multiturn sends groups x branches instead
     prompt_tokens: tuple[int, int] = (1024, 1024)  # inclusive length range
     prompts: tuple[tuple[int, ...], ...] | None = None
@@ -54,8 +101,8 @@ class TestSpec:
     branches: int = 3
     prefix_tokens: int = 512
     turn_suffix_tokens: tuple[int, ...] = (512, 256)
-    cache_assert: str = "exact"
-    flow: str = "branch-waves"
+    cache_assert: CacheAssert = CacheAssert.EXACT
+    flow: Flow = Flow.BRANCH_WAVES
 
 
 @dataclass(frozen=True)

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping, Sequence
+from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar
 
 from kl_bitexact.errors import ConfigError
 
 R = TypeVar("R", bound="Reader")
+E = TypeVar("E", bound=Enum)
 
 
 class Reader:
@@ -64,13 +66,15 @@ class Reader:
             raise self.fail(key, f"expected a non-empty string, got {kind(value)}")
         return value
 
-    def choice(self, key: str, options: Sequence[str], default: str | None = None) -> str:
-        value = self.text(key, default)
+    def choice(self, key: str, names: type[E], default: E | None = None) -> E:
+        """The member of `names` whose value the key holds (or `default`'s)."""
+        value = self.text(key, None if default is None else default.value)
+        options = [member.value for member in names]  # plain words, for the messages
         if value not in options:
             close = difflib.get_close_matches(value, options, n=1)
             hint = f"did you mean {close[0]!r}?" if close else f"one of: {', '.join(options)}"
             raise self.fail(key, f"{value!r} is not one of {', '.join(options)}", hint)
-        return value
+        return names(value)
 
     def integer(self, key: str, default: int, minimum: int = 1) -> int:
         value = self.mapping.get(key, default)

@@ -14,15 +14,16 @@ from kl_bitexact.results.model import TestResult
 from kl_bitexact.run.checks import decode_cache_hit, match, multiturn, prefill_cache_hit
 from kl_bitexact.run.checks.phases import Phases
 from kl_bitexact.run.engines.base import Engine
-from kl_bitexact.suite.model import TestSpec
+from kl_bitexact.suite.model import CheckName, TestSpec
 
 Check = Callable[[Phases, TestSpec, "str | None"], TestResult]
 
-CHECKS: dict[str, Check] = {
-    "match": match.run,
-    "prefill_cache_hit": prefill_cache_hit.run,
-    "decode_cache_hit": decode_cache_hit.run,
-    "multiturn": multiturn.run,
+# One per CheckName (tests/run/test_registries.py holds them equal).
+CHECKS: dict[CheckName, Check] = {
+    CheckName.MATCH: match.run,
+    CheckName.PREFILL_CACHE_HIT: prefill_cache_hit.run,
+    CheckName.DECODE_CACHE_HIT: decode_cache_hit.run,
+    CheckName.MULTITURN: multiturn.run,
 }
 
 

@@ -12,7 +12,7 @@ models instead of exact ones. `flow: sglang` sends sglang's own request sequence
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,7 +23,7 @@ from kl_bitexact.run.checks.metrics import Geometry, Sample
 from kl_bitexact.run.checks.phases import Phases
 from kl_bitexact.run.checks.scoring import sampling
 from kl_bitexact.run.engines.base import Engine, Generation, SamplingParams
-from kl_bitexact.suite.model import TestSpec
+from kl_bitexact.suite.model import CacheAssert, Flow, TestSpec
 
 Prompt = prompts.Prompt
 # (lowest, highest) acceptable cached_tokens; highest None: no upper bound.
@@ -39,7 +39,7 @@ def run(phases: Phases, spec: TestSpec, test_id: str | None = None) -> TestResul
     prefixes, suffixes = conversation(spec, prompts.vocab_size(spec, context.info))
     current = [prefixes[i // spec.branches] + suffixes[0][i] for i in range(count)]
     engine.flush()
-    if spec.flow == "sglang":
+    if spec.flow == Flow.SGLANG:
         # sglang seeds one prefix per sample and sends turn 1 as one batch.
         engine.generate([prefixes[i // spec.branches] for i in range(count)], sampling(spec, 0))
         generations = engine.generate(current, sampling(spec))
@@ -71,7 +71,7 @@ def replayed(
 ) -> tuple[Sample, ...]:
     """The last turn replayed: together, or as sglang does, one sample per flushed replay
     (on a server whose arithmetic depends on the batch, only that gives sglang's bits)."""
-    if spec.flow != "sglang":
+    if spec.flow != Flow.SGLANG:
         return scoring.replay_and_pair(phases, current, generations, range(len(current)))
     return tuple(
         sample
@@ -143,23 +143,52 @@ def generate_in_order(
     return [by_sample[i] for i in range(len(batch))]
 
 
-def prefill_expectation(prefix_len: int, geometry: Geometry, mode: str) -> Expectation:
-    if mode == "exact":
-        aligned = prefix_len // geometry.page_size * geometry.page_size
-        return (aligned, aligned)
+def prefill_expectation(prefix_len: int, geometry: Geometry, mode: CacheAssert) -> Expectation:
+    return RULES[mode].prefill(prefix_len, geometry)
+
+
+def decode_expectation(
+    history: int, output: int, geometry: Geometry, mode: CacheAssert
+) -> Expectation:
+    return RULES[mode].decode(history, output, geometry)
+
+
+def _exact_prefill(prefix_len: int, geometry: Geometry) -> Expectation:
+    aligned = prefix_len // geometry.page_size * geometry.page_size
+    return (aligned, aligned)
+
+
+def _mamba_prefill(prefix_len: int, geometry: Geometry) -> Expectation:
     step = geometry.prefill_step
     upper = prefix_len // step * step
     return (max(0, upper - step), upper)
 
 
-def decode_expectation(history: int, output: int, geometry: Geometry, mode: str) -> Expectation:
-    if mode == "exact":
-        # sglang's helper expects history + output; an engine that never feeds back the
-        # last sampled token holds one fewer. Both are exact reuse of everything computed.
-        page = geometry.page_size
-        return ((history + output - 1) // page * page, (history + output) // page * page)
+def _exact_decode(history: int, output: int, geometry: Geometry) -> Expectation:
+    # sglang's helper expects history + output; an engine that never feeds back the
+    # last sampled token holds one fewer. Both are exact reuse of everything computed.
+    page = geometry.page_size
+    return ((history + output - 1) // page * page, (history + output) // page * page)
+
+
+def _mamba_decode(history: int, output: int, geometry: Geometry) -> Expectation:
     step = geometry.resume_step
     return ((history + output - 1) // step * step, None)
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What a turn's cached_tokens must be under one `cache_assert`."""
+
+    prefill: Callable[[int, Geometry], Expectation]  # prefix length -> turn 1
+    decode: Callable[[int, int, Geometry], Expectation]  # history, output -> a later turn
+
+
+# One per CacheAssert (tests/run/test_registries.py holds them equal).
+RULES: dict[CacheAssert, Rules] = {
+    CacheAssert.EXACT: Rules(_exact_prefill, _exact_decode),
+    CacheAssert.MAMBA: Rules(_mamba_prefill, _mamba_decode),
+}
 
 
 @dataclass(frozen=True)

@@ -117,7 +117,7 @@ def not_run(context: Context, reason: str) -> TestResult:
     spec = context.spec
     return TestResult(
         id=context.test_id,
-        check=spec.check,
+        check=spec.check.value,
         status=Status.NOT_RUN,
         kl_threshold=spec.kl_threshold,
         blocked_by=spec.blocked_by,
@@ -146,7 +146,7 @@ def judge(context: Context, measured: Measured) -> TestResult:
         status, failures = _nothing_compared(exact)
     return TestResult(
         id=context.test_id,
-        check=spec.check,
+        check=spec.check.value,
         status=status,
         kl_div=kl,
         kl_threshold=spec.kl_threshold,

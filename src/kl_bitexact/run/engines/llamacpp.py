@@ -35,6 +35,7 @@ from kl_bitexact.run.engines import llamacpp_withheld
 from kl_bitexact.run.engines.base import Generation, Replay, SamplingParams, TokenIds, tail_start
 from kl_bitexact.run.engines.http import JsonClient
 from kl_bitexact.run.engines.openai_wire import require, trimmed
+from kl_bitexact.suite.model import DialectName
 
 # Added to the forced token's logit in a replay; far above any real logit gap.
 FORCING_BIAS = 1000.0
@@ -45,7 +46,7 @@ FLUSH_HINT = (
 
 
 class LlamaCppDialect:
-    name = "llamacpp"
+    name = DialectName.LLAMACPP
     # One request at a time: llama-server batches concurrent slots into one forward pass,
     # which would make the numbers depend on what else happened to be running.
     parallel_requests = False

@@ -19,7 +19,7 @@ from kl_bitexact.run.engines.base import Generation, Replay, SamplingParams, Tok
 from kl_bitexact.run.engines.http import JsonClient
 from kl_bitexact.run.engines.llamacpp import LlamaCppDialect
 from kl_bitexact.run.engines.vllm import VllmDialect
-from kl_bitexact.suite.model import DIALECTS
+from kl_bitexact.suite.model import DialectName
 
 T = TypeVar("T")
 # Requests in flight at once where a dialect allows parallel requests (vLLM batches them).
@@ -27,7 +27,7 @@ MAX_PARALLEL_REQUESTS = 64
 
 
 class Dialect(Protocol):
-    name: str
+    name: DialectName
     parallel_requests: bool
     # True when cold generations and replays reuse no cache by themselves (llama.cpp's
     # `cache_prompt: false`); else the engine flushes before them.
@@ -78,30 +78,34 @@ class OpenAIEngine:
             return list(pool.map(call, items))
 
 
+# One per DialectName (tests/run/test_registries.py holds them equal): each takes the served model.
+DIALECTS: dict[DialectName, Callable[[str], Dialect]] = {
+    DialectName.VLLM: VllmDialect,
+    DialectName.LLAMACPP: LlamaCppDialect,
+}
+
+
 def connect(
-    base_url: str, *, request_timeout: float = 300.0, dialect: str | None = None
+    base_url: str, *, request_timeout: float = 300.0, dialect: DialectName | None = None
 ) -> OpenAIEngine:
     """An engine for the server at `base_url`; `dialect` (the suite's `server.dialect`)
     is detected from the server's endpoints when not given."""
     client = JsonClient(base_url, timeout_s=request_timeout)
     name = dialect or detect_dialect(client)
-    if name not in DIALECTS:
+    if name not in DIALECTS:  # a caller that did not come through the suite loader
         raise ConfigError(
             f"server.dialect: {name!r} is not a known dialect",
             hint=f"use one of: {', '.join(DIALECTS)}",
         )
-    model = served_model(client)
-    return OpenAIEngine(
-        client, LlamaCppDialect(model) if name == "llamacpp" else VllmDialect(model)
-    )
+    return OpenAIEngine(client, DIALECTS[name](served_model(client)))
 
 
-def detect_dialect(client: JsonClient) -> str:
+def detect_dialect(client: JsonClient) -> DialectName:
     """llama-server answers `GET /props`; vLLM answers `GET /version` and has no /props."""
     if client.status("GET", "/props") == 200:
-        return "llamacpp"
+        return DialectName.LLAMACPP
     if client.status("GET", "/version") == 200:
-        return "vllm"
+        return DialectName.VLLM
     raise ConfigError(
         f"cannot tell which OpenAI-compatible server runs at {client.base_url} "
         "(neither /props nor /version answered)",

@@ -12,8 +12,6 @@ from kl_bitexact.run.engines.malformed import decoder
 
 T = TypeVar("T")
 
-# `server.dialect` in a suite: which OpenAI-compatible server family speaks.
-
 
 def completion_body(model: str, prompt: TokenIds, params: SamplingParams) -> dict[str, Any]:
     """`/v1/completions` fields with the same meaning on every OpenAI-compatible server."""

@@ -25,12 +25,13 @@ from kl_bitexact.run.engines.openai_wire import (
     require,
     trimmed,
 )
+from kl_bitexact.suite.model import DialectName
 
 TOKEN_ID_PREFIX = "token_id:"
 
 
 class VllmDialect:
-    name = "vllm"
+    name = DialectName.VLLM
     # vLLM batches concurrent requests; sending a batch's prompts together is what a user's
     # batch does, so the decode runs with the batch shapes the engine really uses.
     parallel_requests = True
