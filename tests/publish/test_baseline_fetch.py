@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import io
+import zipfile
 from pathlib import Path
 
 import pytest
 from gh_constants import FAST, REPO, TOKEN
 
 from kl_bitexact.compare.baseline import Baseline
+from kl_bitexact.errors import ConfigError
 from kl_bitexact.publish import baseline_fetch
 from kl_bitexact.publish.client import Target, connect
 from kl_bitexact.results import io as results_io
@@ -187,3 +190,109 @@ def test_a_blob_502_is_retried(fake_github: FakeGitHub, target: Target) -> None:
     fetched = _fetch(fake_github, target)
     assert fetched.results is not None, fetched.unavailable
     assert fake_github.world.faults == []  # the 502 was served, then the retry succeeded
+
+
+# --- the archive is hostile in every dimension: issue 14, case 2 ----------------------------
+
+
+def _stored_archive(fake_github: FakeGitHub, archive: bytes) -> None:
+    artifact = fake_github.world.add_run(REPO, Run(id=1, workflow="ci.yml"), {}, NAME)
+    artifact.archive = archive
+
+
+def _zip(members: dict[str, bytes], method: int = zipfile.ZIP_DEFLATED) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", method) as bundle:
+        for name, data in members.items():
+            bundle.writestr(name, data)
+    return buffer.getvalue()
+
+
+def test_members_each_under_the_bound_but_too_much_in_total_are_refused_unextracted(
+    fake_github: FakeGitHub, target: Target, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The issue's bomb: a 735 KB zip of members each under the per-file limit extracted
+    # to 756 MB. Here with the bound lowered so the test stays small.
+    monkeypatch.setattr(baseline_fetch, "MAX_EXTRACTED_BYTES", 5_000)
+    members = {f"shard-{n}/results.json": b" " * 2_000 + _results(f"t{n}") for n in range(4)}
+    _stored_archive(fake_github, _zip(members))
+    decoded: list[int] = []
+    monkeypatch.setattr(baseline_fetch, "_decode", lambda *a: decoded.append(1))
+    reason = _fetch(fake_github, target).unavailable
+    assert "over the 5000-byte limit for all results files of an artifact" in reason, reason
+    assert decoded == []  # refused from the declared sizes, before decompressing anything
+
+
+def test_an_artifact_of_many_files_is_refused(fake_github: FakeGitHub, target: Target) -> None:
+    members = {f"f{n}.json": b"{}" for n in range(baseline_fetch.MAX_MEMBERS + 1)}
+    _stored_archive(fake_github, _zip(members, zipfile.ZIP_STORED))
+    reason = _fetch(fake_github, target).unavailable
+    assert f"{baseline_fetch.MAX_MEMBERS + 1} files" in reason, reason
+
+
+def test_a_member_holding_more_than_it_declares_is_not_read_past_its_word(tmp_path: Path) -> None:
+    # The central directory says 10 bytes; zipfile stops there and the CRC then fails.
+    data = _zip({"r.json": _results("a")}, zipfile.ZIP_STORED)
+    directory = data.index(b"PK\x01\x02")
+    size_field = directory + 24  # uncompressed size in the central directory entry
+    archive = tmp_path / "a.zip"
+    archive.write_bytes(data[:size_field] + (10).to_bytes(4, "little") + data[size_field + 4 :])
+    with pytest.raises(ConfigError, match=r"r\.json cannot be read \(BadZipFile"):
+        baseline_fetch._load_archive(archive, NAME, max_total=100)
+
+
+@pytest.mark.parametrize(
+    ("document", "why"),
+    [
+        (b"[" * 100_000 + b"]" * 100_000, "schema_version None is not supported"),
+        (b'{"schema_version": 1' + b"0" * 5_000 + b"}", "schema_version"),
+        (
+            b'{"schema_version": 1, "suites": [' + b'"\\ud800", ' * 3 + b"1" + b"0" * 5000 + b"]}",
+            "digits",
+        ),
+    ],
+    ids=["deeply-nested", "5000-digit-integer", "5000-digit-integer-beside-a-surrogate"],
+)
+def test_a_hostile_results_document_is_a_reason_not_a_crash(
+    fake_github: FakeGitHub, target: Target, document: bytes, why: str
+) -> None:
+    _stored_archive(fake_github, _zip({"results.json": document}))
+    fetched = _fetch(fake_github, target)
+    assert fetched.results is None, fetched
+    prefix = f"fetching the baseline failed: {NAME}/results.json: "
+    assert fetched.unavailable.startswith(prefix) and why in fetched.unavailable
+
+
+def _corrupt(data: bytes) -> bytes:
+    """Flip bytes in the middle of the first member's compressed data."""
+    start = 30 + len("results.json")
+    middle = start + 20
+    return data[:middle] + bytes(b ^ 0xFF for b in data[middle : middle + 8]) + data[middle + 8 :]
+
+
+@pytest.mark.parametrize(
+    "archive",
+    [
+        _corrupt(_zip({"results.json": _results(*(f"t{n}" for n in range(50)))})),
+        # Compression method 99 (AES, what encrypting zip tools write): not readable here.
+        _zip({"results.json": _results("a")}, zipfile.ZIP_STORED)
+        .replace(b"PK\x03\x04\x14\x00\x00\x00\x00\x00", b"PK\x03\x04\x14\x00\x00\x00\x63\x00", 1)
+        .replace(
+            b"PK\x01\x02\x14\x03\x14\x00\x00\x00\x00\x00",
+            b"PK\x01\x02\x14\x03\x14\x00\x00\x00\x63\x00",
+            1,
+        ),
+        # The encrypted flag set on the member.
+        _zip({"results.json": _results("a")}, zipfile.ZIP_STORED).replace(
+            b"PK\x01\x02\x14\x03\x14\x00\x00\x00", b"PK\x01\x02\x14\x03\x14\x00\x01\x00", 1
+        ),
+    ],
+    ids=["corrupt-deflate", "unknown-compression", "encrypted"],
+)
+def test_an_unreadable_member_is_a_reason_not_a_crash(
+    fake_github: FakeGitHub, target: Target, archive: bytes
+) -> None:
+    _stored_archive(fake_github, archive)
+    fetched = _fetch(fake_github, target)
+    assert fetched.results is None
+    assert fetched.unavailable.startswith(f"fetching the baseline failed: artifact {NAME}:")

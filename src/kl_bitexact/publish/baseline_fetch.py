@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from github import Github, GithubException
 from github.Artifact import Artifact
@@ -36,7 +37,14 @@ DEFAULT_ARTIFACT = "kl-bitexact-results"
 # Runs to look through for one that still has the artifact (they expire).
 MAX_RUNS = 10
 MAX_ARCHIVE_BYTES = results_io.MAX_RESULTS_BYTES
+# All results files of one artifact together (one per shard), decompressed.
+MAX_EXTRACTED_BYTES = 2 * results_io.MAX_RESULTS_BYTES
+# Files in one artifact: a shard matrix is tens of entries, not thousands.
+MAX_MEMBERS = 1000
 CHUNK = 64 * 1024
+# What reading a damaged or unusual member raises: a bad CRC, a corrupt deflate stream,
+# a compression method or encryption zipfile cannot read, a stream that ends early.
+_UNREADABLE = (zipfile.BadZipFile, zlib.error, NotImplementedError, RuntimeError, EOFError)
 # Events whose runs execute the base branch's own code once merged: a push to it. A
 # schedule or workflow_dispatch run of the branch qualifies too when configured.
 DEFAULT_EVENTS = ("push",)
@@ -181,7 +189,7 @@ def _fetch_archive(location: str, artifact: Artifact, token: str) -> results.Res
         archive = Path(scratch) / "artifact.zip"
         with translated(f"downloading artifact {artifact.name}", token):
             _download(location, archive, artifact.name)
-        return _load_archive(archive, Path(scratch) / "files", artifact.name)
+        return _load_archive(archive, artifact.name)
 
 
 def _download(location: str, target: Path, name: str) -> None:
@@ -202,32 +210,65 @@ def _bounded(chunks: Iterator[bytes], name: str) -> Iterator[bytes]:
         yield chunk
 
 
-def _load_archive(archive: Path, directory: Path, name: str) -> results.Results:
-    """Every *.json member is a results file (one per shard); merged into one."""
+def _load_archive(archive: Path, name: str, *, max_total: int | None = None) -> results.Results:
+    """Every *.json member is a results file (one per shard); merged into one.
+
+    Members are decoded from memory, never extracted: no member name chooses a path, and
+    the disk holds only the downloaded archive. What an archive can claim is bounded
+    before anything is decompressed (how many members, how many bytes in all: a 735 KB
+    zip of members each under the per-file limit expanded to 756 MB, issue 14), and the
+    bytes really read are counted against the same bounds.
+    """
+    budget = [MAX_EXTRACTED_BYTES if max_total is None else max_total]
     try:
         with zipfile.ZipFile(archive) as bundle:
-            paths = [_extract(bundle, info, directory) for info in _json_members(bundle, name)]
+            members = _json_members(bundle, name, budget[0])
+            loaded = [_decode(bundle, info, name, budget) for info in members]
     except zipfile.BadZipFile:
         raise ConfigError(f"artifact {name}: not a zip archive") from None
-    loaded = [(f"{name}:{path.name}", results_io.load(path)) for path in paths]
     return results_io.merge(loaded)
 
 
-def _json_members(bundle: zipfile.ZipFile, name: str) -> list[zipfile.ZipInfo]:
-    members = [info for info in bundle.infolist() if info.filename.endswith(".json")]
+def _json_members(bundle: zipfile.ZipFile, name: str, max_total: int) -> list[zipfile.ZipInfo]:
+    everything = bundle.infolist()
+    if len(everything) > MAX_MEMBERS:
+        raise ConfigError(
+            f"artifact {name}: {len(everything)} files, over the limit of {MAX_MEMBERS} "
+            "for a results artifact"
+        )
+    members = [info for info in everything if info.filename.endswith(".json")]
     if not members:
         raise ConfigError(f"artifact {name}: no results .json file inside")
     for info in members:
         if info.file_size > results_io.MAX_RESULTS_BYTES:
             raise ConfigError(f"artifact {name}: {info.filename} is over the size limit")
+    declared = sum(info.file_size for info in members)
+    if declared > max_total:
+        raise _over_total(name, declared, max_total)
     return members
 
 
-def _extract(bundle: zipfile.ZipFile, info: zipfile.ZipInfo, directory: Path) -> Path:
-    # Flatten: a member name never chooses where it lands (no ../ escapes).
-    safe = "__".join(PurePosixPath(info.filename).parts[-2:]).replace("..", "_")
-    target = directory / safe
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with bundle.open(info) as source, target.open("wb") as out:
-        out.write(source.read(results_io.MAX_RESULTS_BYTES + 1))
-    return target
+def _over_total(name: str, size: int, max_total: int) -> ConfigError:
+    return ConfigError(
+        f"artifact {name}: {size} bytes is over the {max_total}-byte limit for all results "
+        "files of an artifact"
+    )
+
+
+def _decode(
+    bundle: zipfile.ZipFile, info: zipfile.ZipInfo, name: str, budget: list[int]
+) -> tuple[str, results.Results]:
+    """One member's Results; `budget` holds the bytes the archive may still yield."""
+    limit = min(results_io.MAX_RESULTS_BYTES, budget[0])
+    try:
+        with bundle.open(info) as source:
+            raw = source.read(limit + 1)
+    except _UNREADABLE as error:
+        raise ConfigError(
+            f"artifact {name}: {info.filename} cannot be read ({type(error).__name__}: {error})"
+        ) from None
+    if len(raw) > limit:  # more than declared: zipfile stops at the declared size, but
+        raise _over_total(name, len(raw), limit)  # the bound holds without trusting that
+    budget[0] -= len(raw)
+    source_name = f"{name}/{info.filename}"
+    return source_name, results_io.loads(raw, Path(source_name))
