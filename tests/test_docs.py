@@ -74,3 +74,11 @@ def test_fake_github_doc_seed_example_is_accepted():
     assert [comment.issue for comment in repo.comments] == [7]
     assert [run.workflow for run in repo.runs] == ["bitexact.yml"]
     assert [artifact.name for artifact in repo.artifacts] == ["kl-bitexact-results"]
+
+
+def test_every_lint_finding_code_is_documented():
+    from kl_bitexact.registry.findings import Code
+
+    text = (ROOT / "docs" / "lint-ci.md").read_text(encoding="utf-8")
+    documented = set(re.findall(r"^\| `([a-z-]+)` \| (?:error|warning) \|", text, re.MULTILINE))
+    assert documented == {code.value for code in Code}

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kl_bitexact.errors import ConfigError
-from kl_bitexact.registry import yamlio
+from kl_bitexact.registry import paths, yamlio
 
 CONFIG_FILE = ".kl-bitexact.yaml"
 SECTION = "registry"
@@ -58,6 +58,12 @@ def load(root: Path, config_file: Path | None) -> RegistryConfig:
         if config_file is not None:
             raise ConfigError(f"{path}: config file not found", hint="check the --config path")
         return RegistryConfig()
+    if config_file is None and paths.outside_root(root, CONFIG_FILE):
+        # Read as YAML, a file outside the repository could be echoed by a parse error.
+        raise ConfigError(
+            f"{path}: resolves outside the repository root (a symlink); not read",
+            hint="replace the symlink with the file, or name it with --config FILE",
+        )
     document = yamlio.load(path.read_text(encoding="utf-8"), str(path))
     section = document.get(SECTION) if isinstance(document, dict) else None
     if section is None:

@@ -252,6 +252,9 @@ def apply(root: Path, state: RepoState, only: str | None = None) -> list[str]:
 def _edited(root: Path, edit: Edit) -> tuple[str, str]:
     """The edited text of `edit.file`, and a note on what was left out."""
     path = paths.inside(root, edit.file)
+    if paths.outside_root(root, edit.file):
+        # Neither read (lint-ci reads nothing outside --root) nor written: see _write.
+        raise EditError(f"{edit.file} resolves outside the repository; not editing it")
     if isinstance(edit, AllowlistAddition):
         if edit.file.endswith(".py"):
             source = read_text(root, edit.file)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -32,22 +33,50 @@ def matches(path: str, glob: str) -> bool:
     return _pattern(glob.removeprefix("./")).fullmatch(path) is not None
 
 
-def list_files(root: Path, globs: Iterable[str], exclude: Iterable[str] = ()) -> list[str]:
+@dataclass(frozen=True)
+class Listing:
+    """What a set of globs matched: files to read, and paths refused because, symlinks
+    resolved, they lie outside the root (never read: lint-ci reads only the repository)."""
+
+    files: list[str]
+    outside: list[str]
+
+
+def list_files(root: Path, globs: Iterable[str], exclude: Iterable[str] = ()) -> Listing:
     """Files under `root` matching any of `globs` and none of `exclude`, sorted.
 
     Walks only below each glob's literal directory prefix with `os.scandir` (pathlib's glob
-    and a Path per file cost more than the scan of a sglang-sized tree).
+    and a Path per file cost more than the scan of a sglang-sized tree). Only symlinks (and
+    each literal prefix, once) pay for resolving: plain entries cannot leave the root.
     """
     excluded = tuple(exclude)
+    real_root = os.path.realpath(root)
     found: set[str] = set()
+    outside: set[str] = set()
     for glob in globs:
         inside(root, glob)
         pattern = glob.removeprefix("./")
         base = _literal_prefix(pattern)
-        for relative in _walk(os.path.join(root, base), base):
+        if base and escapes(real_root, os.path.join(root, base)):
+            outside.add(base)  # a symlinked directory: nothing below it is ours
+            continue
+        for relative, linked in _walk(os.path.join(root, base), base):
             if matches(relative, pattern) and not any(matches(relative, x) for x in excluded):
-                found.add(relative)
-    return sorted(found)
+                refused = linked and escapes(real_root, os.path.join(root, relative))
+                (outside if refused else found).add(relative)
+    return Listing(sorted(found), sorted(outside))
+
+
+def escapes(real_root: str, path: str) -> bool:
+    """True when `path`, every symlink in it resolved, is not under `real_root` (itself
+    resolved: os.path.realpath(root))."""
+    real = os.path.realpath(path)
+    return real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep)
+
+
+def outside_root(root: Path, relative: str) -> bool:
+    """True when ROOT/relative resolves outside the root (a symlink in the way)."""
+    return escapes(os.path.realpath(root), os.path.join(root, relative))
 
 
 def _literal_prefix(glob: str) -> str:
@@ -61,9 +90,10 @@ def _literal_prefix(glob: str) -> str:
     return "/".join(literal)
 
 
-def _walk(directory: str, relative: str) -> Iterator[str]:
-    """Repository-relative paths of the regular files below `directory` (symlinked
-    directories are not followed, as pathlib's glob does not either)."""
+def _walk(directory: str, relative: str) -> Iterator[tuple[str, bool]]:
+    """Repository-relative paths of the regular files below `directory`, each with whether
+    it is a symlink (symlinked directories are not followed, as pathlib's glob does not
+    either)."""
     try:
         entries = list(os.scandir(directory))
     except OSError:
@@ -73,7 +103,7 @@ def _walk(directory: str, relative: str) -> Iterator[str]:
         if entry.is_dir(follow_symlinks=False):
             yield from _walk(entry.path, path)
         elif entry.is_file():
-            yield path
+            yield path, entry.is_symlink()
 
 
 def inside(root: Path, relative: str) -> Path:

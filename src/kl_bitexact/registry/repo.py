@@ -10,6 +10,7 @@ from pathlib import Path
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.registry import (
     allowlists,
+    findings,
     paths,
     scan,
     scancache,
@@ -48,18 +49,48 @@ def read(root: Path, config: RegistryConfig) -> RepoState:
         raise ConfigError(f"{root}: repository root not found", hint="pass --root DIR")
     tests = paths.list_files(root, config.registered, config.exclude)
     suites = paths.list_files(root, config.suite_files, config.exclude)
-    scanned = scancache.scan_all(root, tests, lambda path: _read_listed(root, path), scan_bytes)
-    scanned += [suitefiles.scan_suite_file(read_text(root, path), path) for path in suites]
+    workflow_files = paths.list_files(root, config.workflows)
+    scanned = scancache.scan_all(
+        root, tests.files, lambda path: _read_listed(root, path), scan_bytes
+    )
+    scanned += [suitefiles.scan_suite_file(read_text(root, path), path) for path in suites.files]
+    refused = [*tests.outside, *suites.outside, *workflow_files.outside]
+    refused += [path for path in _single_files(config) if paths.outside_root(root, path)]
+    scanned += [_outside_root(path) for path in sorted(set(refused))]
     return RepoState(
         config=config,
         files=tuple(scanned),
         python_allowlist=_python_allowlist(root, config.python_allowlist),
         yaml_allowlist=_yaml_allowlist(root, config.allowlist),
-        workflows=_workflows(root, config),
-        suite_files=tuple(suites),
+        workflows=_workflows(root, config, workflow_files.files),
+        suite_files=tuple(suites.files),
         runner_table=_runner_table(root, config.runner_table),
         semantics=_semantics(root, config),
     )
+
+
+def _single_files(config: RegistryConfig) -> tuple[str, ...]:
+    return (config.python_allowlist, config.allowlist, config.runner_table)
+
+
+def _outside_root(path: str) -> ScannedFile:
+    """A path that resolves outside --root (a symlink): never read, so nothing of the file
+    it points to (say /etc/passwd) can reach a message; the finding names only the path."""
+    finding = findings.error(
+        path,
+        1,
+        findings.Code.OUTSIDE_ROOT,
+        "resolves outside the repository root (a symlink), so lint-ci does not read it",
+        "replace the symlink with the file it points to (or point it inside the repository), "
+        "or exclude it in .kl-bitexact.yaml",
+    )
+    return ScannedFile(path, (), False, (finding,))
+
+
+def _present(root: Path, relative: str) -> bool:
+    """A configured single file (allowlist, runner table) exists and may be read: one that
+    resolves outside the root is reported by `read` and otherwise taken as absent."""
+    return paths.inside(root, relative).is_file() and not paths.outside_root(root, relative)
 
 
 # Allowlists, workflows and suite files are kilobytes; past this one is not what it claims.
@@ -68,6 +99,11 @@ MAX_TEXT_BYTES = 4 * 1024 * 1024
 
 def read_text(root: Path, relative: str) -> str:
     target = paths.inside(root, relative)
+    if paths.outside_root(root, relative):  # callers check first; this is the last guard
+        raise ConfigError(
+            f"{relative}: resolves outside the repository root (a symlink); not read",
+            hint="replace the symlink with the file it points to",
+        )
     if target.exists() and not target.is_file():  # a FIFO or a device would block or never end
         raise ConfigError(f"{relative}: not a regular file, so it cannot be read")
     try:
@@ -111,7 +147,7 @@ def _semantics(root: Path, config: RegistryConfig) -> Semantics:
     """Read from the python allowlist file (sglang's run_suite.py), then configured."""
     path = config.python_allowlist
     found = Semantics(None)
-    if paths.inside(root, path).is_file():
+    if _present(root, path):
         found = suiterunner.read(read_text(root, path), path)
     if config.checked_backends:
         found = replace(found, checked_backends=frozenset(config.checked_backends))
@@ -130,19 +166,19 @@ def _seconds(text: str) -> float:
 
 
 def _python_allowlist(root: Path, relative: str) -> Allowlist | None:
-    if not paths.inside(root, relative).is_file():
+    if not _present(root, relative):
         return None
     return allowlists.read_python(read_text(root, relative), relative)
 
 
 def _yaml_allowlist(root: Path, relative: str) -> Allowlist:
-    if not paths.inside(root, relative).is_file():
+    if not _present(root, relative):
         return Allowlist()
     return allowlists.read_yaml(read_text(root, relative), relative)
 
 
 def _runner_table(root: Path, relative: str) -> frozenset[str] | None:
-    if not paths.inside(root, relative).is_file():
+    if not _present(root, relative):
         return None
     document = yamlio.load(read_text(root, relative), relative)
     table = document.get("runner_configs") if isinstance(document, dict) else None
@@ -154,8 +190,8 @@ def _runner_table(root: Path, relative: str) -> frozenset[str] | None:
     return frozenset(str(key) for key in table)
 
 
-def _workflows(root: Path, config: RegistryConfig) -> Workflows:
-    texts = [(path, read_text(root, path)) for path in paths.list_files(root, config.workflows)]
+def _workflows(root: Path, config: RegistryConfig, files: list[str]) -> Workflows:
+    texts = [(path, read_text(root, path)) for path in files]
 
     def compute() -> Workflows:
         documents = {path: yamlio.load(text, path) for path, text in texts}
