@@ -413,6 +413,23 @@ def test_prove_inputs_reach_each_command_line():
     assert plan == ["prove-plan", "--base", "base", "--suite", "a", "--suite", "b"]
 
 
+def test_expected_proofs_reach_report_and_publish_as_the_option():
+    matrix = {
+        "include": [{"suite": "s", "name": "proof-s", "files": ["s.yaml"], "tests": ["s::t"]}]
+    }
+    inputs = read_inputs(env(command="publish", prove="true", expected_proofs=json.dumps(matrix)))
+    published = argv.publish_argv(inputs, [Path("r.json")])
+    option = published[published.index("--expected-proofs") + 1]
+    # The files are not needed to say which tests could not be proven.
+    assert json.loads(option) == {"include": [{"name": "proof-s", "suite": "s", "tests": ["s::t"]}]}
+    reported = argv.report_argv(inputs, [Path("r.json")], Path("c.md"), None)
+    assert "--expected-proofs" in reported
+    off = read_inputs(env(command="publish", expected_proofs=json.dumps(matrix)))
+    assert "--expected-proofs" not in argv.publish_argv(off, [Path("r.json")])
+    with pytest.raises(ConfigError, match="action input `expected-proofs`: not JSON"):
+        read_inputs(env(expected_proofs="{"))
+
+
 def test_prove_off_adds_nothing():
     inputs = read_inputs(env(command="publish"))
     assert inputs.prove == "false"

@@ -262,3 +262,49 @@ def test_proof_file_shows_each_new_test_and_strict_gates_on_unproven(cli, tmp_pa
     assert "gate failed: 1 new test not shown to detect anything (proof strict)" in strict.stdout
     missing = cli(["report", str(head), "--proof", str(tmp_path / "nope.json")], env=NO_GITHUB)
     assert missing.returncode == 2 and "nope.json" in missing.stderr
+
+
+def test_expected_proofs_a_proof_job_that_reported_nothing_could_not_prove(cli, tmp_path: Path):
+    """A planned proof job with no results (it failed or never started): its tests are said
+    to be unproven for that reason, not left out as if nothing needed proving."""
+    head = write_results(tmp_path / "head.json", check_result("dspark"), check_result("match"))
+    reverted = red_hicache("dspark", kl_div=1.10e-01, message="avg KL 1.10e-01 >= 1e-09")
+    arrived = write_results(tmp_path / "proof" / "proof-a" / "results.json", reverted)
+    matrix = json.dumps(
+        {
+            "include": [
+                {"suite": "a", "name": "proof-a", "files": ["a.yaml"], "tests": ["dspark"]},
+                {"suite": "b", "name": "proof-b", "files": ["b.yaml"], "tests": ["match"]},
+            ]
+        }
+    )
+    argv = ["report", str(head), "--proof", str(arrived), "--expected-proofs", matrix]
+    done = cli([*argv, "--json"], env=NO_GITHUB)
+    assert done.returncode == 0, done.stderr  # could not prove never gates
+    outcomes = [(p["id"], p["outcome"]) for p in json.loads(done.stdout)["proof"]]
+    assert outcomes == [("dspark", "proven"), ("match", "could_not_prove")]
+    assert "proof job proof-b: no proof-b/results.json among the --proof files" in done.stderr
+    comment = cli(argv, env=NO_GITHUB).stdout
+    assert "**could not prove** - the base run errored: proof job proof-b uploaded no results" in (
+        comment
+    )
+    # Every planned job missing (say the proof jobs never started): no --proof file needed.
+    alone = cli(["report", str(head), "--expected-proofs", matrix, "--json"], env=NO_GITHUB)
+    assert [p["outcome"] for p in json.loads(alone.stdout)["proof"]] == ["could_not_prove"] * 2
+
+
+@pytest.mark.parametrize(
+    ("matrix", "message"),
+    [
+        ("[1", "not JSON"),
+        ('["proof-a"]', "expected a prove-plan matrix"),
+        ('{"include": [{"name": "../x", "suite": "s", "tests": ["t"]}]}', "not a proof job name"),
+        ('{"include": [{"name": "proof-s", "suite": "s", "tests": [7]}]}', "not a short string"),
+    ],
+)
+def test_expected_proofs_usage_errors_name_what_to_pass(cli, tmp_path: Path, matrix, message):
+    head = write_results(tmp_path / "head.json", check_result("a"))
+    done = cli(["report", str(head), "--expected-proofs", matrix], env=NO_GITHUB)
+    assert done.returncode == 2
+    assert "--expected-proofs" in done.stderr and message in done.stderr
+    assert "Traceback" not in done.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -84,7 +85,18 @@ def _proof(inputs: ActionInputs, proof: Sequence[Path]) -> list[str]:
     if inputs.prove == "false":
         return []
     files = [arg for path in proof for arg in ("--proof", str(path))]
-    return files + (["--proof-strict"] if inputs.prove == "strict" else [])
+    return (
+        files + _expected_proofs(inputs) + (["--proof-strict"] if inputs.prove == "strict" else [])
+    )
+
+
+def _expected_proofs(inputs: ActionInputs) -> list[str]:
+    """The planned proof jobs as a matrix again: parsed and checked once, when the inputs
+    were read."""
+    if not inputs.expected_proofs:
+        return []
+    include = [dataclasses.asdict(job) for job in inputs.expected_proofs]
+    return ["--expected-proofs", json.dumps({"include": include}, separators=(",", ":"))]
 
 
 def _policy(inputs: ActionInputs) -> list[str]:

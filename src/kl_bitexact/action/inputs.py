@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kl_bitexact.action import shards
+from kl_bitexact.action import proof_jobs, shards
+from kl_bitexact.action.proof_jobs import ProofJob
 from kl_bitexact.compare.gate import parse_fail_on
 from kl_bitexact.errors import ConfigError
 
@@ -37,6 +38,7 @@ class ActionInputs:
     shard_timeout: float | None = None
     findings: str = ""
     expected_shards: tuple[str, ...] = ()
+    expected_proofs: tuple[ProofJob, ...] = ()  # report, publish (prove)
     trusted_label: str = "run-ci"
     args: tuple[str, ...] = ()
 
@@ -68,6 +70,7 @@ def read_inputs(environ: Mapping[str, str]) -> ActionInputs:
         shard_timeout=_positive_float("shard-timeout", get("shard-timeout")),
         findings=get("findings"),
         expected_shards=_shard_names(get("expected-shards")),
+        expected_proofs=_proof_jobs(get("expected-proofs")),
         trusted_label=get("trusted-label", "run-ci"),
         args=tuple(get("args").split()),
     )
@@ -123,3 +126,10 @@ def _shard_names(value: str) -> tuple[str, ...]:
         return shards.parse_names(value)
     except ValueError as error:
         raise ConfigError(f"action input `expected-shards`: {error}", hint=_HINT) from None
+
+
+def _proof_jobs(value: str) -> tuple[ProofJob, ...]:
+    try:
+        return proof_jobs.parse_matrix(value)
+    except ValueError as error:
+        raise ConfigError(f"action input `expected-proofs`: {error}", hint=_HINT) from None

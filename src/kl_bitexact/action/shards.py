@@ -36,16 +36,19 @@ def parse_names(value: str) -> tuple[str, ...]:
         raise ValueError(
             'expected a JSON list of shard names or a matrix {"include": [{"name": ...}, ...]}'
         )
-    names = tuple(str(name) for name in document)
-    for name in names:
-        # Names become directory names (results-<name>/); in a two-stage setup they come
-        # from an untrusted run's artifact, so nothing that could leave the directory.
-        if not _SHARD_NAME.fullmatch(name):
-            raise ValueError(
-                f"{name[:60]!r} is not a shard name "
-                "(letters, digits, '.', '_' and '-', not starting with '.')"
-            )
-    return names
+    return tuple(check_name(str(name)) for name in document)
+
+
+def check_name(name: str, what: str = "shard") -> str:
+    """`name` if it can name an artifact directory, else ValueError. Names become directory
+    names (results-<name>/, proof-<suite>/); in a two-stage setup they come from an
+    untrusted run's artifact, so nothing that could leave the directory."""
+    if not _SHARD_NAME.fullmatch(name):
+        raise ValueError(
+            f"{name[:60]!r} is not a {what} name "
+            "(letters, digits, '.', '_' and '-', not starting with '.')"
+        )
+    return name
 
 
 def results_files(directory: Path) -> list[Path]:

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from kl_bitexact.action import shards
+from kl_bitexact.action import proof_jobs, shards
 from kl_bitexact.compare.gate import FailOn, Policy, parse_fail_on
 from kl_bitexact.errors import ConfigError, ExitCode
 from kl_bitexact.report import render
@@ -58,6 +58,15 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
         help="results of the proof run (`run --prove-base`: the new and changed tests on the "
         "base revision); each is shown as proven, not shown to detect anything, red on both "
         "or could not prove; repeatable (one file per proof job)",
+    )
+    parser.add_argument(
+        "--expected-proofs",
+        type=_proof_matrix,
+        default=(),
+        metavar="JSON",
+        help="the proof jobs that must have reported: prove-plan's matrix; each test of a "
+        "job with no NAME/results.json among the --proof files is shown as could not prove "
+        "(the action's input expected-proofs)",
     )
     parser.add_argument(
         "--annotations",
@@ -115,6 +124,13 @@ def _shard_names(text: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def _proof_matrix(text: str) -> tuple[proof_jobs.ProofJob, ...]:
+    try:
+        return proof_jobs.parse_matrix(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def load_results(paths: Sequence[Path], expected_shards: Sequence[str]) -> Results:
     """The results given, merged, plus an `error` stand-in for each expected shard that has
     no file among them: a shard whose job failed or never ran must not pass by absence."""
@@ -154,9 +170,22 @@ def policy(args: argparse.Namespace) -> Policy:
     )
 
 
-def load_proof(paths: list[Path] | None) -> Results | None:
-    """The proof run's results (`--proof`, several files merged), None without any."""
-    return results_io.load_merged(paths) if paths else None
+def load_proof(
+    paths: Sequence[Path], expected: Sequence[proof_jobs.ProofJob] = ()
+) -> Results | None:
+    """The proof runs' results (`--proof`, several files merged) and a stand-in for each
+    expected proof job that has no file among them; None when there is neither."""
+    missing = proof_jobs.missing(paths, expected)
+    for job in missing:
+        print(
+            f"kl-bitexact: proof job {job.name}: no {job.name}/results.json among the --proof "
+            f"files; its {len(job.tests)} test(s) reported as could not prove",
+            file=sys.stderr,
+        )
+    loaded = [(str(path), results_io.load(path)) for path in paths]
+    stand_ins = [(f"{job.name} (missing)", proof_jobs.stand_in(job)) for job in missing]
+    sources = loaded + stand_ins
+    return results_io.merge(sources) if sources else None
 
 
 def freeze_loaded() -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from github import Github
 from github.PullRequest import PullRequest
 
+from kl_bitexact.action.proof_jobs import ProofJob
 from kl_bitexact.commands import Command, common
 from kl_bitexact.commands.common import (
     add_input_arguments,
@@ -142,6 +143,7 @@ class Options:
     expected_shards: tuple[str, ...]
     findings: Path | None
     proof: tuple[Path, ...]
+    expected_proofs: tuple[ProofJob, ...]
     annotations: bool
     key: str
     policy: Policy
@@ -161,6 +163,7 @@ class Options:
             expected_shards=tuple(args.expected_shards),
             findings=args.findings,
             proof=tuple(args.proof or ()),
+            expected_proofs=tuple(args.expected_proofs),
             annotations=args.annotations,
             key=args.key,
             policy=common.policy(args),
@@ -217,7 +220,7 @@ def _run(
         blockers=_blocker_states(options, client, target, head),
         policy=options.policy,
         default_repo=target.repository,
-        proof=common.load_proof(list(options.proof)),
+        proof=common.load_proof(options.proof, options.expected_proofs),
     )
     # The summary and annotations come first: if GitHub then refuses the comment (a
     # read-only token on a fork PR), the report is still on the run's page.

@@ -90,7 +90,7 @@ def _compare(args: argparse.Namespace) -> Comparison:
     policy = common.policy(args)
     states = _blocker_states(args.blockers) if args.blockers else None
     base = baseline.load(args.baseline)
-    proof = common.load_proof(args.proof)
+    proof = common.load_proof(args.proof or (), args.expected_proofs)
     common.freeze_loaded()
     return compare(head, base, blockers=states, policy=policy, default_repo=args.repo, proof=proof)
 
