@@ -6,6 +6,7 @@ reports it separately (exit 3) instead of blaming the user.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from enum import IntEnum
 
 
@@ -71,3 +72,15 @@ class Interrupted(KeyboardInterrupt):
     @property
     def exit_code(self) -> int:
         return 128 + self.signum
+
+
+def did_you_mean(
+    word: str, known: Iterable[str], *, quote: Callable[[str], str] = repr
+) -> str | None:
+    """`did you mean 'closest'?` for the known word nearest `word` (difflib's similarity of
+    at least 0.6), or None when none is that close: every message about an unknown name
+    (suite key or value, registry argument, runner, suite, config key) words it this way."""
+    import difflib  # only on the way to an error message
+
+    close = difflib.get_close_matches(word, list(known), n=1)
+    return f"did you mean {quote(close[0])}?" if close else None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import sys
 from collections.abc import Sequence
@@ -11,7 +10,7 @@ from pathlib import Path
 
 from kl_bitexact.commands import Command
 from kl_bitexact.commands.common import add_repository_arguments
-from kl_bitexact.errors import ConfigError
+from kl_bitexact.errors import ConfigError, did_you_mean
 from kl_bitexact.registry import config, durations, repo, sglang_partition, shard
 from kl_bitexact.registry.model import Registration
 from kl_bitexact.results import io as results_io
@@ -115,11 +114,10 @@ def _suite_registrations(
         named = [r for r in named if r.backend == backend]
     if not named:
         known = sorted({r.suite for r in registrations})
-        close = difflib.get_close_matches(suite, known, n=1)
         raise ConfigError(
             f"suite {suite!r} has no enabled test file"
             + (f" for backend {backend}" if backend else ""),
-            hint=f"did you mean {close[0]!r}?" if close else "run `kl-bitexact lint-ci`",
+            hint=did_you_mean(suite, known) or "run `kl-bitexact lint-ci`",
         )
     backends = sorted({r.backend for r in named})
     if len(backends) > 1:

@@ -7,12 +7,11 @@ under `registry:` (keys below, kebab-case), or points `--config` at another file
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kl_bitexact.errors import ConfigError
+from kl_bitexact.errors import ConfigError, did_you_mean
 from kl_bitexact.registry import paths, yamlio
 
 CONFIG_FILE = ".kl-bitexact.yaml"
@@ -77,8 +76,8 @@ def load(root: Path, config_file: Path | None) -> RegistryConfig:
 
 def _field(path: Path, key: Any) -> dataclasses.Field[Any]:
     if key not in _FIELDS:
-        close = difflib.get_close_matches(str(key), list(_FIELDS), n=1)
-        hint = f"did you mean `{close[0]}`?" if close else f"known keys: {', '.join(_FIELDS)}"
+        close = did_you_mean(str(key), _FIELDS, quote=lambda name: f"`{name}`")
+        hint = close or f"known keys: {', '.join(_FIELDS)}"
         raise ConfigError(f"{path}: unknown key `{SECTION}.{key}`", hint=hint)
     return _FIELDS[key]
 

@@ -3,11 +3,11 @@ dispatched by a workflow, every dispatched suite has an enabled test (pure)."""
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections import defaultdict
 from collections.abc import Iterable
 
+from kl_bitexact.errors import did_you_mean
 from kl_bitexact.registry import paths
 from kl_bitexact.registry.allowlists import NIGHTLY, PER_COMMIT, Allowlist, AllowlistEntry
 from kl_bitexact.registry.findings import Code, Finding, error, ordered, warning
@@ -214,8 +214,8 @@ def _unknown_runners(state: RepoState) -> list[Finding]:
 
 
 def _runner_fix(runner: str, known: set[str]) -> str:
-    close = difflib.get_close_matches(runner, sorted(known), n=1)
-    typo = f"did you mean {close[0]!r}? " if close else ""
+    close = did_you_mean(runner, known)
+    typo = f"{close} " if close else ""
     return f"{typo}use a known runner_config, or add it to the runner table"
 
 

@@ -8,11 +8,10 @@ ignored there, which is exactly what this scan reports instead.
 from __future__ import annotations
 
 import ast
-import difflib
 from dataclasses import dataclass
 from typing import Any
 
-from kl_bitexact.errors import ConfigError
+from kl_bitexact.errors import ConfigError, did_you_mean
 from kl_bitexact.registry import toplevel
 from kl_bitexact.registry.findings import Code, Finding, error
 from kl_bitexact.registry.model import Registration, suite_name
@@ -236,8 +235,8 @@ def _bind_one(
     values: dict[str, Any], parameter: str, node: ast.expr, call: ast.Call, name: str, path: str
 ) -> list[Finding]:
     if parameter not in PARAMETERS:
-        close = difflib.get_close_matches(parameter, PARAMETERS, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        close = did_you_mean(parameter, PARAMETERS)
+        hint = f" ({close})" if close else ""
         return [_unknown(path, call, f"{name}() has no argument {parameter!r}{hint}")]
     if parameter in values:
         return [_unknown(path, call, f"{name}() gets {parameter!r} twice")]

@@ -4,13 +4,12 @@ unknown key or value gets a "did you mean"."""
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping, Sequence
 from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kl_bitexact.errors import ConfigError
+from kl_bitexact.errors import ConfigError, did_you_mean
 
 R = TypeVar("R", bound="Reader")
 E = TypeVar("E", bound=Enum)
@@ -42,8 +41,7 @@ class Reader:
         for key in self.mapping:
             if key in known:
                 continue
-            close = difflib.get_close_matches(str(key), known, n=1)
-            hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(known)}"
+            hint = did_you_mean(str(key), known) or f"known keys: {', '.join(known)}"
             raise self.fail(str(key), "unknown key", hint)
 
     def reject(self, keys: Sequence[str], context: str) -> None:
@@ -71,8 +69,7 @@ class Reader:
         value = self.text(key, None if default is None else default.value)
         options = [member.value for member in names]  # plain words, for the messages
         if value not in options:
-            close = difflib.get_close_matches(value, options, n=1)
-            hint = f"did you mean {close[0]!r}?" if close else f"one of: {', '.join(options)}"
+            hint = did_you_mean(value, options) or f"one of: {', '.join(options)}"
             raise self.fail(key, f"{value!r} is not one of {', '.join(options)}", hint)
         return names(value)
 
