@@ -123,7 +123,7 @@ def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         command.add_arguments(sub)
-        sub.set_defaults(handler=command.handler)
+        sub.set_defaults(handler=command.handler, clean_environment=command.clean_environment)
     return parser
 
 
@@ -138,7 +138,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if words == ["--version"]:  # asked before every deploy and in bug reports: no parser needed
         print(f"kl-bitexact {__version__}")
         return 0
-    return _handle(build_parser(_chosen(words)).parse_args(words))
+    args = build_parser(_chosen(words)).parse_args(words)
+    if getattr(args, "clean_environment", False):
+        _clean_environment(words, restart=argv is None)
+    return _handle(args)
+
+
+def _clean_environment(words: Sequence[str], *, restart: bool) -> None:
+    """Before a command that runs the repository's code: warn about credentials in the
+    environment, and as a process (not a call from Python) restart without them."""
+    from kl_bitexact.run import clean_env
+
+    clean_env.warn(os.environ)
+    if restart:
+        clean_env.restart_clean(words, os.environ)
 
 
 def _handle(args: argparse.Namespace) -> int:

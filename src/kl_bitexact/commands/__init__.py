@@ -18,3 +18,6 @@ class Command:
     description: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
     handler: Handler
+    # Runs the repository's code (suite servers, pytest suites): started as a process, it
+    # restarts without GitHub credentials or action inputs first (run/clean_env.py).
+    clean_environment: bool = False

@@ -2,6 +2,10 @@
 
 It runs one kl-bitexact command in a child process whose environment holds no action
 input and, except for `publish`, no token: `run` executes suite commands from the PR.
+For `run` that is not enough: the PR's code can read the environment this process was
+started with (`/proc/<pid>/environ` of an ancestor), so before anything runs this process
+restarts itself without credentials or INPUT_* variables, its inputs handed over through
+an unlinked file instead (issue 14, case 7).
 """
 
 from __future__ import annotations
@@ -22,12 +26,13 @@ from typing import Any
 
 from kl_bitexact.action import argv as command_lines
 from kl_bitexact.action import outputs, shards, trust
-from kl_bitexact.action.inputs import ActionInputs, read_inputs
+from kl_bitexact.action.inputs import ActionInputs, env_name, read_inputs
 from kl_bitexact.commands import Command
 from kl_bitexact.errors import ConfigError, ExitCode, FatalError
 from kl_bitexact.publish.client import pr_from_event
 from kl_bitexact.results import io as results_io
 from kl_bitexact.results import model as results_model
+from kl_bitexact.run import clean_env
 
 _HINT = "fix the `with:` of the kl-bitexact step in your workflow"
 
@@ -40,20 +45,57 @@ class StepResult:
     summary: str = ""
 
 
+# Commands that execute the repository's code: the step restarts clean before them.
+RUNS_REPOSITORY_CODE = ("run",)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """No arguments: action.yml passes its inputs as INPUT_* environment variables."""
+    # The restarted step (see the module's docstring) reads its inputs from this file.
+    parser.add_argument("--inputs-fd", type=int, help=argparse.SUPPRESS)
 
 
 def handle(args: argparse.Namespace) -> int:
     inputs: ActionInputs | None = None
     try:
-        inputs = read_inputs(os.environ)
+        variables = _input_variables(args.inputs_fd)
+        inputs = read_inputs(variables)
+        if inputs.command in RUNS_REPOSITORY_CODE:
+            _restart_clean(variables)
         step = STEPS[inputs.command](inputs)
     except FatalError as error:
         _finish(inputs.command if inputs else "?", StepResult(int(error.exit_code)))
         raise
     _finish(inputs.command, step)
     return step.exit_code
+
+
+def _input_variables(inputs_fd: int | None) -> Mapping[str, str]:
+    """The INPUT_* variables: the environment's, or those the clean restart handed over."""
+    if inputs_fd is None:
+        return os.environ
+    with os.fdopen(inputs_fd, encoding="utf-8") as handed_over:
+        variables: dict[str, str] = json.load(handed_over)
+    return variables
+
+
+def _restart_clean(variables: Mapping[str, str]) -> None:
+    """exec this step again without credentials or INPUT_* variables in its environment;
+    the inputs (never the token: `run` gets none) go through an unlinked temporary file."""
+    if not clean_env.removed(os.environ):
+        return  # already clean: the restarted process, or a step with nothing to hide
+    clean_env.warn(os.environ)
+    inputs = {
+        name: value
+        for name, value in variables.items()
+        if name.startswith(clean_env.INPUT_PREFIX) and name != env_name("github-token")
+    }
+    handover = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115 - lives until exec
+    json.dump(inputs, handover)
+    handover.flush()
+    handover.seek(0)
+    os.set_inheritable(handover.fileno(), True)
+    clean_env.restart_clean(["action", "--inputs-fd", str(handover.fileno())], os.environ)
 
 
 def _finish(command: str, step: StepResult) -> None:

@@ -146,4 +146,5 @@ COMMAND = Command(
     "  kl-bitexact pytest --out results -- test/registered/kl/test_swa_kl.py -k decode",
     add_arguments=add_arguments,
     handler=run_pytest,
+    clean_environment=True,
 )

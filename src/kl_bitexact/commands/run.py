@@ -388,4 +388,5 @@ COMMAND = Command(
     "while decoding and in a fresh prefill replay, compare, and count cache hits.",
     add_arguments=add_arguments,
     handler=run,
+    clean_environment=True,
 )
