@@ -1,0 +1,185 @@
+"""Regenerate what the README shows: two captured runs and a picture of the PR comment.
+
+    python scripts/readme_media.py
+
+The only way to refresh them: it writes the text between the `run-output` markers of
+README.md and docs/images/pr-comment.png, from real runs in a scratch directory:
+
+1. `kl-bitexact run`: the bundled suite against the embedded reference engine (the baseline);
+2. the same suite with a cache bug injected into every reference server (`--fault`), so one
+   test goes red, as a PR that breaks the cache would;
+3. `kl-bitexact report` of run 2 against run 1 (the comment `publish` would post), rendered by
+   GitHub's own Markdown engine (cmark-gfm, from the test extras) with a GitHub-like style,
+   and photographed by headless Chromium.
+
+Needs the test extras (`pip install -e '.[test]'`) and Debian's `chromium` and
+`fonts-noto-color-emoji` (apt-get install chromium fonts-noto-color-emoji). Timings in the
+captured text change from run to run; nothing else should.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+import cmarkgfm
+import yaml
+from cmarkgfm.cmark import Options
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+IMAGE = ROOT / "docs" / "images" / "pr-comment.png"
+STYLE = Path(__file__).with_name("comment.css")
+# branch-checkpoint-reuse breaks only the multi-turn check of the radix suite: one red test
+# among green ones, the shape of a typical regression (docs/reference-engine.md, Faults).
+FAULT = "branch-checkpoint-reuse"
+WIDTH = 1000  # about the width of a comment in GitHub's PR timeline, with its margins
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    # This machine's network is closed: without these, Chromium keeps dialling out.
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+    "--force-device-scale-factor=1",
+)
+BEGIN = "<!-- run-output:begin"
+END = "<!-- run-output:end -->"
+
+
+def main() -> int:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        print("readme_media: needs chromium (apt-get install chromium)", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="kl-bitexact-media-") as scratch:
+        work = Path(scratch)
+        # Each run in a directory of its own, with the default --out: the text shown is
+        # exactly what the command shown prints.
+        (work / "base").mkdir()
+        (work / "head").mkdir()
+        healthy = kl_bitexact(work / "base", ["run"], expect=0)
+        suite = faulty_suite(work / "head" / f"example-with-{FAULT}.yaml")
+        broken = kl_bitexact(work / "head", ["run", suite.name], expect=1)
+        results = "kl-bitexact-results/results.json"
+        comment = work / "comment.md"
+        report = ["report", f"head/{results}", "--baseline", f"base/{results}"]
+        kl_bitexact(work, [*report, "--out", comment.name], expect=1)
+        write_readme_block(healthy, broken, suite.name)
+        screenshot(chromium, comment.read_text(encoding="utf-8"), work)
+    print(f"readme_media: wrote {README.relative_to(ROOT)} and {IMAGE.relative_to(ROOT)}")
+    return 0
+
+
+def kl_bitexact(cwd: Path, argv: list[str], *, expect: int) -> str:
+    """Run `kl-bitexact ARGV` as a user would (no GitHub in the environment), return stdout."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
+    done = subprocess.run(
+        [sys.executable, "-m", "kl_bitexact", *argv],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != expect:
+        sys.exit(
+            f"readme_media: kl-bitexact {' '.join(argv)} exited {done.returncode}, "
+            f"expected {expect}\n{done.stdout}\n{done.stderr}"
+        )
+    return done.stdout
+
+
+def faulty_suite(path: Path) -> Path:
+    """The bundled example suite with `--fault FAULT` on every reference server."""
+    bundled = resources.files("kl_bitexact") / "suites" / "example.yaml"
+    suites = yaml.safe_load(bundled.read_text(encoding="utf-8"))
+    for suite in suites:
+        suite["server"]["args"] = [*suite["server"].get("args", []), "--fault", FAULT]
+    path.write_text(yaml.safe_dump(suites, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def write_readme_block(healthy: str, broken: str, suite_name: str) -> None:
+    block = "\n".join(
+        [
+            f"{BEGIN} (written by scripts/readme_media.py; edit the script, not this block) -->",
+            "What `kl-bitexact run` prints (captured; the timings vary):",
+            "",
+            "```console",
+            "$ kl-bitexact run",
+            healthy.rstrip(),
+            "```",
+            "",
+            "The same suite with a cache bug injected into the reference engine",
+            f"(`--fault {FAULT}` on every server: a multi-turn request resumes from a",
+            "checkpoint taken down a sibling branch); the run exits 1:",
+            "",
+            "```console",
+            f"$ kl-bitexact run {suite_name}",
+            broken.rstrip(),
+            "```",
+            END,
+        ]
+    )
+    text = README.read_text(encoding="utf-8")
+    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), flags=re.DOTALL)
+    if not pattern.search(text):
+        sys.exit(f"readme_media: README.md has no {BEGIN} ... {END} block")
+    README.write_text(pattern.sub(lambda _: block, text, count=1), encoding="utf-8")
+
+
+def screenshot(chromium: str, markdown: str, work: Path) -> None:
+    """The comment as GitHub renders it, photographed at its full height."""
+    body = cmarkgfm.github_flavored_markdown_to_html(markdown, options=Options.CMARK_OPT_UNSAFE)
+    page = work / "comment.html"
+    style = STYLE.read_text(encoding="utf-8")
+    # The first pass only measures: the script puts the page's height in the title, which
+    # --dump-dom prints; the second pass takes the picture at exactly that height.
+    measure = "<script>document.title = document.documentElement.scrollHeight</script>"
+    page.write_text(html(style, body, measure), encoding="utf-8")
+    dom = run_chromium(chromium, work, ["--dump-dom", f"--window-size={WIDTH},600"], page)
+    found = re.search(r"<title>(\d+)</title>", dom)
+    height = int(found[1]) if found else 1200
+    page.write_text(html(style, body, ""), encoding="utf-8")
+    IMAGE.parent.mkdir(parents=True, exist_ok=True)
+    shot = [f"--screenshot={IMAGE}", f"--window-size={WIDTH},{height}"]
+    run_chromium(chromium, work, shot, page)
+
+
+def html(style: str, body: str, script: str) -> str:
+    return (
+        '<!DOCTYPE html><html><head><meta charset="utf-8"><title>comment</title>'
+        f"<style>{style}</style></head><body><div class='comment'>"
+        "<div class='header'><b>github-actions</b> <span>bot</span> commented</div>"
+        f"<div class='markdown-body'>{body}</div></div>{script}</body></html>"
+    )
+
+
+def run_chromium(chromium: str, work: Path, extra: list[str], page: Path) -> str:
+    profile = Path(tempfile.mkdtemp(prefix="profile-", dir=work))  # a new empty profile
+    done = subprocess.run(
+        [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *extra, page.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if done.returncode != 0:
+        sys.exit(f"readme_media: chromium exited {done.returncode}\n{done.stderr[-2000:]}")
+    return done.stdout
+
+
+if __name__ == "__main__":
+    sys.exit(main())
