@@ -75,6 +75,8 @@ class Quiet:
 
     def suite_finished(self, result: SuiteResult) -> None: ...
 
+    def progress(self, line: str) -> None: ...
+
 
 @dataclass(frozen=True)
 class Measured:

@@ -6,8 +6,13 @@ reports it separately (exit 3) instead of blaming the user.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from enum import IntEnum
+
+# requests and urllib3 nest the OS's words several exceptions deep, behind object reprs:
+# "HTTPConnectionPool(host=..., port=1): Max retries exceeded ... [Errno 111] Connection refused')".
+_OS_REASON = re.compile(r"\[Errno -?\d+\] ([^'\")\]]+)")
 
 
 class ExitCode(IntEnum):
@@ -84,3 +89,16 @@ def did_you_mean(
 
     close = difflib.get_close_matches(word, list(known), n=1)
     return f"did you mean {quote(close[0])}?" if close else None
+
+
+def network_reason(error: BaseException | None) -> str:
+    """A network failure in the OS's words ("Connection refused", "Name or service not
+    known"), else the exception's type: never a page of nested reprs."""
+    if error is None:
+        return "failed"
+    found = _OS_REASON.search(str(error))
+    if found:
+        return found.group(1).strip()
+    if "timed out" in str(error).lower() or "timeout" in type(error).__name__.lower():
+        return "timed out"
+    return type(error).__name__

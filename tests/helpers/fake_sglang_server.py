@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import signal
+import sys
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -88,6 +89,7 @@ def serve(args: argparse.Namespace) -> None:
                 self.wfile.flush()
                 time.sleep(1)
 
+    load_weights(args.slow_start)
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True  # a hanging request must not hold the exit
     print(f"fake sglang pid {os.getpid()} listening on {args.port}", flush=True)
@@ -97,6 +99,18 @@ def serve(args: argparse.Namespace) -> None:
         server.serve_forever()
     except KeyboardInterrupt:
         print(f"fake sglang pid {os.getpid()} shutting down", flush=True)
+
+
+def load_weights(seconds: float) -> None:
+    """A slow start that logs as real servers do: a coloured progress bar redrawn with
+    carriage returns, never ending its line while it runs."""
+    steps = int(seconds * 10)
+    for step in range(steps):
+        print(f"\r\x1b[32mfake sglang loading weights {100 * step // steps}%\x1b[0m", end="")
+        sys.stdout.flush()
+        time.sleep(0.1)
+    if steps:
+        print()
 
 
 def spoil(reply: list[dict], field: str) -> None:
@@ -160,4 +174,5 @@ if __name__ == "__main__":
     parser.add_argument("--oom", action="store_true")
     parser.add_argument("--malformed", choices=("logprob", "output_id", "cached_tokens"))
     parser.add_argument("--trickle", action="store_true", help="answer /generate at 1 byte/s")
+    parser.add_argument("--slow-start", type=float, default=0.0, help="seconds before listening")
     serve(parser.parse_args())

@@ -49,10 +49,18 @@ def _statuses(fake_github: FakeGitHub) -> list[int]:
     return [entry["status"] for entry in fake_github.world.requests]
 
 
-def test_a_502_is_retried_until_it_succeeds(fake_github: FakeGitHub, target: Target) -> None:
+def test_a_502_is_retried_until_it_succeeds(
+    fake_github: FakeGitHub, target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
     fake_github.add_fault(Fault("GET", r"/pulls/7$", 502, {"message": "Server Error"}, times=2))
     assert _head_sha(fake_github, target) == "c" * 40
     assert _statuses(fake_github) == [502, 502, 200]
+    # Each retry says why and how long it waits (on stderr: stdout is for later steps).
+    retry = "kl-bitexact: GitHub answered 502 for GET /repos/octo/engine/pulls/7; retrying in"
+    assert capsys.readouterr().err.splitlines() == [
+        f"{retry} 0.0 s (retry 1 of 3)",
+        f"{retry} 0.0 s (retry 2 of 3)",
+    ]
 
 
 def test_a_5xx_that_never_ends_is_a_clear_error(fake_github: FakeGitHub, target: Target) -> None:
@@ -63,13 +71,17 @@ def test_a_5xx_that_never_ends_is_a_clear_error(fake_github: FakeGitHub, target:
 
 
 def test_a_secondary_rate_limit_waits_for_retry_after(
-    fake_github: FakeGitHub, target: Target
+    fake_github: FakeGitHub, target: Target, capsys: pytest.CaptureFixture[str]
 ) -> None:
     fake_github.add_fault(Fault("GET", r"/pulls/7$", 403, SECONDARY, {"Retry-After": "1"}))
     started = time.monotonic()
     assert _head_sha(fake_github, target) == "c" * 40
     assert time.monotonic() - started >= 1.0  # honoured, not retried at once
     assert _statuses(fake_github) == [403, 200]
+    assert capsys.readouterr().err == (
+        "kl-bitexact: GitHub answered 403 (rate limit) for GET /repos/octo/engine/pulls/7; "
+        "retrying in 1.0 s (retry 1 of 3)\n"
+    )
 
 
 def test_a_primary_rate_limit_with_a_near_reset_is_waited_out(
@@ -111,14 +123,20 @@ def test_bad_credentials_are_not_retried_and_never_echo_the_token(
     assert _statuses(fake_github) == [401]
 
 
-def test_an_unreachable_api_is_a_clear_error() -> None:
+def test_an_unreachable_api_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     target = Target(f"http://127.0.0.1:{port}", REPO, TOKEN, 7)
-    expected = "GitHub unreachable while reading the pull request"
+    expected = "GitHub unreachable while reading the pull request: Connection refused$"
     with pytest.raises(GitHubError, match=expected), translated("reading the pull request", TOKEN):
         connect(target, FAST).get_repo(REPO).get_pull(7).head  # noqa: B018
+    announced = capsys.readouterr().err.splitlines()
+    assert len(announced) == FAST.retries
+    assert announced[0].startswith(
+        "kl-bitexact: GitHub unreachable (Connection refused) for GET /repos/octo/engine/pulls/7; "
+        "retrying in "
+    )
 
 
 def test_the_token_is_not_in_the_targets_repr() -> None:

@@ -67,6 +67,10 @@ def test_a_healthy_run_writes_results_report_and_log(cli, tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert statuses(out) == {"good::match": "passed", "good::decode_cache_hit": "passed"}
     assert re.search(r"PASSED +good::match +KL 0 +logprobs 0/\d+ differ", result.stdout)
+    # The launch is announced before anything else, and when the server is up.
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"suite good: starting the server (log: {out / 'logs' / 'good.log'})"
+    assert re.fullmatch(r"suite good: server up in \d+\.\d s", lines[1])
     report = (out / "report.md").read_text()
     assert "gate passed" in report and "<code>good::decode&#95;cache&#95;hit</code> | 0 |" in report
     assert "listening" in (out / "logs" / "good.log").read_text()

@@ -33,6 +33,8 @@ class Silent:
 
     def suite_finished(self, result): ...
 
+    def progress(self, line): ...
+
 
 def test_bundled_suite_passes_bit_exact(cli, tmp_path):
     out = tmp_path / "out"

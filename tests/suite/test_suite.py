@@ -128,6 +128,16 @@ def test_several_suites_per_file_and_reference_command():
         ("name: x\nserver: {engine: reference}\ntests: []", "tests: expected a non-empty list"),
         ("name: x\ntests: [{name: a, check: match}]", "server: missing"),
         (
+            "name: x\nserver: {engine: sglang, base_url: notaurl}\n"
+            "tests: [{name: a, check: match}]",
+            "server.base_url: 'notaurl' is not an http(s) URL with a host | e.g. base_url: http://",
+        ),
+        (
+            "name: x\nserver: {engine: reference, base_url: 'http://h:99999'}\n"
+            "tests: [{name: a, check: match}]",
+            "server.base_url: 'http://h:99999' is not an http(s) URL",
+        ),
+        (
             "name: x\nserver: {engine: reference}\n"
             "tests: [{name: a, check: match}, {name: a, check: match}]",
             "test name 'a' appears twice",

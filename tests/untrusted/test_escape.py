@@ -31,6 +31,19 @@ def test_text_is_one_safe_line(value: str):
     assert_inline_safe(escape.text(value))
 
 
+@given(hostile | st.text(alphabet="\x1b[]0123456789;mJK\x07\r\n\\ab", max_size=80))
+def test_terminal_is_one_line_without_control_characters(value: str):
+    shown = escape.terminal(value, 120)
+    assert len(shown) <= 120
+    assert not re.search(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202e]", shown)
+
+
+def test_terminal_drops_whole_colour_and_cursor_sequences():
+    redrawn = "\r\x1b[32mloading 10%\x1b[0m\r\x1b[2K\x1b[32mloading 20%\x1b[0m"
+    assert escape.terminal(redrawn) == "loading 10% loading 20%"
+    assert escape.terminal("\x1b]0;title\x07ok") == "ok"
+
+
 @given(hostile)
 def test_code_is_one_safe_code_element(value: str):
     rendered = escape.code(value)

@@ -8,7 +8,6 @@ import fnmatch
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from kl_bitexact.commands import Command
 from kl_bitexact.commands.common import write_output
@@ -28,7 +27,7 @@ from kl_bitexact.results.model import (
 from kl_bitexact.run.runner import Plan, run_suites, test_id
 from kl_bitexact.suite import changes
 from kl_bitexact.suite import load as suite_file
-from kl_bitexact.suite.model import Suite
+from kl_bitexact.suite.model import URL_EXAMPLE, Suite, is_server_url
 from kl_bitexact.untrusted import escape
 
 
@@ -193,15 +192,10 @@ def _write_outputs(results: Results, out: Path) -> None:
 
 def check_base_url(url: str) -> None:
     """Refuse at once what cannot be a server's address (instead of 30 s of retries)."""
-    parts = urlsplit(url)
-    try:
-        port_ok = parts.port is None or 0 < parts.port < 65536
-    except ValueError:
-        port_ok = False
-    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
+    if not is_server_url(url):
         raise ConfigError(
             f"--base-url {url}: not an http(s) URL with a host",
-            hint="e.g. --base-url http://127.0.0.1:30000 (the server's address, no path)",
+            hint=f"e.g. --base-url {URL_EXAMPLE} (the server's address, no path)",
         )
 
 
@@ -342,6 +336,9 @@ class ConsoleReporter:
             self.say(f"::group::suite {escape.command_data(item.name)}")
         else:
             self.say(f"suite {item.name}")
+
+    def progress(self, line: str) -> None:
+        self.say(line)
 
     def test_finished(self, result: TestResult) -> None:
         self.say(progress_line(result))

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import requests
 from github import Auth, Github, GithubException, GithubRetry
@@ -25,7 +27,7 @@ from requests.adapters import HTTPAdapter
 from urllib3 import Retry
 from urllib3.exceptions import HTTPError as Urllib3Error
 
-from kl_bitexact.errors import ConfigError, GitHubError
+from kl_bitexact.errors import ConfigError, GitHubError, network_reason
 
 DEFAULT_API_URL = "https://api.github.com"
 _REPOSITORY = re.compile(r"^[\w.-]+/[\w.-]+$")
@@ -193,10 +195,48 @@ def _event_pr(event: Mapping[str, Any]) -> int | None:
     return None
 
 
+def announce(line: str) -> None:
+    """A retry or wait, on stderr: stdout carries what later steps read (the comment URL)."""
+    print(f"kl-bitexact: {line}", file=sys.stderr, flush=True)
+
+
+def _say_why_and_wait(retry: Retry, response: Any) -> None:
+    """Before urllib3 sleeps for a retry: what went wrong and how long it waits (issue 20:
+    a refused connection was 31 s of silence before "unreachable")."""
+    delay: float | None = None
+    if retry.respect_retry_after_header and response is not None:
+        delay = retry.get_retry_after(response)
+    if delay is None:
+        delay = retry.get_backoff_time()
+    last = retry.history[-1] if retry.history else None
+    why = "failed"
+    if last is not None:
+        why = f"answered {last.status}" if last.status else "unreachable"
+        why += " (rate limit)" if last.status in (403, 429) else ""
+        why += "" if last.status else f" ({network_reason(last.error)})"
+        why += f" for {last.method} {urlsplit(last.url or '').path}"
+    done = len(retry.history)
+    of = f" (retry {done} of {done + retry.total})" if isinstance(retry.total, int) else ""
+    wait = f"{delay:.1f} s" if delay < 10 else f"{delay:.0f} s"
+    announce(f"GitHub {why}; retrying in {wait}{of}")
+
+
+class _AnnouncedGithubRetry(GithubRetry):
+    def sleep(self, response: Any = None) -> None:
+        _say_why_and_wait(self, response)
+        super().sleep(response)
+
+
+class _AnnouncedRetry(Retry):
+    def sleep(self, response: Any = None) -> None:
+        _say_why_and_wait(self, response)
+        super().sleep(response)
+
+
 def connect(target: Target, settings: ClientSettings | None = None) -> Github:
     """The PyGithub client; lazy, so objects are fetched only when a field is read."""
     settings = settings or ClientSettings()
-    retry = GithubRetry(
+    retry = _AnnouncedGithubRetry(
         total=settings.retries,
         backoff_factor=settings.backoff_factor,
         max_rate_limit_wait=settings.max_rate_limit_wait_s,
@@ -224,7 +264,7 @@ def blob_session(settings: ClientSettings | None = None) -> requests.Session:
     """A plain session for pre-signed download URLs (artifact blobs): retries on 5xx and
     connection errors, and no token - the URL carries its own short-lived signature."""
     settings = settings or ClientSettings()
-    retry = Retry(
+    retry = _AnnouncedRetry(
         total=settings.retries,
         backoff_factor=settings.backoff_factor,
         status_forcelist=range(500, 600),
@@ -267,7 +307,7 @@ def translated(doing: str, token: str) -> Iterator[None]:
         raise GitHubError(redact(f"the download answered {status} while {doing}", token)) from None
     except (requests.RequestException, Urllib3Error) as error:
         raise GitHubError(
-            redact(f"GitHub unreachable while {doing}: {type(error).__name__}", token),
+            redact(f"GitHub unreachable while {doing}: {network_reason(error)}", token),
             hint="check GITHUB_API_URL and the network; retries were exhausted",
         ) from None
     except _WRONG_SHAPE as error:

@@ -9,15 +9,12 @@ none, the first line of why it failed.
 
 from __future__ import annotations
 
-import re
-
 from kl_bitexact.results.model import Results, Status, TestResult
+from kl_bitexact.untrusted import escape
 
 # Plenty for a boundary hint; a server's error message can be megabytes.
 MAX_REASON = 400
 QUIET = frozenset({Status.PASSED, Status.SKIPPED})
-# Server text goes to a terminal: no escape sequences, no carriage returns, one line.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
 
 
 def not_passed_lines(results: Results) -> list[str]:
@@ -30,10 +27,11 @@ def not_passed_lines(results: Results) -> list[str]:
 
 
 def reason(test: TestResult) -> str:
+    # Server text goes to a terminal: no control sequences, one line.
     if test.first_divergence:
-        return one_line(first_divergence(test))
+        return escape.terminal(first_divergence(test), MAX_REASON)
     message = test.message.strip().splitlines()
-    return one_line(message[0]) if message else test.status.value
+    return escape.terminal(message[0], MAX_REASON) if message else test.status.value
 
 
 def first_divergence(test: TestResult) -> str:
@@ -50,8 +48,3 @@ def first_divergence(test: TestResult) -> str:
     if others:
         parts.append(f"{others} more differing {'sample' if others == 1 else 'samples'}")
     return "; ".join(parts)
-
-
-def one_line(text: str) -> str:
-    flat = _CONTROL.sub(" ", text).strip()
-    return flat if len(flat) <= MAX_REASON else flat[: MAX_REASON - 1] + "…"

@@ -59,6 +59,9 @@ class Reporter(Protocol):
 
     def suite_finished(self, result: SuiteResult) -> None: ...
 
+    def progress(self, line: str) -> None:
+        """A server starting (every few seconds while it does), or not answering."""
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -211,8 +214,9 @@ def _pass(
     groups = launch_groups(plan.suites)
     # `--relaunch`: each later pass logs beside the first (logs/launch-2/...), never over it.
     log_dir = plan.log_dir if repeats.launch == 1 else plan.log_dir / f"launch-{repeats.launch}"
+    starter = _Starter(plan, reporter)
     for group, log in zip(groups, log_paths(log_dir, groups), strict=True):
-        with closing(_servers(plan, group, log)) as pairs:
+        with closing(_servers(starter, group, log)) as pairs:
             try:
                 for suite, running in pairs:
                     done.append(_run_suite(suite, running, plan, reporter, save_with, repeats))
@@ -245,7 +249,7 @@ def _overlay(previous: Results | None, current: Results) -> Results:
 
 
 def _servers(
-    plan: Plan, group: list[Suite], log: Path
+    starter: _Starter, group: list[Suite], log: Path
 ) -> Generator[tuple[Suite, Launch | ServerError], None, None]:
     """Each suite of a launch group with its server, launched once and relaunched only
     when it died; stopped when the group is done (or the run is interrupted)."""
@@ -257,7 +261,7 @@ def _servers(
                 running = None
             if running is None:
                 try:
-                    running = _start(plan, suite, log)
+                    running = starter.start(suite, log)
                 except ServerError as error:
                     yield suite, error
                     continue
@@ -276,12 +280,37 @@ def _servers(
             running.stop()
 
 
-def _start(plan: Plan, suite: Suite, log: Path) -> server.Server:
-    label = f"suite {suite.name}"
-    url = plan.base_url or suite.server.base_url
-    if url:
-        return server.attach(url, label=label)
-    return server.launch(suite.server, log, teardown=plan.teardown, label=label, cwd=plan.cwd)
+@dataclass
+class _Starter:
+    """Launches or attaches each suite's server, telling the reporter how it goes. A URL
+    that did not answer is not waited for again in this pass: `--base-url` applies to every
+    suite, and 30 s per suite of an unreachable URL said nothing new."""
+
+    plan: Plan
+    reporter: Reporter
+    unreachable: dict[str, ServerError] = field(default_factory=dict)
+
+    def start(self, suite: Suite, log: Path) -> server.Server:
+        label = f"suite {suite.name}"
+        url = self.plan.base_url or suite.server.base_url
+        progress = self.reporter.progress
+        if not url:
+            return server.launch(
+                suite.server,
+                log,
+                teardown=self.plan.teardown,
+                label=label,
+                cwd=self.plan.cwd,
+                progress=progress,
+            )
+        if url in self.unreachable:
+            first = self.unreachable[url]
+            raise ServerError(f"{label}: not tried again; {first.message}", hint=first.hint)
+        try:
+            return server.attach(url, label=label, progress=progress)
+        except ServerError as error:
+            self.unreachable[url] = error
+            raise
 
 
 def _run_suite(

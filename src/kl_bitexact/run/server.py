@@ -31,13 +31,17 @@ from pathlib import Path
 
 import requests
 
-from kl_bitexact.errors import ServerError
+from kl_bitexact.errors import ServerError, network_reason
 from kl_bitexact.run import watchdog
 from kl_bitexact.suite.model import PORT_PLACEHOLDER, ServerSpec
+from kl_bitexact.untrusted import escape
 
 HEALTH_PATH = "/health"
 HEALTH_REQUEST_TIMEOUT_S = 5.0
 POLL_INTERVAL_S = 0.2
+# A real sglang start takes minutes: say how long it has been, and what its log says last,
+# this often while waiting (issue 20: a 15 s start was silent until 17 s).
+PROGRESS_INTERVAL_S = 10.0
 # Waiting for a server someone else started: it is up or it is not.
 ATTACH_TIMEOUT_S = 30.0
 LOG_TAIL_LINES = 20
@@ -164,6 +168,10 @@ class Watchdog:
             self.process.wait(timeout=5)
 
 
+def _silent(line: str) -> None:
+    pass
+
+
 def launch(
     spec: ServerSpec,
     log_path: Path,
@@ -171,9 +179,11 @@ def launch(
     teardown: Teardown = Teardown(),
     label: str = "server",
     cwd: Path | None = None,
+    progress: Callable[[str], None] = _silent,
 ) -> Server:
     """Start `spec.command` on a free port (in `cwd`: the proof run launches the base
-    revision's engine) and wait until /health answers 200."""
+    revision's engine) and wait until /health answers 200; `progress` hears that it
+    started, every PROGRESS_INTERVAL_S how it goes, and when it is up."""
     port = free_port()
     command = [part.replace(PORT_PLACEHOLDER, str(port)) for part in spec.command]
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -198,14 +208,16 @@ def launch(
                 hint="check server.command in the suite file",
             ) from None
     url = f"http://127.0.0.1:{port}"
+    progress(f"{label}: starting the server (log: {log_path})")
     starting = Server(url, process=process, log_path=log_path, teardown=teardown)
     try:
         starting.guard = Watchdog(process.pid, log_path, teardown)
-        wait_healthy(starting, spec.startup_timeout, label)
+        wait_healthy(starting, spec.startup_timeout, label, progress)
     except BaseException as error:
         starting.stop(why=stop_reason(error))
         raise
     launch_s = time.monotonic() - started
+    progress(f"{label}: server up in {launch_s:.1f} s")
     return Server(
         url,
         process=process,
@@ -251,37 +263,73 @@ def _die_with_parent() -> Callable[[], None] | None:
     return arm
 
 
-def attach(base_url: str, *, label: str = "server") -> Server:
+def attach(
+    base_url: str, *, label: str = "server", progress: Callable[[str], None] = _silent
+) -> Server:
     """A server someone else runs: check that it answers, never stop it."""
     server = Server(base_url.rstrip("/"))
-    wait_healthy(server, ATTACH_TIMEOUT_S, label)
+    wait_healthy(server, ATTACH_TIMEOUT_S, label, progress)
     return server
 
 
-def wait_healthy(server: Server, timeout_s: float, label: str) -> None:
-    deadline = time.monotonic() + timeout_s
+def wait_healthy(
+    server: Server, timeout_s: float, label: str, progress: Callable[[str], None] = _silent
+) -> None:
+    started = time.monotonic()
+    next_note = started + PROGRESS_INTERVAL_S
     while True:
         report = server.death_report()
         if report is not None:
             raise ServerError(f"{label}: the server exited during startup; {report}")
-        if _healthy(server.base_url):
+        problem = health_problem(server.base_url)
+        if problem is None:
             return
-        if time.monotonic() > deadline:
+        waited = time.monotonic() - started
+        if waited > timeout_s:
             where = f"; see {server.log_path}" if server.log_path else ""
             raise ServerError(
                 f"{label}: {server.base_url}{HEALTH_PATH} did not answer 200 "
-                f"within {timeout_s:g} s{where}",
+                f"within {timeout_s:g} s ({problem}){where}",
                 hint="raise server.startup_timeout, or read the server log",
             )
+        if time.monotonic() >= next_note:
+            progress(_still_waiting(server, label, waited, timeout_s, problem))
+            next_note += PROGRESS_INTERVAL_S
         time.sleep(POLL_INTERVAL_S)
 
 
+def _still_waiting(server: Server, label: str, waited: float, limit: float, problem: str) -> str:
+    head = f"{label}: {waited:.0f} s of at most {limit:g} s"
+    if server.log_path is None:  # attached: only the answer (or its absence) to go by
+        return f"{head}, {server.base_url}{HEALTH_PATH}: {problem}"
+    last = last_log_line(server.log_path)
+    return f"{head}, server starting; its log's last line: {last or '(empty)'}"
+
+
+def last_log_line(path: Path, *, window: int = 8192) -> str:
+    """The log's last non-empty line, read from its end (logs grow to gigabytes), made
+    safe for a terminal: progress bars redraw with carriage returns and colour codes."""
+    try:
+        with path.open("rb") as log:
+            log.seek(max(0, log.seek(0, os.SEEK_END) - window))
+            tail = log.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    lines = [line for line in re.split(r"[\r\n]+", tail) if line.strip()]
+    return escape.terminal(lines[-1], 200) if lines else ""
+
+
 def _healthy(base_url: str) -> bool:
+    return health_problem(base_url) is None
+
+
+def health_problem(base_url: str) -> str | None:
+    """None when /health answers 200; else what happened instead, in a few words."""
     try:
         response = requests.get(base_url + HEALTH_PATH, timeout=HEALTH_REQUEST_TIMEOUT_S)
-    except requests.RequestException:
-        return False
-    return response.status_code == 200
+    except requests.RequestException as error:
+        return network_reason(error)
+    return None if response.status_code == 200 else f"HTTP {response.status_code}"
 
 
 def free_port() -> int:

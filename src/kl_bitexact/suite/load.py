@@ -20,6 +20,7 @@ from kl_bitexact.errors import ConfigError
 from kl_bitexact.suite import longbench
 from kl_bitexact.suite.model import (
     PORT_PLACEHOLDER,
+    URL_EXAMPLE,
     CacheAssert,
     CheckName,
     DialectName,
@@ -28,6 +29,7 @@ from kl_bitexact.suite.model import (
     ServerSpec,
     Suite,
     TestSpec,
+    is_server_url,
 )
 from kl_bitexact.suite.reader import Reader, is_int, kind
 from kl_bitexact.suite.references import parse_ref
@@ -199,6 +201,12 @@ class _SuiteReader(Reader):
         self.allow(_SERVER_KEYS)
         engine = self.choice("engine", EngineName)
         base_url = self.text("base_url") if self.has("base_url") else None
+        if base_url is not None and not is_server_url(base_url):
+            raise self.fail(
+                "base_url",
+                f"{base_url!r} is not an http(s) URL with a host",
+                f"e.g. base_url: {URL_EXAMPLE} (the server's address, no path)",
+            )
         command = self.command(engine, base_url)
         default_startup = 120.0 if engine is EngineName.REFERENCE else 1800.0
         return ServerSpec(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from urllib.parse import urlsplit
 
 
 class Name(str, Enum):
@@ -60,6 +61,18 @@ class Flow(Name):
 
 
 PORT_PLACEHOLDER = "{port}"
+URL_EXAMPLE = "http://127.0.0.1:30000"
+
+
+def is_server_url(url: str) -> bool:
+    """Could `url` be a server's address: http(s), a host, a port in range? Checked
+    before any wait, instead of 30 s of retries against "notaurl"."""
+    parts = urlsplit(url)
+    try:
+        port_ok = parts.port is None or 0 < parts.port < 65536
+    except ValueError:
+        port_ok = False
+    return parts.scheme in ("http", "https") and bool(parts.hostname) and port_ok
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Escaping untrusted strings for Markdown comments and workflow commands (pure).
+"""Escaping untrusted strings for Markdown comments, workflow commands and terminals (pure).
 
 Test ids, messages, hints, warnings and suite names come from results written by a run of
 PR code, so a PR controls them. In a comment they must not inject HTML, break a table
@@ -85,6 +85,18 @@ def _join(token: str) -> str:
 # --- workflow commands ------------------------------------------------------------------
 # https://docs.github.com/actions/reference/workflow-commands-for-github-actions: the
 # runner unescapes %25, %0D and %0A in data, and additionally %3A and %2C in properties.
+
+# ANSI/VT100 control sequences (colours, cursor moves, screen clears) as a whole, so no
+# "[32m" is left behind when their ESC goes.
+_TERMINAL_SEQUENCES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|.)?")
+
+
+def terminal(value: str, limit: int = 400) -> str:
+    """One line of plain text for a terminal or a CI log: no control sequences (a server
+    could clear the screen or forge lines), line breaks and other controls as spaces."""
+    flat = _INVISIBLE.sub(" ", _LINE_BREAKS.sub(" ", _TERMINAL_SEQUENCES.sub("", value)))
+    return clip(" ".join(flat.split()), limit)
+
 
 _DATA = str.maketrans({"%": "%25", "\r": "%0D", "\n": "%0A"})
 _PROPERTY = str.maketrans({"%": "%25", "\r": "%0D", "\n": "%0A", ":": "%3A", ",": "%2C"})
