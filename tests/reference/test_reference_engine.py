@@ -221,3 +221,22 @@ def test_eos_stops_generation_unless_ignored(settings):
     ignored = target.generate(requests)[0]
     assert ignored.finish_reason == {"type": "length", "length": 300}
     assert ignored.output_ids[: len(stopped.output_ids)] == stopped.output_ids
+
+
+def test_a_fault_its_flags_keep_from_acting_is_named_with_the_flag():
+    from kl_bitexact.reference.config import EngineConfig
+
+    both = frozenset({Fault.HICACHE_LOSSY, Fault.SPEC_OVERSHOOT_CACHED})
+    lossy, overshoot = EngineConfig(faults=both).inactive_faults()
+    assert lossy.startswith("--fault hicache-lossy cannot act on this server (no host tier")
+    assert lossy.endswith("; add --enable-hierarchical-cache")
+    assert overshoot.endswith("; add --speculative-algorithm EAGLE")
+    able = EngineConfig(enable_hierarchical_cache=True, speculative_algorithm="EAGLE", faults=both)
+    assert able.inactive_faults() == ()
+    [uncached] = EngineConfig(
+        disable_radix_cache=True, faults=frozenset({Fault.CHECKPOINT_OFF_BY_ONE})
+    ).inactive_faults()
+    assert "(--disable-radix-cache: nothing is reused)" in uncached
+    # Not a state-layer fault: it acts on every server.
+    order = EngineConfig(disable_radix_cache=True, faults=frozenset({Fault.ORDER_DEPENDENT_DECODE}))
+    assert order.inactive_faults() == ()

@@ -39,6 +39,15 @@ def test_server_info_reports_effective_settings(reference_server):
     assert info["speculative_num_draft_tokens"] == 4
     assert info["enable_deterministic_inference"] is False
     assert info["faults"] == ["checkpoint-off-by-one"]
+    assert info["inactive_faults"] == []
+
+
+def test_an_inactive_fault_is_a_warning_at_start_and_in_server_info(reference_server):
+    server = reference_server("--fault", "hicache-lossy")
+    info = requests.get(server.url + "/server_info", timeout=10).json()
+    [said] = info["inactive_faults"]
+    assert "add --enable-hierarchical-cache" in said
+    assert f"serve-reference: warning: {said}\n" in server.stderr()
 
 
 def test_single_prompt_answer_has_sglang_shape(server):

@@ -224,3 +224,26 @@ def test_base_url_uses_a_running_server_and_leaves_it_running(cli, tmp_path: Pat
         assert running.exit_code() is None  # not ours to stop
     finally:
         running.stop()
+
+
+def test_a_fault_the_server_cannot_act_on_warns_on_every_test_it_runs(cli, tmp_path):
+    # Issue 20: hicache-lossy without a host tier passed silently, reading as "the check
+    # cannot catch it".
+    path = tmp_path / "inactive.yaml"
+    path.write_text(
+        "name: radix\n"
+        "server: {engine: reference, args: [--enable-deterministic-inference,"
+        " --fault, hicache-lossy]}\n"
+        "tests:\n"
+        "  - {name: prefill, check: prefill_cache_hit, samples: 2, prompt_tokens: 80,"
+        " max_new_tokens: 4, vocab_size: 256}\n"
+    )
+    out = tmp_path / "out"
+    result = cli(["run", str(path), "--out", str(out)])
+    assert result.returncode == 0, result.stdout + result.stderr
+    warning = "--fault hicache-lossy cannot act on this server"
+    assert f"    warning: server: {warning}" in result.stdout
+    [(_, test)] = results_io.load(out / "results.json").all_tests()
+    assert test.status is Status.PASSED
+    assert any(w.startswith(f"server: {warning}") for w in test.warnings)
+    assert "--enable-hierarchical-cache" in (out / "report.md").read_text()

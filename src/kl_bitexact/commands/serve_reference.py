@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from kl_bitexact.commands import Command
 from kl_bitexact.errors import ConfigError, ServerError
@@ -133,6 +134,8 @@ def config_from(args: argparse.Namespace) -> EngineConfig:
 
 def handle(args: argparse.Namespace) -> int:
     config = config_from(args)
+    for warning in config.inactive_faults():
+        print(f"serve-reference: warning: {warning}", file=sys.stderr, flush=True)
     from kl_bitexact.reference.engine import ReferenceEngine
     from kl_bitexact.reference.http import serve
 

@@ -37,6 +37,30 @@ class EngineConfig:
     def has(self, fault: Fault) -> bool:
         return fault in self.faults
 
+    def inactive_faults(self) -> tuple[str, ...]:
+        """Each `--fault` this configuration keeps from acting, naming the flag to change:
+        a green run under an inactive fault reads as "the check cannot catch it" (issue 20)."""
+        return tuple(
+            f"--fault {fault.value} cannot act on this server ({why[0]}): a passing test "
+            f"says nothing about whether it catches this bug; {why[1]}"
+            for fault in sorted(self.faults, key=lambda f: f.value)
+            if (why := self._keeps_inactive(fault))
+        )
+
+    def _keeps_inactive(self, fault: Fault) -> tuple[str, str] | None:
+        """(why, what to do) when this configuration keeps `fault` from acting."""
+        if fault in _NEEDS_A_CACHE and self.disable_radix_cache:
+            return "--disable-radix-cache: nothing is reused", "drop --disable-radix-cache"
+        if fault is Fault.HICACHE_LOSSY and not self.enable_hierarchical_cache:
+            return "no host tier without --enable-hierarchical-cache", (
+                "add --enable-hierarchical-cache"
+            )
+        if fault is Fault.SPEC_OVERSHOOT_CACHED and self.speculative_algorithm is None:
+            return "no speculative step without --speculative-algorithm", (
+                "add --speculative-algorithm EAGLE"
+            )
+        return None
+
     @property
     def draft_tokens(self) -> int:
         """Tokens proposed per speculative step; 0 when speculative decoding is off."""
@@ -61,7 +85,21 @@ class EngineConfig:
             "enable_deterministic_inference": self.enable_deterministic_inference,
             "random_seed": self.seed,
             "faults": sorted(fault.value for fault in self.faults),
+            # Ours, not sglang's: read by `run` into each test's warnings.
+            "inactive_faults": list(self.inactive_faults()),
         }
+
+
+# Faults that corrupt what a hit reuses: with no radix cache there is no hit.
+_NEEDS_A_CACHE = frozenset(
+    {
+        Fault.HICACHE_LOSSY,
+        Fault.CHECKPOINT_OFF_BY_ONE,
+        Fault.SPEC_OVERSHOOT_CACHED,
+        Fault.SWA_EARLY_RELEASE,
+        Fault.BRANCH_CHECKPOINT_REUSE,
+    }
+)
 
 
 def _problems(config: EngineConfig) -> list[str]:

@@ -8,7 +8,9 @@ failure raises `errors.EngineError`; the caller decides what becomes of the test
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from kl_bitexact.results.model import TestResult
 from kl_bitexact.run.checks import decode_cache_hit, match, multiturn, prefill_cache_hit
@@ -34,4 +36,21 @@ def run_check(
     with earlier checks of the suite, none when omitted."""
     phases = phases or Phases(engine)
     phases.scored = ()
-    return CHECKS[spec.check](phases, spec, test_id)
+    result = CHECKS[spec.check](phases, spec, test_id)
+    said = server_warnings(engine.server_info())
+    return dataclasses.replace(result, warnings=(*result.warnings, *said)) if said else result
+
+
+# A server's own warnings are its text: a few, each one line of bounded length.
+MAX_SERVER_WARNINGS = 8
+MAX_WARNING_CHARS = 500
+
+
+def server_warnings(info: Mapping[str, Any]) -> tuple[str, ...]:
+    """What the server says makes its checks meaningless (the reference engine's
+    `inactive_faults`: a fault its own flags keep from acting), for every test it runs."""
+    said = info.get("inactive_faults")
+    if not isinstance(said, list):
+        return ()
+    texts = [text for text in said if isinstance(text, str)][:MAX_SERVER_WARNINGS]
+    return tuple(f"server: {text[:MAX_WARNING_CHARS]}" for text in texts)
