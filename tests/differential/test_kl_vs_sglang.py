@@ -13,20 +13,26 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import math
-import re
-import subprocess
-import sys
-import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import numpy as np
 import pytest
+from sglang_differential import (
+    BOUNDARY_LENGTHS,
+    BOUNDARY_MODEL,
+    BOUNDARY_NEW_TOKENS,
+    MAX_NEW_TOKENS,
+    MODEL,
+    SAMPLES,
+    SERVERS,
+    THRESHOLD,
+    Outcome,
+    longbench_prompts,
+    parse_printed,
+)
 
 from kl_bitexact.reference.faults import Fault
 from kl_bitexact.results.model import Status, TestResult
@@ -34,36 +40,6 @@ from kl_bitexact.run.checks import metrics, run_check
 from kl_bitexact.run.engines.sglang import SglangEngine
 from kl_bitexact.suite.model import CheckName, TestSpec
 
-MODEL = "kl-bitexact-reference"
-SAMPLES = 4
-MAX_NEW_TOKENS = 20
-THRESHOLD = 1e-9
-# Turn-1 prompt lengths L whose turn-2 hit ends at L+1 (a miss by sglang's `> L + 1`) or L+2
-# (a hit) with 8 new tokens: the decode checkpoint lands on the page after the prompt.
-BOUNDARY_MODEL = "kl-bitexact-reference-boundary"
-BOUNDARY_LENGTHS = (46, 47, 62, 63, 78)
-BOUNDARY_NEW_TOKENS = 8
-DETERMINISTIC = ("--enable-deterministic-inference",)
-SERVERS: dict[str, tuple[str, ...]] = {
-    "deterministic": DETERMINISTIC,
-    "plain": (),
-    "hicache-lossy": (
-        *DETERMINISTIC,
-        *("--enable-hierarchical-cache", "--max-total-tokens", "384"),
-        *("--fault", "hicache-lossy"),
-    ),
-    "checkpoint-off-by-one": (*DETERMINISTIC, "--fault", "checkpoint-off-by-one"),
-    "swa-early-release": (*DETERMINISTIC, "--fault", "swa-early-release"),
-    "branch-checkpoint-reuse": (*DETERMINISTIC, "--fault", "branch-checkpoint-reuse"),
-    "track-aligned": (*DETERMINISTIC, "--mamba-track-interval", "32"),
-    "track-misaligned": (*DETERMINISTIC, "--mamba-track-interval", "12"),
-    "eagle": (*DETERMINISTIC, "--speculative-algorithm", "EAGLE"),
-    "eagle-overshoot": (
-        *DETERMINISTIC,
-        *("--speculative-algorithm", "EAGLE", "--speculative-num-draft-tokens", "4"),
-        *("--fault", "spec-overshoot-cached"),
-    ),
-}
 # order-dependent-decode makes two runs of the same requests differ (what `run --repeat`
 # measures): two tools, like two runs, cannot agree on it, so it is left out on purpose.
 RUN_TO_RUN_FAULTS = {"order-dependent-decode"}
@@ -72,99 +48,6 @@ CHECKS = {
     "prefill_cache_hit": "test_input_output_logprobs_match_prefill_cache_hit_helper",
     "decode_cache_hit": "test_input_output_logprobs_match_decode_cache_hit_helper",
 }
-LISTENING = "kl-bitexact reference server listening on "
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """One tool's numbers for one check on one server."""
-
-    kl_per_sample: tuple[float, ...] | None
-    kl_div: float | None
-    hits: int | None
-    passed: bool
-
-
-def longbench_prompts(model: str = MODEL) -> list[list[int]]:
-    """48 prompts of token ids 1..319, fixed: 40..160 long, or the boundary lengths first."""
-    rng = np.random.default_rng(15)
-    lengths = [int(rng.integers(40, 161)) for _ in range(48)]
-    if model == BOUNDARY_MODEL:
-        lengths[: len(BOUNDARY_LENGTHS)] = BOUNDARY_LENGTHS
-    return [rng.integers(1, 320, length).tolist() for length in lengths]
-
-
-def longbench_file(model: str) -> str:
-    """sglang's cache name: its helpers always load DEFAULT_NUM_SAMPLES (48) prompts of
-    DEFAULT_PROMPT_TOKENS (3000), then take the first max_samples."""
-    return f"input_ids_{model}_3000_48.json"
-
-
-@pytest.fixture(scope="module")
-def prompt_dir() -> Iterator[Path]:
-    with tempfile.TemporaryDirectory() as directory:
-        for model in (MODEL, BOUNDARY_MODEL):
-            Path(directory, longbench_file(model)).write_text(json.dumps(longbench_prompts(model)))
-        yield Path(directory)
-
-
-class SeededRequests:
-    """sglang's helpers send no `sampling_seed`, so the reference engine draws one per request;
-    greedy tokens do not depend on it, but EAGLE's draft (hence which tokens overshoot into
-    the cache) does. Both tools are pinned to seed 0: ours by its suite `seed`, sglang's by
-    this stand-in for the `requests` module its helpers call (it only adds the seed)."""
-
-    def __init__(self, real: ModuleType) -> None:
-        self.real = real
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
-
-    def post(self, url: str, json: Any = None, **kwargs: Any) -> Any:
-        if isinstance(json, dict) and isinstance(json.get("sampling_params"), dict):
-            json = {**json, "sampling_params": {"sampling_seed": 0, **json["sampling_params"]}}
-        return self.real.post(url, json=json, **kwargs)
-
-
-@pytest.fixture(scope="module")
-def kl_utils(sglang_oracle: Callable[[str], ModuleType], prompt_dir: Path) -> Iterator[ModuleType]:
-    """sglang's kl_test_utils reading its LongBench cache from `prompt_dir`, seed pinned."""
-    module = sglang_oracle("kl_test_utils")
-    saved = module.CACHE_DIR, module.requests
-    module.CACHE_DIR = str(prompt_dir)
-    module.requests = SeededRequests(saved[1])
-    module._cached_input_ids.clear()
-    yield module
-    module.CACHE_DIR, module.requests = saved
-    module._cached_input_ids.clear()
-
-
-@pytest.fixture(scope="module")
-def servers() -> Iterator[Callable[[str], str]]:
-    """Reference servers by name (SERVERS), each started once for the module."""
-    started: dict[str, tuple[subprocess.Popen[str], str]] = {}
-
-    def url(name: str) -> str:
-        if name not in started:
-            command = [sys.executable, "-m", "kl_bitexact", "serve-reference", "--port", "0"]
-            process = subprocess.Popen(
-                [*command, *SERVERS[name]],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                text=True,
-            )
-            assert process.stdout is not None
-            line = process.stdout.readline()
-            assert line.startswith(LISTENING), f"{name}: {line!r}"
-            started[name] = (process, line[len(LISTENING) :].strip())
-        return started[name][1]
-
-    yield url
-    for process, _ in started.values():
-        process.terminate()
-        process.wait(timeout=10)
-        assert process.stdout is not None
-        process.stdout.close()
 
 
 @dataclass(frozen=True)
@@ -188,18 +71,6 @@ def sglang_outcome(kl_utils: ModuleType, check: str, url: str, case: Case = Case
         except AssertionError:
             passed = False
     return parse_printed(printed.getvalue(), check, passed, case.samples)
-
-
-def parse_printed(text: str, check: str, passed: bool, samples: int = SAMPLES) -> Outcome:
-    kl_line = re.search(r"^kl_divs=(.*)$", text, re.MULTILINE)
-    avg_line = re.search(r"^avg_kl_div=(.*)$", text, re.MULTILINE)
-    namespace: dict[str, Any] = {"np": np, "nan": math.nan, "inf": math.inf}
-    kl_divs = eval(kl_line.group(1), namespace) if kl_line else None  # our own capture
-    avg = float(eval(avg_line.group(1), namespace)) if avg_line else None
-    misses = len(re.findall(r"cache miss for prompt \d+, skipping", text))
-    hits = None if check == "match" else samples - misses
-    per_sample = tuple(float(value) for value in kl_divs) if kl_divs is not None else None
-    return Outcome(per_sample, avg, hits, passed)
 
 
 def our_outcome(check: str, url: str, case: Case = Case()) -> tuple[Outcome, TestResult]:

@@ -17,22 +17,12 @@ from collections.abc import Callable, Iterator
 from types import ModuleType
 
 import pytest
-from test_kl_vs_sglang import (  # the module's servers and seed-pinned sglang helpers
-    SERVERS,
-    Outcome,
-    SeededRequests,
-    kl_utils,
-    parse_printed,
-    prompt_dir,
-    servers,
-)
+from sglang_differential import SERVERS, Outcome, SeededRequests, parse_printed
 
 from kl_bitexact.results.model import Status
 from kl_bitexact.run.checks import multiturn, run_check
 from kl_bitexact.run.engines.sglang import SglangEngine
 from kl_bitexact.suite.model import CheckName, Flow, TestSpec
-
-__all__ = ["kl_utils", "prompt_dir", "servers"]  # fixtures, used by name
 
 MODEL = "kl-bitexact-reference"
 THRESHOLD = 1e-9

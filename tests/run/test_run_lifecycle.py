@@ -4,7 +4,6 @@ demand. Every case ends in a result and an exit code, never a hang or a tracebac
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -14,47 +13,12 @@ import time
 from pathlib import Path
 
 import pytest
+from fake_suites import FAKE, statuses, suite_yaml, write
 
 from kl_bitexact.results import io as results_io
 from kl_bitexact.run.runner import DEATH_GRACE_S
 from kl_bitexact.run.server import Server, Teardown, free_port, launch, stop_group
 from kl_bitexact.suite.model import EngineName, ServerSpec
-
-FAKE = Path(__file__).parents[1] / "helpers" / "fake_sglang_server.py"
-TEST = (
-    "{name: %s, check: %s, samples: 3, prompt_tokens: [12, 20], max_new_tokens: 8, vocab_size: 500}"
-)
-
-
-def suite_yaml(
-    name: str, *fake_args: str, timeout: str = "", tests=("match", "decode_cache_hit")
-) -> str:
-    command = ", ".join(
-        json.dumps(a) for a in [sys.executable, str(FAKE), "--port", "{port}", *fake_args]
-    )
-    lines = [
-        f"- name: {name}",
-        "  server:",
-        "    engine: sglang",
-        f"    command: [{command}]",
-        "    startup_timeout: 3",
-    ]
-    if timeout:
-        lines.append(f"    request_timeout: {timeout}")
-    lines.append("  tests:")
-    lines += [f"    - {TEST % (check, check)}" for check in tests]
-    return "\n".join(lines) + "\n"
-
-
-def write(tmp_path: Path, *suites: str) -> Path:
-    path = tmp_path / "suite.yaml"
-    path.write_text("".join(suites))
-    return path
-
-
-def statuses(out: Path) -> dict[str, str]:
-    loaded = results_io.load(out / "results.json")
-    return {test.id: test.status.value for _, test in loaded.all_tests()}
 
 
 def messages(out: Path) -> dict[str, str]:

@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
+from fake_suites import Silent
 
 from kl_bitexact.reference.faults import Fault
 from kl_bitexact.results import io as results_io
@@ -24,16 +25,6 @@ from kl_bitexact.run.runner import Plan, run_suites
 from kl_bitexact.run.server import launch
 from kl_bitexact.suite import load as suite
 from kl_bitexact.suite.model import CheckName, EngineName, ServerSpec, TestSpec
-
-
-class Silent:
-    def suite_started(self, item): ...
-
-    def test_finished(self, result): ...
-
-    def suite_finished(self, result): ...
-
-    def progress(self, line): ...
 
 
 def test_bundled_suite_passes_bit_exact(cli, tmp_path):

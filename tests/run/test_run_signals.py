@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
+from fake_suites import statuses, suite_yaml, write
 from process_groups import alive, group, kill_servers, run_cli, server_pids, wait_gone
-from test_run_lifecycle import statuses, suite_yaml, write
 
 from kl_bitexact.run.server import Teardown, Watchdog
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from fake_engine import FakeEngine
-from test_run_reference import Silent
+from fake_suites import Silent
 
 from kl_bitexact.run import engines
 from kl_bitexact.run.checks import run_check
