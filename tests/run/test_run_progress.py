@@ -9,7 +9,7 @@ import re
 import sys
 import time
 
-from test_run_lifecycle import FAKE, TEST
+from fake_suites import FAKE, TEST
 
 from kl_bitexact.run import server
 from kl_bitexact.run.runner import Plan, run_suites
