@@ -43,11 +43,39 @@ def test_each_reference_is_fetched_once_and_failures_are_unknown() -> None:
         return {"state": "open"}
 
     refs = [parse_ref("o/r#1"), parse_ref("o/r#2"), parse_ref("o/r#1")]
-    assert blocker_states.resolve(refs, fetch) == {
-        "o/r#1": BlockerState.OPEN,
-        "o/r#2": BlockerState.UNKNOWN,
-    }
+    resolved = blocker_states.resolve(refs, fetch)
+    assert resolved.states == {"o/r#1": BlockerState.OPEN, "o/r#2": BlockerState.UNKNOWN}
+    assert resolved.reasons == {"o/r#2": "lookup failed: GitHub answered 404"}
     assert asked == [("o", "r", 1), ("o", "r", 2)]
+
+
+def test_the_scope_bounds_which_and_how_many_references_are_asked_about() -> None:
+    # Issue 14, case 8: references from a results file cost one request each.
+    asked: list[str] = []
+
+    def fetch(owner: str, repo: str, number: int) -> Mapping[str, Any]:
+        asked.append(f"{owner}/{repo}#{number}")
+        return {"state": "open"}
+
+    texts = ["o/r#1", "o/tools#2", "O/R#3", "x/y#4", "o/r#5"]
+    scope = blocker_states.Scope.of("o/r", limit=3)
+    assert scope.patterns == ("o/*",)
+    resolved = blocker_states.resolve(sorted(map(parse_ref, texts)), fetch, scope)
+    assert asked == ["O/R#3", "o/r#1", "o/r#5"]
+    assert resolved.reasons == {
+        "o/tools#2": "not looked up: over the limit of 3 lookups per run "
+        "(--max-blocker-lookups raises it)",
+        "x/y#4": "not looked up: x/y is outside the repositories blockers are looked up in "
+        "(o/r, o/*; --blocker-repo adds more)",
+    }
+    assert set(resolved.states.values()) == {BlockerState.OPEN, BlockerState.UNKNOWN}
+    only = blocker_states.Scope.of("o/r", ["x/*"], limit=0)
+    assert [only.allows(parse_ref(t)) for t in texts] == [True, False, True, True, True]
+    assert (
+        blocker_states.resolve([parse_ref("o/r#1")], fetch, only)
+        .reasons["o/r#1"]
+        .startswith("not looked up: over the limit of 0")
+    )
 
 
 def test_refs_in_results_are_distinct_canonical_and_skip_non_references() -> None:

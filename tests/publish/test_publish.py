@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -322,6 +323,64 @@ def test_given_blocker_states_are_used_without_asking(
     results = _write(tmp_path / "r.json", _test("t::ok"), _test("t::b", True, ("#11",)))
     assert cli.main(["publish", str(results), "--blockers", str(states)]) == 0
     assert not any("/issues/11" in e["path"] for e in fake_github.world.requests)
+
+
+def _issue_lookups(fake_github: FakeGitHub) -> list[str]:
+    return [
+        entry["path"]
+        for entry in fake_github.world.requests
+        if re.fullmatch(r"/repos/[^/]+/[^/]+/issues/\d+", entry["path"])
+    ]
+
+
+def test_blocker_lookups_are_capped_and_kept_to_this_owners_repositories(
+    fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
+) -> None:
+    # Issue 14, case 8: 2,500 distinct references across 501 repositories in one results
+    # file made 2,500 requests (over 10 minutes at the default pacing).
+    own = [f"#{n}" for n in range(1, 131)]
+    owners = ["octo/tools#1", "OCTO/docs#2"]
+    foreign = [f"stranger-{n}/repo#1" for n in range(40)]
+    refs = own + owners + foreign
+    tests = [_test(f"t::{i}", red=True, blocked_by=tuple(refs[i::20])) for i in range(20)]
+    states_file = tmp_path / "states.json"
+    argv = ["publish", str(_write(tmp_path / "r.json", *tests)), "--blockers-out", str(states_file)]
+    assert cli.main(argv) == 1  # unknown blockers fail closed
+    asked = _issue_lookups(fake_github)
+    assert len(asked) == 100
+    assert not any("stranger-" in path for path in asked)
+    assert "/repos/OCTO/docs/issues/2" in asked  # the owner's (names ignore case)
+    assert "/repos/octo/tools/issues/1" not in asked  # the owner's too, but past the limit
+    states = json.loads(states_file.read_text())
+    assert len(states) == len(refs)  # every reference has a state, asked about or not
+    assert {states[f"stranger-{n}/repo#1"] for n in range(40)} == {"unknown"}
+    body = html.unescape(_comments(fake_github)[0])
+    assert "not looked up: stranger-0/repo is outside the repositories" in body
+    assert "not looked up: over the limit of 100 lookups per run" in body
+    assert "lookup failed: GitHub answered 404 while looking a blocker up: Not Found" in body
+
+
+def test_more_blocker_repositories_and_lookups_can_be_allowed(
+    fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
+) -> None:
+    fake_github.world.seed(
+        {
+            "repos": {
+                REPO: {"pulls": [{"number": 11}], "issues": [{"number": 21}]},
+                "upstream/engine": {"pulls": [{"number": 3}]},
+            }
+        }
+    )
+    blocked = [("#11",), ("#21",), ("upstream/engine#3",)]
+    tests = [_test(f"t::{n}", red=True, blocked_by=refs) for n, refs in enumerate(blocked)]
+    argv = ["publish", str(_write(tmp_path / "r.json", *tests))]
+    assert cli.main(argv) == 1  # upstream is not this owner's: unknown, fails closed
+    assert "upstream" not in " ".join(_issue_lookups(fake_github))
+    more = [*argv, "--blocker-repo", "upstream/*"]
+    fake_github.world.requests.clear()
+    assert cli.main([*more, "--max-blocker-lookups", "2"]) == 1  # the third is one too many
+    assert _issue_lookups(fake_github) == [f"/repos/{REPO}/issues/{n}" for n in (11, 21)]
+    assert cli.main([*more, "--max-blocker-lookups", "3"]) == 0  # every blocker open
 
 
 # --- the baseline from the base branch's newest successful run --------------------------

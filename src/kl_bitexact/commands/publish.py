@@ -27,7 +27,6 @@ from kl_bitexact.commands.common import (
 )
 from kl_bitexact.compare import baseline
 from kl_bitexact.compare.baseline import Baseline
-from kl_bitexact.compare.blockers import BlockerState
 from kl_bitexact.compare.comparison import Comparison, compare
 from kl_bitexact.compare.gate import Policy
 from kl_bitexact.errors import ConfigError
@@ -122,6 +121,32 @@ def _add_blocker_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="write the resolved blocker states here (for `report --blockers`)",
     )
+    parser.add_argument(
+        "--blocker-repo",
+        action="append",
+        metavar="OWNER/NAME",
+        help="also look blockers up in this repository, or those a glob matches (OWNER/*); "
+        "repeatable (default: the repository owner's, OWNER/*; the repository itself always). "
+        "References elsewhere are unknown: not looked up",
+    )
+    parser.add_argument(
+        "--max-blocker-lookups",
+        type=_non_negative,
+        default=blocker_states.DEFAULT_MAX_LOOKUPS,
+        metavar="N",
+        help="look up at most N distinct blocked_by references per run; the rest are unknown "
+        "(default: %(default)s)",
+    )
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 0 or more")
+    return value
 
 
 @dataclass(frozen=True)
@@ -153,6 +178,8 @@ class Options:
     baseline: BaselineSource
     blockers: Path | None
     blockers_out: Path | None
+    blocker_repos: tuple[str, ...]
+    max_blocker_lookups: int
     comment_author: str | None
     history: bool
 
@@ -179,6 +206,8 @@ class Options:
             ),
             blockers=args.blockers,
             blockers_out=args.blockers_out,
+            blocker_repos=tuple(args.blocker_repo or ()),
+            max_blocker_lookups=args.max_blocker_lookups,
             comment_author=args.comment_author,
             history=args.history,
         )
@@ -214,13 +243,15 @@ def _run(
     found: tuple[findings.Finding, ...],
 ) -> int:
     pull = _pull(client, target)
+    blockers = _blocker_states(options, client, target, head)
     comparison = compare(
         head,
         _baseline(options.baseline, client, target, pull.base.ref),
-        blockers=_blocker_states(options, client, target, head),
+        blockers=blockers.states,
         policy=options.policy,
         default_repo=target.repository,
         proof=common.load_proof(options.proof, options.expected_proofs),
+        blocker_reasons=blockers.reasons,
     )
     # The summary and annotations come first: if GitHub then refuses the comment (a
     # read-only token on a fork PR), the report is still on the run's page.
@@ -276,14 +307,18 @@ def _baseline(
 
 def _blocker_states(
     options: Options, client: Github, target: PullRequestTarget, head: results.Results
-) -> dict[str, BlockerState]:
+) -> blocker_states.Resolved:
     if options.blockers is not None:
-        return blocker_states.load(options.blockers)
+        return blocker_states.Resolved(blocker_states.load(options.blockers))
     refs = blocker_states.refs_in(head, target.repository)
-    states = blocker_states.resolve(refs, blocker_states.issue_fetcher(client, target.token))
+    scope = blocker_states.Scope.of(
+        target.repository, options.blocker_repos, options.max_blocker_lookups
+    )
+    fetch = blocker_states.issue_fetcher(client, target.token)
+    resolved = blocker_states.resolve(refs, fetch, scope)
     if options.blockers_out is not None:
-        write_output(options.blockers_out, blocker_states.dumps(states))
-    return states
+        write_output(options.blockers_out, blocker_states.dumps(resolved.states))
+    return resolved
 
 
 def _publish(

@@ -49,6 +49,7 @@ class Blocker:
     text: str
     ref: str | None  # canonical owner/repo#N; None when the text is not a reference
     state: BlockerState
+    reason: str = ""  # why an unknown state is unknown (not looked up, lookup failed)
 
 
 @dataclass(frozen=True)
@@ -110,18 +111,20 @@ def compare(
     policy: Policy | None = None,
     default_repo: str | None = None,
     proof: Results | None = None,
+    blocker_reasons: Mapping[str, str] | None = None,
 ) -> Comparison:
     """Compare `head` with `base` and decide the gate.
 
     `blockers` maps references (`BlockerRef` or canonical `owner/repo#N`) to their state; None means
     nobody resolved them, so every blocker is unknown. `default_repo` (owner/repo)
     completes short `#N` references. `proof`: the new and changed tests run on the base
-    revision (`run --prove-base`), each judged against its head result.
+    revision (`run --prove-base`), each judged against its head result. `blocker_reasons`:
+    why a reference's state is unknown (canonical `owner/repo#N` keys), shown with it.
     """
     policy = policy or Policy()
     baseline = base if isinstance(base, Baseline) else Baseline.of(base)
     base_tests = _index(baseline.results)
-    resolve = _Resolver(blockers or {}, default_repo)
+    resolve = _Resolver(blockers or {}, default_repo, blocker_reasons or {})
     reported = [(suite.name, test) for suite, test in head.all_tests()]
     reported += [(item.suite, _no_verdict(item.id, item.check, head)) for item in head.missing()]
     deltas = [
@@ -221,8 +224,10 @@ class _Resolver:
         self,
         states: Mapping[str, BlockerState] | Mapping[BlockerRef, BlockerState],
         default_repo: str | None,
+        reasons: Mapping[str, str],
     ) -> None:
         self._states = {str(key).lower(): state for key, state in states.items()}
+        self._reasons = {key.lower(): reason for key, reason in reasons.items()}
         self._default_repo = default_repo
         self._seen: dict[str, Blocker] = {}
 
@@ -236,4 +241,6 @@ class _Resolver:
             ref = str(parse_ref(text, self._default_repo))
         except ConfigError:
             return Blocker(text, None, BlockerState.UNKNOWN)
-        return Blocker(text, ref, self._states.get(ref.lower(), BlockerState.UNKNOWN))
+        key = ref.lower()
+        state = self._states.get(key, BlockerState.UNKNOWN)
+        return Blocker(text, ref, state, self._reasons.get(key, ""))

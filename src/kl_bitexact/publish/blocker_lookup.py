@@ -6,14 +6,22 @@ requests alike (GitHub numbers both in one space), and for a pull request its
 answer for (unreachable, not found, no permission) is `unknown`; the gate fails closed on it
 unless told otherwise.
 
+The references come from results a run of PR code wrote, so what they may cost is bounded
+(issue 14, case 8: 2,500 references across 501 repositories made 2,500 requests, a rate
+limit burnt for 10 minutes): only repositories in the `Scope` (this one, and by default its
+owner's) are asked about, at most `limit` distinct references per run; the rest are
+`unknown`, each with the reason.
+
 The states file (`report --blockers FILE`, `publish --blockers FILE`) is
 `{"owner/repo#N": "open" | "merged" | "closed" | "unknown", ...}`.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +36,9 @@ from kl_bitexact.untrusted.jsonfile import read_json
 
 # A states file lists a few dozen references; anything near this is not one of ours.
 MAX_STATES_BYTES = 1024 * 1024
+# Distinct references looked up per run: a suite names a handful; 100 lookups take 25 s
+# at the default pacing and leave the hourly rate limit (1,000 for GITHUB_TOKEN) alone.
+DEFAULT_MAX_LOOKUPS = 100
 
 # (owner, repo, number) -> the issue's JSON as the REST API returns it.
 FetchIssue = Callable[[str, str, int], Mapping[str, Any]]
@@ -60,20 +71,86 @@ def state_of(issue: Mapping[str, Any]) -> BlockerState:
     return BlockerState.MERGED if done else BlockerState.CLOSED
 
 
-def resolve(refs: Iterable[BlockerRef], fetch: FetchIssue) -> dict[str, BlockerState]:
-    """Ask once per distinct reference; a failed lookup is `unknown`, not an abort.
+@dataclass(frozen=True)
+class Scope:
+    """Which references may be looked up: the repository itself always, plus those matching
+    `patterns` (`owner/name` or a glob like `owner/*`, case-insensitive), at most `limit`."""
+
+    repository: str
+    patterns: tuple[str, ...] = ()
+    limit: int = DEFAULT_MAX_LOOKUPS
+
+    @classmethod
+    def of(cls, repository: str, patterns: Sequence[str] = (), limit: int | None = None) -> Scope:
+        """The default patterns are the repository owner's: `owner/*`."""
+        owner = repository.split("/", 1)[0]
+        chosen = tuple(patterns) or (f"{owner}/*",)
+        return cls(repository, chosen, DEFAULT_MAX_LOOKUPS if limit is None else limit)
+
+    def allows(self, ref: BlockerRef) -> bool:
+        name = f"{ref.owner}/{ref.repo}".lower()
+        wanted = (self.repository, *self.patterns)
+        return any(fnmatch.fnmatchcase(name, pattern.lower()) for pattern in wanted)
+
+    def outside(self, ref: BlockerRef) -> str:
+        listed = ", ".join((self.repository, *self.patterns))
+        return (
+            f"not looked up: {ref.owner}/{ref.repo} is outside the repositories blockers are "
+            f"looked up in ({listed}; --blocker-repo adds more)"
+        )
+
+    def over_limit(self) -> str:
+        return (
+            f"not looked up: over the limit of {self.limit} lookups per run "
+            "(--max-blocker-lookups raises it)"
+        )
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """Each reference's state (canonical `owner/repo#N` keys), and why an unknown is one."""
+
+    states: dict[str, BlockerState] = field(default_factory=dict)
+    reasons: dict[str, str] = field(default_factory=dict)
+
+
+def resolve(refs: Iterable[BlockerRef], fetch: FetchIssue, scope: Scope | None = None) -> Resolved:
+    """Ask once per distinct reference in `scope` (no scope: any, no limit); a failed
+    lookup is `unknown` with GitHub's reason, not an abort.
 
     Keys are canonical `owner/repo#N`, as `compare` and the states file want them.
     """
-    states: dict[str, BlockerState] = {}
+    resolved = Resolved()
+    asked = 0
     for ref in refs:
-        if str(ref) in states:
+        key = str(ref)
+        if key in resolved.states:
             continue
-        try:
-            states[str(ref)] = state_of(fetch(ref.owner, ref.repo, ref.number))
-        except GitHubError:
-            states[str(ref)] = BlockerState.UNKNOWN
-    return states
+        why = _not_asked(ref, scope, asked)
+        if why is None:
+            asked += 1
+            why = _ask(ref, fetch, resolved.states)
+        if why is not None:
+            resolved.states[key] = BlockerState.UNKNOWN
+            resolved.reasons[key] = why
+    return resolved
+
+
+def _not_asked(ref: BlockerRef, scope: Scope | None, asked: int) -> str | None:
+    if scope is None:
+        return None
+    if not scope.allows(ref):
+        return scope.outside(ref)
+    return scope.over_limit() if asked >= scope.limit else None
+
+
+def _ask(ref: BlockerRef, fetch: FetchIssue, states: dict[str, BlockerState]) -> str | None:
+    """Look `ref` up into `states`; the reason when GitHub could not tell."""
+    try:
+        states[str(ref)] = state_of(fetch(ref.owner, ref.repo, ref.number))
+    except GitHubError as error:
+        return f"lookup failed: {error.message}"
+    return None
 
 
 def dumps(states: Mapping[str, BlockerState]) -> str:
@@ -91,7 +168,9 @@ def issue_fetcher(client: Github, token: str) -> FetchIssue:
     """Fetch issues through the one PyGithub client, errors translated."""
 
     def fetch(owner: str, repo: str, number: int) -> Mapping[str, Any]:
-        with translated(f"reading {owner}/{repo}#{number}", token):
+        # The reference is named beside its reason already: the same failure reads the
+        # same for every reference, so the comment says it once.
+        with translated("looking a blocker up", token):
             raw = client.get_repo(f"{owner}/{repo}").get_issue(number).raw_data
             issue: Mapping[str, Any] = shaped(raw, Mapping, "reading an issue")
         return issue

@@ -167,6 +167,7 @@ def _blocked_item(delta: TestDelta) -> str:
         refs=_refs(delta.blockers),
         state=effective_state([b.state for b in delta.blockers]).value,
         measured=measured(delta.head),
+        why=_unknown_why(delta.blockers),
     )
     test = f"{escape.code(delta.id, 160)} ({escape.text(delta.suite, 80)})"
     return f"- {ICON[delta.verdict]} {test}: {sentence}\n"
@@ -186,6 +187,15 @@ def _ref(blocker: Blocker) -> str:
     return f"{escape.code(blocker.text, 120)} (unresolvable reference)"
 
 
+def _unknown_why(blockers: Sequence[Blocker]) -> str:
+    """Why the unknown blockers are unknown: their reasons (not looked up: outside the
+    repositories or over the lookup limit; lookup failed), else the general one."""
+    reasons = dict.fromkeys(b.reason for b in blockers if b.reason)
+    if not reasons:
+        return "GitHub could not tell, or blockers were not resolved"
+    return escape.text("; ".join(reasons), 400)
+
+
 _BLOCKED_SENTENCE = {
     Verdict.EXPECTED_RED: "expected red until {refs} merges - {state}; {measured}",
     Verdict.UNEXPECTED_GREEN: "green although {refs} is still open - check that the "
@@ -196,8 +206,7 @@ _BLOCKED_SENTENCE = {
     Verdict.UNBLOCKED: "{refs} merged and the test is green: remove the `blocked_by` marker",
     Verdict.STALE_MARKER: "{refs} was closed without merging: update or remove the "
     "marker; {measured}",
-    Verdict.UNKNOWN: "state of {refs} is unknown (GitHub could not tell, or blockers were "
-    "not resolved); {measured}",
+    Verdict.UNKNOWN: "state of {refs} is unknown ({why}); {measured}",
     Verdict.INFRA: "blocked by {refs}, but the check did not measure; {measured}",
     Verdict.FLAKY: "blocked by {refs}, and its repeats disagree (flaky); {measured}",
     Verdict.SKIPPED: "blocked by {refs}; skipped",
