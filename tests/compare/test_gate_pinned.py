@@ -3,6 +3,8 @@ of only errors means, the order of reasons, the exit code of a report-only gate.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from golden_scenarios import check_result, results
 
@@ -116,3 +118,47 @@ def test_a_test_only_in_the_base_keeps_its_base_values():
     (gone,) = [d for d in comparison.deltas if d.id == "gone"]
     assert (gone.head, gone.base, gone.suite) == (None, base_test, "hicache-mamba")
     assert gone.kl_change is None
+
+
+def test_proof_strict_gates_nothing_without_unproven_tests():
+    decision = decide({}, 1, Policy(proof_strict=True))
+    assert (decision.passed, decision.reasons) == (True, ())
+
+
+@pytest.mark.parametrize(("unproven", "shown"), [(1, "1 new test"), (2, "2 new tests")])
+def test_unproven_tests_add_to_the_other_reasons_under_proof_strict(unproven, shown):
+    decision = decide({Verdict.REGRESSION: 1}, 3, Policy(proof_strict=True), unproven)
+    assert decision.reasons == (
+        "1 regression",
+        f"{shown} not shown to detect anything (proof strict)",
+    )
+
+
+@pytest.mark.parametrize(
+    ("planned", "finished", "why"),
+    [
+        (False, None, "which record no plan, so a removed test cannot be told from a lost one"),
+        (True, False, "no verdict: the run stopped before this planned test (it did not finish)"),
+        (True, True, "no verdict: planned by the run but missing from its results"),
+    ],
+)
+def test_a_test_without_a_verdict_says_why(planned, finished, why):
+    lost = check_result("lost", Status.FAILED, kl_div=0.5)
+    head = results(check_result("kept"), lost, planned=planned)
+    # the head reports only "kept"; with a plan, "lost" is planned and missing
+    suite = dataclasses.replace(head.suites[0], tests=head.suites[0].tests[:1])
+    head = dataclasses.replace(
+        head, suites=(suite,), run=dataclasses.replace(head.run, finished=finished)
+    )
+    base = results(check_result("kept"), lost)
+    (delta,) = [d for d in compare(head, base).deltas if d.id == "lost"]
+    assert delta.head is not None and delta.head.status is Status.ERROR
+    assert delta.head.message.endswith(why) and delta.head.check == lost.check
+    assert delta.base == lost
+
+
+def test_a_blocker_keeps_the_text_the_test_gave():
+    head = results(check_result("a", Status.FAILED, blocked_by=("#5",)))
+    comparison = compare(head, None, blockers={"o/r#5": BlockerState.OPEN}, default_repo="o/r")
+    (blocker,) = comparison.deltas[0].blockers
+    assert (blocker.text, blocker.ref, blocker.state) == ("#5", "o/r#5", BlockerState.OPEN)

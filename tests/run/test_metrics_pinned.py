@@ -270,3 +270,42 @@ def test_prefill_hit_possible_table():
 )
 def test_geometry_warning_table(expected, total, ratio, geometry, warning):
     assert metrics.geometry_warning(expected, total, ratio, geometry) == warning
+
+
+# --- rules the second mutation run showed unheld ---------------------------------------
+
+
+def test_geometry_reads_the_servers_token_budget():
+    assert Geometry.from_server_info({"max_total_tokens": 4096}).token_budget == 4096
+    assert Geometry.from_server_info({"max_total_tokens": 0}).token_budget is None
+
+
+def test_a_position_one_side_did_not_report_is_not_compared():
+    sample = Sample(0, 4, None, (-1.0, None, -3.0, -4.0), (-1.0, -2.0, None, -4.0))
+    assert sample.compared() == ((0, -1.0, -1.0), (3, -4.0, -4.0))
+    assert sample.not_reported == 2
+
+
+def test_k3_of_identical_minus_infinities_warns_nothing():
+    # -inf - -inf is NaN inside numpy before the identical positions are set to 0: its
+    # "invalid value" warning would be noise on every sample with a forbidden token.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert metrics.k3([-math.inf, -1.0], [-math.inf, -1.5]) == pytest.approx(
+            float64_k3([-1.0], [-1.5]) / 2
+        )
+
+
+def test_held_tokens_counts_whole_pages_left_behind_plus_working_tokens():
+    # 1 page for 10 tokens, 2 pages for 17 (page 16), plus what the reusing requests allocate
+    assert metrics.held_tokens([10, 17], [5, 7], 16) == 3 * 16 + 12
+    assert metrics.held_tokens([], [], 16) == 0
+
+
+def test_eviction_warning_only_over_the_budget_and_naming_the_flag():
+    geometry = Geometry(token_budget=100)
+    assert metrics.eviction_warning(100, geometry) == ""
+    assert metrics.eviction_warning(10**6, Geometry()) == ""
+    warning = metrics.eviction_warning(101, geometry)
+    assert "about 101 tokens" in warning and "max_total_tokens is 100" in warning
+    assert "raise --max-total-tokens above 101" in warning

@@ -106,3 +106,14 @@ def test_block_round_trips_to_what_the_reader_sees(value):
     assert escaped.startswith("<pre>") and escaped.endswith("</pre>")
     shown = html.unescape(escaped[len("<pre>") : -len("</pre>")]).replace(WJ, "")
     assert shown == value.strip("\n")
+
+
+def test_default_limits_of_code_and_block():
+    long = "a" * 5000
+    assert escape.code(long) == f"<code>{escape.text(long, 200)}</code>"
+    assert escape.block(long) == f"<pre>{escape.clip(long, 4000)}</pre>"
+
+
+@pytest.mark.parametrize("command", [escape.command_data, escape.command_property])
+def test_a_lone_surrogate_becomes_one_replacement_character(command):
+    assert command("a\ud800b") == "a\ufffdb"
