@@ -65,7 +65,9 @@ def test_cli_doc_lists_every_command():
 
 def test_fake_github_doc_seed_example_is_accepted():
     text = (ROOT / "docs" / "fake-github.md").read_text(encoding="utf-8")
-    seed = json.loads(re.search(r"```json\n(.*?)```", text, flags=re.DOTALL)[1])
+    example = re.search(r"```json\n(.*?)```", text, flags=re.DOTALL)
+    assert example, "docs/fake-github.md has no ```json seed example"
+    seed = json.loads(example[1])
     world = World("T")
     world.seed(seed)
     repo = world.repos["acme/engine"]

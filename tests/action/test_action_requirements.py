@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from importlib import metadata
 from pathlib import Path
+from typing import cast
 
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
@@ -31,7 +32,8 @@ def test_every_pin_is_exact():
 
 def test_every_dependency_is_pinned_within_its_bounds_on_each_python():
     for python in ("3.10", "3.11", "3.13"):
-        environment = {**default_environment(), "python_version": python}
+        # packaging types its environment as a TypedDict; every value is a string.
+        environment = {**cast(dict[str, str], default_environment()), "python_version": python}
         versions = {
             canonicalize_name(r.name): next(iter(r.specifier)).version
             for r in pinned()

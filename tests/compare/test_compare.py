@@ -173,6 +173,7 @@ def test_a_planned_test_without_verdict_is_an_error_that_gates_not_removed():
         results(check_result("a"), check_result("b")),
         run=r.RunInfo(finished=False),
     )
+    assert head.plan is not None
     head = dataclasses.replace(
         head, plan=(*head.plan, r.PlannedTest("hicache-mamba", "c", "multiturn"))
     )
@@ -180,6 +181,7 @@ def test_a_planned_test_without_verdict_is_an_error_that_gates_not_removed():
     comparison = compare(head, base)
     lost = {d.id: d for d in comparison.deltas}["c"]
     assert lost.transition is Transition.REGRESSED and lost.verdict is Verdict.INFRA
+    assert lost.head is not None
     assert lost.gating and "the run stopped before this planned test" in lost.head.message
     assert Transition.REMOVED not in comparison.transitions
     assert comparison.decision.exit_code is ExitCode.GATE_FAILED
@@ -190,7 +192,7 @@ def test_without_a_plan_a_missing_base_test_cannot_be_called_removed():
     comparison = compare(head, results(check_result("a"), check_result("gone")))
     lost = {d.id: d for d in comparison.deltas}["gone"]
     assert lost.verdict is Verdict.INFRA and lost.gating
-    assert "record no plan" in lost.head.message
+    assert lost.head is not None and "record no plan" in lost.head.message
     assert not comparison.decision.passed
 
 

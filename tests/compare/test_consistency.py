@@ -34,7 +34,7 @@ def test_the_issues_forged_pass_is_an_error_that_gates_with_the_reason():
     comparison = compare(results(FORGED), results(check_result("forged")))
     [delta] = comparison.deltas
     assert delta.verdict is Verdict.INFRA and delta.gating
-    assert delta.head.status is r.Status.ERROR
+    assert delta.head is not None and delta.head.status is r.Status.ERROR
     message = delta.head.message
     assert "contradicts its own numbers" in message
     assert "avg KL 5.00e+00 is not below its threshold 1e-09" in message

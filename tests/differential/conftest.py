@@ -10,6 +10,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 from sglang_differential import (
@@ -34,7 +35,7 @@ def prompt_dir() -> Iterator[Path]:
 @pytest.fixture(scope="module")
 def kl_utils(sglang_oracle: Callable[[str], ModuleType], prompt_dir: Path) -> Iterator[ModuleType]:
     """sglang's kl_test_utils reading its LongBench cache from `prompt_dir`, seed pinned."""
-    module = sglang_oracle("kl_test_utils")
+    module: Any = sglang_oracle("kl_test_utils")  # its globals are swapped below
     saved = module.CACHE_DIR, module.requests
     module.CACHE_DIR = str(prompt_dir)
     module.requests = SeededRequests(saved[1])

@@ -15,6 +15,7 @@ import dataclasses
 import io
 from collections.abc import Callable, Iterator
 from types import ModuleType
+from typing import Any
 
 import pytest
 from sglang_differential import SERVERS, Outcome, SeededRequests, parse_printed
@@ -45,7 +46,7 @@ def multiturn_utils(
     sglang_oracle: Callable[[str], ModuleType], kl_utils: ModuleType
 ) -> Iterator[ModuleType]:
     """sglang's kl_multiturn_utils; its requests go through kl_test_utils (seed pinned)."""
-    module = sglang_oracle("kl_multiturn_utils")
+    module: Any = sglang_oracle("kl_multiturn_utils")  # its requests are swapped below
     saved = module.requests
     module.requests = SeededRequests(saved)
     yield module

@@ -15,6 +15,7 @@ import signal
 import sys
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from fake_engine import FakeEngine
 
@@ -113,7 +114,7 @@ def load_weights(seconds: float) -> None:
         print()
 
 
-def spoil(reply: list[dict], field: str) -> None:
+def spoil(reply: list[dict[str, Any]], field: str) -> None:
     """A non-numeric value where the protocol has a number."""
     for item in reply:
         meta = item["meta_info"]
@@ -127,7 +128,7 @@ def spoil(reply: list[dict], field: str) -> None:
             meta["cached_tokens"] = {"n": 3}
 
 
-def answer(engine: FakeEngine, body: dict) -> list[dict]:
+def answer(engine: FakeEngine, body: dict[str, Any]) -> list[dict[str, Any]]:
     sampling = body["sampling_params"]
     prompts = body["input_ids"]
     if sampling["max_new_tokens"] == 0 and body.get("logprob_start_len") == 0:

@@ -16,7 +16,10 @@ TEST = (
 
 
 def suite_yaml(
-    name: str, *fake_args: str, timeout: str = "", tests=("match", "decode_cache_hit")
+    name: str,
+    *fake_args: str,
+    timeout: str = "",
+    tests: tuple[str, ...] = ("match", "decode_cache_hit"),
 ) -> str:
     command = ", ".join(
         json.dumps(a) for a in [sys.executable, str(FAKE), "--port", "{port}", *fake_args]
@@ -47,10 +50,10 @@ def statuses(out: Path) -> dict[str, str]:
 
 
 class Silent:
-    def suite_started(self, item): ...
+    def suite_started(self, item: object) -> None: ...
 
-    def test_finished(self, result): ...
+    def test_finished(self, result: object) -> None: ...
 
-    def suite_finished(self, result): ...
+    def suite_finished(self, result: object) -> None: ...
 
-    def progress(self, line): ...
+    def progress(self, line: str) -> None: ...

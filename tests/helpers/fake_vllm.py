@@ -181,6 +181,7 @@ def running_fake_vllm(state: FakeVllmState | None = None) -> Iterator[tuple[str,
     thread.start()
     try:
         host, port = server.server_address[:2]
+        assert isinstance(host, str)  # an IPv4 server's address, never bytes
         yield f"http://{host}:{port}", server.state
     finally:
         server.shutdown()

@@ -15,6 +15,7 @@ from kl_bitexact.compare.baseline import Baseline
 from kl_bitexact.compare.blockers import BlockerState
 from kl_bitexact.compare.comparison import compare
 from kl_bitexact.compare.gate import FailOn, Policy
+from kl_bitexact.registry.findings import Severity
 from kl_bitexact.registry.findings_file import Finding
 from kl_bitexact.report import render
 from kl_bitexact.results import model as r
@@ -240,7 +241,7 @@ def _hostile() -> Scenario:
         blocked_by=(HOSTILE,),
         first_divergence=(r.Divergence(sample=0, token_index=1, hint=HOSTILE),),
     )
-    findings = (Finding(HOSTILE, 3, HOSTILE, "error", HOSTILE, HOSTILE),)
+    findings = (Finding(HOSTILE, 3, HOSTILE, Severity.ERROR, HOSTILE, HOSTILE),)
     head = results(test, suite="suite " + HOSTILE)
     return Scenario("hostile_strings", head, None, {}, findings=findings)
 
@@ -251,7 +252,7 @@ def _findings() -> Scenario:
             "test/registered/test_mamba_decode.py",
             12,
             "unlisted-suite",
-            "error",
+            Severity.ERROR,
             "registered to suite 'stage-c-test-4-gpu-b200-mamba', which is not in the CI allowlist",
             "add it to the allowlist in test/run_suite.py",
         ),
@@ -259,7 +260,7 @@ def _findings() -> Scenario:
             "test/registered/test_dspark.py",
             None,
             "no-workflow",
-            "warning",
+            Severity.WARNING,
             "no workflow dispatches suite 'dspark'",
             "",
         ),

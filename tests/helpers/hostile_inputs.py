@@ -85,7 +85,14 @@ def _report(name: str, text: str, says: str, *extra: str) -> Case:
     return Case(name, build, says)
 
 
-def _report_with(option: str, filename: str, text: str, says: str, codes=(2,)) -> Case:
+def _fifo_suite(d: Path) -> list[str]:
+    os.mkfifo(d / "suite.yaml")
+    return ["run", str(d / "suite.yaml")]
+
+
+def _report_with(
+    option: str, filename: str, text: str, says: str, codes: tuple[int, ...] = (2,)
+) -> Case:
     def build(d: Path) -> list[str]:
         good = _write(d, "results.json", results())
         return ["report", str(good), option, str(_write(d, filename, text))]
@@ -162,7 +169,7 @@ CASES += (
     _suite("not UTF-8", SUITE.encode() + b"# caf\xe9\n", "not UTF-8 text (line 4)"),
     Case(
         "suite is a FIFO",
-        lambda d: (os.mkfifo(d / "suite.yaml"), ["run", str(d / "suite.yaml")])[1],
+        _fifo_suite,
         "not a regular file (a FIFO)",
     ),
     Case(
@@ -211,7 +218,9 @@ CASES += (
 BASE_REPO = Path(__file__).parents[1] / "fixtures" / "registry" / "base"
 
 
-def _lint(name: str, relative: str, text: str | bytes, says: str, codes=(2,)) -> Case:
+def _lint(
+    name: str, relative: str, text: str | bytes, says: str, codes: tuple[int, ...] = (2,)
+) -> Case:
     def build(d: Path) -> list[str]:
         import shutil
 

@@ -31,7 +31,9 @@ def generate(
     return target.generate(requests)
 
 
-def replay(target: ReferenceEngine, sequences: list[list[int]], count: int) -> list[tuple]:
+def replay(
+    target: ReferenceEngine, sequences: list[list[int]], count: int
+) -> list[tuple[float | None, ...]]:
     """Fresh-prefill logprobs of the last `count` tokens (logprob_start_len 0 reuses nothing)."""
     return [r.input_logprobs[-count:] for r in generate(target, sequences, 0, start=0)]
 
@@ -51,7 +53,9 @@ class Outcome:
     cached: tuple[int, ...]
 
 
-def _outcome(hits: list[bool], results: list[GenerateResult], fresh: list[tuple]) -> Outcome:
+def _outcome(
+    hits: list[bool], results: list[GenerateResult], fresh: list[tuple[float | None, ...]]
+) -> Outcome:
     mismatched = sum(
         1
         for hit, result, scored in zip(hits, results, fresh, strict=True)

@@ -174,7 +174,7 @@ def kill_process_tree(parent_pid: int | None, include_parent: bool = True, **_: 
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         try:
-            finished, _ = os.waitpid(parent_pid, os.WNOHANG)
+            finished, _status = os.waitpid(parent_pid, os.WNOHANG)
         except ChildProcessError:
             return
         if finished:
@@ -253,7 +253,7 @@ def popen_launch_server(
 
     Extra flags: $KL_BITEXACT_REFERENCE_ARGS (e.g. `--fault checkpoint-off-by-one`), so an
     unedited sglang test file runs against a faulty engine."""
-    _, host, port = base_url.split(":")
+    _scheme, host, port = base_url.split(":")
     flags, dropped = reference_args(other_args or ())
     extra = (env or {}).get("KL_BITEXACT_REFERENCE_ARGS") or os.environ.get(
         "KL_BITEXACT_REFERENCE_ARGS", ""
@@ -417,7 +417,8 @@ def _shim_modules() -> dict[str, types.ModuleType]:
 
 # Third-party libraries test_utils imports at module level but the KL tests never use. Stubbed
 # only while test_utils executes, and only when really absent, so no other test sees a fake.
-THIRD_PARTY = ("torch", "torch.nn", "torch.nn.functional", "PIL", "PIL.Image", "aiohttp")
+THIRD_PARTY: tuple[str, ...] = ("torch", "torch.nn", "torch.nn.functional", "PIL", "PIL.Image")
+THIRD_PARTY += ("aiohttp",)
 THIRD_PARTY += ("psutil",)
 
 

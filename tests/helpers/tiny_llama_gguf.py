@@ -61,7 +61,11 @@ def sentencepiece_vocabulary() -> Vocabulary:
 def _sentencepiece(
     specials: tuple[str, ...], bytes_: tuple[str, ...], words: tuple[str, ...]
 ) -> Vocabulary:
-    types = (gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL)
+    types: tuple[gguf.TokenType, ...] = (
+        gguf.TokenType.UNKNOWN,
+        gguf.TokenType.CONTROL,
+        gguf.TokenType.CONTROL,
+    )
     types += (gguf.TokenType.BYTE,) * len(bytes_) + (gguf.TokenType.NORMAL,) * len(words)
     return Vocabulary("llama", (*specials, *bytes_, *words), types, unk=0)
 
@@ -181,7 +185,8 @@ def _random_tensors(
 
     def matrix(rows: int, columns: int) -> np.ndarray:
         # numpy shape (rows, columns) is a GGUF tensor of columns x rows: rows = output width.
-        return (rng.standard_normal((rows, columns)) / np.sqrt(columns)).astype(np.float32)
+        values: np.ndarray = rng.standard_normal((rows, columns)) / np.sqrt(columns)
+        return values.astype(np.float32)
 
     def norm() -> np.ndarray:
         return np.ones(shape.embedding, dtype=np.float32)

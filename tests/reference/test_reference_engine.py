@@ -81,6 +81,7 @@ def test_released_window_pages_block_a_hit_at_that_checkpoint():
     node = target.cache.root
     for index in range(12):  # walk to the page covering positions 176..191
         node = node.children[tuple(prompt[index * 16 : (index + 1) * 16])]
+    assert node.device is not None
     node.device = dataclasses.replace(node.device, window_kv=None)
     assert target.cache.match(prompt, 199).length == 128
 
@@ -205,6 +206,7 @@ def test_plain_arithmetic_drifts_only_in_the_last_bits():
     for result, scored in zip(results, fresh, strict=True):
         assert result.cached_tokens > 0
         for decoded, replayed in zip(result.output_logprobs, scored, strict=True):
+            assert replayed is not None  # a replayed position past the first has a logprob
             assert abs(decoded - replayed) < 1e-4
 
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from kl_bitexact.cli import main as kl_bitexact_main
-from kl_bitexact.registry import suiterunner, workflows
+from kl_bitexact.registry import suiterunner, workflows, yamlio
 
 KL = "test/registered/kl"
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "registry"
@@ -53,20 +54,29 @@ def test_an_unresolvable_suite_is_one_warning_naming_the_expression_never_a_name
     assert code == 1  # base-a-test-cpu is really not dispatched any more
 
 
+def _values(combination: dict[str, Any] | None) -> dict[str, Any]:
+    """A job's matrix values (None only for a job the matrix could not expand)."""
+    assert combination is not None
+    return dict(combination)
+
+
 def test_matrix_include_exclude_flow_and_block_style():
     text = (FIXTURES / "base/.github/workflows/pr-test-extra.yml").read_text()
-    document = workflows.yamlio.load(text, "x.yml")
+    document = yamlio.load(text, "x.yml")
+    assert document is not None
     flow = workflows.matrix_combinations(document["jobs"]["extra-test"]["strategy"]["matrix"], None)
-    assert [(c["stage"], c["runner_config"], line) for c, line in flow] == [
+    assert [(_values(c)["stage"], _values(c)["runner_config"], line) for c, line in flow] == [
         ("extra-b", "4-gpu-b200", 17),
         ("extra-b", "8-gpu-h200", 19),
     ]
-    block = workflows.yamlio.load(
+    loaded = yamlio.load(
         "m:\n  os: [a, b]\n  gpu:\n    - 1\n    - 2\n  exclude:\n    - {os: b, gpu: 2}\n"
         "  include:\n    - os: a\n      extra: yes\n    - os: c\n      gpu: 8\n",
         "m.yml",
-    )["m"]
-    combos = [dict(c) for c, _ in workflows.matrix_combinations(block, None)]
+    )
+    assert loaded is not None
+    block = loaded["m"]
+    combos = [_values(c) for c, _ in workflows.matrix_combinations(block, None)]
     assert combos == [
         {"os": "a", "gpu": 1, "extra": "yes"},
         {"os": "a", "gpu": 2, "extra": "yes"},
@@ -78,7 +88,7 @@ def test_matrix_include_exclude_flow_and_block_style():
 def test_a_reusable_workflow_is_read_once_per_caller_entry(make_repo):
     root = make_repo()
     documents = {
-        f".github/workflows/{p.name}": workflows.yamlio.load(p.read_text(), p.name)
+        f".github/workflows/{p.name}": yamlio.load(p.read_text(), p.name)
         for p in (root / ".github/workflows").iterdir()
     }
     found = workflows.read_all(documents)
@@ -154,7 +164,7 @@ def test_an_unchecked_backend_unknown_suite_never_runs_or_runs_with_a_warning(ma
 
 def test_checked_backends_read_from_the_runner_or_configured(make_repo, capsys):
     source = "_SUITE_CHECKED_BACKENDS = {HWBackend.CUDA, HWBackend.MLX}\n"
-    assert suiterunner.read(source, "r.py").checked_backends == {"cuda", "mlx"}
+    assert suiterunner.read(source, "r.py").checked_backends == frozenset({"cuda", "mlx"})
     assert suiterunner.read("PER_COMMIT_SUITES = {}\n", "r.py").checked_backends is None
     root = make_repo("new-backend")
     (root / ".kl-bitexact.yaml").write_text("registry:\n  checked-backends: [amd, cuda]\n")

@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from kl_bitexact.errors import ConfigError
 from kl_bitexact.registry import repo, scan, scancache, toplevel
 
 HEAD = '"""Module docstring."""\nimport unittest\n\n'
@@ -133,10 +134,10 @@ def test_parallel_scan_matches_and_carries_errors(tmp_path, monkeypatch):
     parallel = scancache._scan(sources, repo.scan_bytes)
     assert parallel == {path: repo.scan_bytes(content, path) for path, content in sources}
     broken = [*sources, ("bad.py", b"x = (\n")]
-    with pytest.raises(scancache.ConfigError, match=r"bad\.py:1: not valid Python"):
+    with pytest.raises(ConfigError, match=r"bad\.py:1: not valid Python"):
         scancache._scan(broken, repo.scan_bytes)
     latin = [*sources, ("latin.py", b"# caf\xe9\n")]
-    with pytest.raises(scancache.ConfigError, match=r"latin\.py: not UTF-8 text"):
+    with pytest.raises(ConfigError, match=r"latin\.py: not UTF-8 text"):
         scancache._scan(latin, repo.scan_bytes)
 
 

@@ -13,7 +13,7 @@ def test_cached_workflows_equal_the_computed_ones_until_a_file_changes(
     settings = config.load(root, None)
     computed = repo.read(root, settings).workflows
     assert computed.unresolved and computed.targets and computed.dispatches
-    calls = []
+    calls: list[int] = []
     monkeypatch.setattr(workflowcache, "_decode", _counted(workflowcache._decode, calls))
     assert repo.read(root, settings).workflows == computed
     assert calls == [1]  # served from the cache

@@ -46,7 +46,11 @@ def test_blocks_past_the_budget_are_not_rendered():
     rendered: list[int] = []
 
     def lazy(i: int) -> Block:
-        return Block(1, lambda: rendered.append(i) or "y" * 10, "rows")
+        def render() -> str:
+            rendered.append(i)
+            return "y" * 10
+
+        return Block(1, render, "rows")
 
     texts, cut = fit([Section([lazy(i) for i in range(1000)])], 35)
     assert texts == ["y" * 30] and cut == {"rows": 997}

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import html
 import re
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from gfm_check import assert_renders_safely
@@ -16,6 +18,7 @@ from hypothesis import strategies as st
 from kl_bitexact.compare.blockers import BlockerState
 from kl_bitexact.compare.comparison import Comparison, compare
 from kl_bitexact.compare.gate import FailOn, Policy
+from kl_bitexact.registry.findings import Severity
 from kl_bitexact.registry.findings_file import Finding
 from kl_bitexact.report import render
 from kl_bitexact.results import formats as wording
@@ -79,7 +82,7 @@ def any_results(draw: st.DrawFn, max_tests: int = 12) -> r.Results:
     return r.Results(run=r.RunInfo(commit=draw(hostile)), suites=suites)
 
 
-def any_comparison(draw: st.DrawFn) -> Comparison:
+def any_comparison(draw: Callable[[st.SearchStrategy[Any]], Any]) -> Comparison:
     head = draw(any_results())
     base = draw(st.none() | st.just(head) | any_results())
     states = draw(
@@ -225,7 +228,7 @@ def test_links_from_the_actions_environment():
 
 def test_findings_section():
     finding = Finding(
-        "test/registered/a.py", 3, "unlisted-suite", "error", "not allowlisted", "add it"
+        "test/registered/a.py", 3, "unlisted-suite", Severity.ERROR, "not allowlisted", "add it"
     )
     body = render.comment(compare(results(check_result("a")), None), findings=[finding])
     assert "| ❌ | <code>test/registered/a.py:3</code> | <code>unlisted-suite</code> |" in body

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from golden_scenarios import BLOCKER, check_result, red_hicache, results
 
+from kl_bitexact.registry.findings import Severity
 from kl_bitexact.registry.findings_file import Finding, parse
 from kl_bitexact.results import io as results_io
 from kl_bitexact.results import model as r
@@ -228,7 +229,7 @@ def test_findings_parse_keeps_every_field():
             {"file": "a.py", "line": None, "code": "c", "severity": "warning", "message": "m"}
         ]
     }
-    assert parse(document) == (Finding("a.py", None, "c", "warning", "m", ""),)
+    assert parse(document) == (Finding("a.py", None, "c", Severity.WARNING, "m", ""),)
 
 
 def test_lone_surrogates_from_json_do_not_crash_the_writers(cli, tmp_path: Path):

@@ -249,6 +249,7 @@ def test_merge_joins_plans_and_any_unfinished_shard_makes_the_run_unfinished():
         plan=planned("suite-a::two", "suite-a::three"),
     )
     merged = results_io.merge([("a", one), ("b", two)])
+    assert merged.plan is not None
     assert [item.id for item in merged.plan] == ["suite-a::one", "suite-a::two", "suite-a::three"]
     assert merged.run.finished is False
     unplanned = dataclasses.replace(two, plan=None, run=r.RunInfo(finished=True))

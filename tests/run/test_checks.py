@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 from fake_engine import FakeEngine
@@ -13,7 +14,7 @@ from kl_bitexact.results.model import Status
 from kl_bitexact.run.checks import run_check
 from kl_bitexact.suite.model import CheckName, TestSpec
 
-SMALL = dict(samples=6, prompt_tokens=(20, 40), max_new_tokens=12, vocab_size=500)
+SMALL: dict[str, Any] = dict(samples=6, prompt_tokens=(20, 40), max_new_tokens=12, vocab_size=500)
 
 
 def spec(check: str, **changes) -> TestSpec:
@@ -64,6 +65,7 @@ def test_exact_mode_fails_on_a_difference_under_the_kl_gate():
     engine = FakeEngine(page_size=4, drift=1e-9)
     loose = run_check(engine, spec("prefill_cache_hit"))
     strict = run_check(engine, spec("prefill_cache_hit", exact=True))
+    assert loose.exact is not None
     assert loose.status is Status.PASSED and loose.exact.mismatched > 0
     assert strict.status is Status.FAILED and "logprobs differ" in strict.message
 
@@ -84,7 +86,7 @@ def test_too_few_hits_fails_with_sglangs_words_and_the_prediction():
     result = run_check(FakeEngine(page_size=64), spec("prefill_cache_hit"))
     assert result.status is Status.FAILED
     assert "Too few prefill cache hits: 0/6" in result.message
-    assert result.cache_hits.expected == 0
+    assert result.cache_hits is not None and result.cache_hits.expected == 0
     assert result.warnings and "only 0/6" in result.warnings[0]
 
 

@@ -28,7 +28,7 @@ from kl_bitexact.run.engines.http import JsonClient
 from kl_bitexact.run.engines.llamacpp import LlamaCppDialect
 from kl_bitexact.run.engines.openai import OpenAIEngine
 from kl_bitexact.run.engines.sglang import SglangEngine
-from kl_bitexact.suite.model import CheckName, TestSpec
+from kl_bitexact.suite.model import CacheAssert, CheckName, TestSpec
 
 # --- Replay.last --------------------------------------------------------------------------
 
@@ -162,7 +162,7 @@ SPECS = (
         turn_suffix_tokens=(64, 16),
         max_new_tokens=24,
         vocab_size=256,
-        cache_assert="mamba",
+        cache_assert=CacheAssert.MAMBA,
     ),
 )
 GEOMETRY = ("--page-size", "16", "--mamba-track-interval", "16")

@@ -108,6 +108,7 @@ def test_sigterm_after_4_of_8_tests_is_not_a_green_gate(cli, tmp_path, full_base
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
     loaded = results_io.load(results)
+    assert loaded.plan is not None
     assert loaded.run.finished is False and len(loaded.plan) == 8
     got = statuses(results)
     assert list(got.values()) == ["passed"] * 4 + ["error"] * 4

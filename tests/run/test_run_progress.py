@@ -14,7 +14,7 @@ from fake_suites import FAKE, TEST
 from kl_bitexact.run import server
 from kl_bitexact.run.runner import Plan, run_suites
 from kl_bitexact.suite.load import parse
-from kl_bitexact.suite.model import ServerSpec
+from kl_bitexact.suite.model import EngineName, ServerSpec
 
 
 class Recording:
@@ -37,7 +37,7 @@ def test_a_slow_start_reports_elapsed_time_and_the_log_s_last_line(tmp_path, mon
     lines: list[str] = []
     log = tmp_path / "slow.log"
     running = server.launch(
-        ServerSpec("sglang", command, startup_timeout=30),
+        ServerSpec(EngineName.SGLANG, command, startup_timeout=30),
         log,
         label="suite slow",
         progress=lines.append,
@@ -47,7 +47,9 @@ def test_a_slow_start_reports_elapsed_time_and_the_log_s_last_line(tmp_path, mon
     assert re.fullmatch(r"suite slow: server up in \d+\.\d s", lines[-1])
     waiting = lines[1:-1]
     assert len(waiting) >= 3, lines
-    seconds = [int(re.match(r"suite slow: (\d+) s of at most 30 s, ", w).group(1)) for w in waiting]
+    said = [re.match(r"suite slow: (\d+) s of at most 30 s, ", w) for w in waiting]
+    assert all(said), waiting
+    seconds = [int(m.group(1)) for m in said if m]
     assert seconds == sorted(seconds)
     # The progress bar's latest state: its colour codes and carriage returns gone.
     assert re.fullmatch(

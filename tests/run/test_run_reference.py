@@ -160,11 +160,13 @@ def test_misaligned_track_interval_is_predicted_warned_and_measured_at_half(tmp_
         finally:
             running.stop()
     aligned, misaligned = measured["16"], measured["32"]
+    assert aligned.cache_hits is not None and misaligned.cache_hits is not None
     assert (
         aligned.status is Status.PASSED
         and aligned.cache_hits.hit == 24 == aligned.cache_hits.expected
     )
     hits = misaligned.cache_hits
+    assert hits.expected is not None
     assert 0.3 * 24 <= hits.expected <= 0.7 * 24  # predicted about half
     assert abs(hits.hit - hits.expected) <= 2  # and measured so
     assert misaligned.status is Status.FAILED and "Too few decode cache hits" in misaligned.message

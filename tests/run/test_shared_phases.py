@@ -102,6 +102,6 @@ def test_nothing_is_shared_when_the_sampling_differs():
         before = counts["generate"]
         run_check(phases.engine, dataclasses.replace(base, **change), None, phases)
         assert counts["generate"] == before + 1, change
-    before = dict(counts)
+    sent = dict(counts)
     run_check(phases.engine, base, None, phases)  # the same sampling: nothing sent
-    assert counts == before and phases.reused == 2
+    assert counts == sent and phases.reused == 2
