@@ -7,7 +7,7 @@ history + output + a fresh suffix, sent in interleaved order (g0b0, g1b0, ..., g
 to stress the radix tree, and its cached_tokens must cover the previous turn; the last
 turn is replayed and scored. `cache_assert: mamba` uses the checkpoint rules of hybrid
 models instead of exact ones. `flow: sglang` sends sglang's own request sequence instead
-(multiturn_sglang.py).
+(kl_multiturn_utils: one seed request per sample, turn 1 as one batch; branches in run()).
 """
 
 from __future__ import annotations
