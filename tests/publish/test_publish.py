@@ -252,7 +252,7 @@ def test_invalid_results_are_refused_before_anything_is_posted(
         ("open", True, [], 0, "expected red"),
         ("open", False, [], 0, "unexpected green"),
         ("open", False, ["--strict"], 1, "unexpected green"),
-        ("merged", True, [], 1, "octo/engine#12 merged but this test is still red"),
+        ("merged", True, [], 1, "octo/engine#\u206012 merged but this test is still red"),
         ("merged", False, [], 0, "remove the `blocked_by` marker"),
         ("closed", True, [], 1, "stale marker"),
         ("closed", False, [], 0, "stale marker"),

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from gfm_check import assert_renders_safely
 from golden_scenarios import BLOCKER, LINKS, check_result, red_hicache, results
-from hostile_text import MENTION, hostile
+from hostile_text import ISSUE_REF, MENTION, hostile
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -23,6 +23,7 @@ from kl_bitexact.registry.findings_file import Finding
 from kl_bitexact.report import render
 from kl_bitexact.results import formats as wording
 from kl_bitexact.results import model as r
+from kl_bitexact.untrusted import escape
 
 # --- hypothesis: any results ------------------------------------------------------------
 
@@ -188,7 +189,8 @@ def test_rows_are_ordered_by_severity():
         body.index(f"<code>{name}</code>") for name in ("regressed", "expected", "green", "ok")
     ]
     assert order == sorted(order)
-    assert "expected red until sgl-project/sglang#29792 merges - open; measured 9.53e-05" in body
+    expected = "expected red until sgl-project/sglang#\u206029792 merges - open; measured 9.53e-05"
+    assert expected in body
 
 
 def test_numbers():
@@ -312,3 +314,20 @@ def test_a_test_red_on_both_sides_is_never_called_a_regression():
     assert "🟤 2 still failing (red on base too)" in body
     assert verdict["counts"] == {"still_failing": 2, "ok": 1}
     assert {t["verdict"] for t in verdict["tests"]} == {"still_failing", "ok"}
+
+
+@pytest.mark.parametrize("state", list(BlockerState))
+def test_blocker_references_are_shown_but_never_linked(state):
+    # Issue 14, case 8: canonical references were written plainly, so GitHub linked each
+    # and recorded a cross-reference on the other project's issue (the PR chose which).
+    refs = ("other-org/repo#1", "https://github.com/far/away/pull/5", "#7")
+    head = results(
+        red_hicache("t::red", blocked_by=refs), check_result("t::green", blocked_by=refs)
+    )
+    states = {"other-org/repo#1": state, "far/away#5": state, "o/r#7": state}
+    comparison = compare(head, None, blockers=states, default_repo="o/r")
+    for text in (render.comment(comparison), render.job_summary(comparison)):
+        seen = html.unescape(text)
+        assert not ISSUE_REF.search(seen), seen
+        shown = seen.replace(escape.WORD_JOINER, "")
+        assert all(ref in shown for ref in ("other-org/repo#1", "far/away#5", "o/r#7")), shown

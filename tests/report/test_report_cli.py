@@ -60,7 +60,7 @@ def test_json_verdict_and_markdown_to_file(cli, tmp_path: Path, red_blocked: Pat
     verdict = json.loads(done.stdout)
     assert verdict["verdict"] == "passed"
     assert verdict["counts"] == {"expected_red": 1, "ok": 1}
-    assert "expected red until sgl-project/sglang#29792 merges - open" in out.read_text()
+    assert "expected red until sgl-project/sglang#\u206029792 merges - open" in out.read_text()
 
 
 def test_without_blocker_states_a_blocked_test_fails_closed(cli, red_blocked: Path):

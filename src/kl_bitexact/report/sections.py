@@ -181,9 +181,11 @@ def _refs(blockers: Sequence[Blocker]) -> str:
 
 
 def _ref(blocker: Blocker) -> str:
-    # A canonical ref only has [\w.-/#] characters: written plainly so GitHub links it.
+    # Escaped like any `#N` from a results file: written plainly, GitHub linked it and
+    # recorded a cross-reference on that issue, in whatever project the PR named (issue
+    # 14, case 8). The reader still sees owner/repo#N; the state is beside it.
     if blocker.ref is not None:
-        return blocker.ref
+        return escape.text(blocker.ref, 120)
     return f"{escape.code(blocker.text, 120)} (unresolvable reference)"
 
 
