@@ -8,44 +8,23 @@ sglang's LongBench cache file under $XDG_CACHE_HOME, written here.
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-import numpy as np
 import pytest
 import sglang_wheel
 
-import kl_bitexact
 from kl_bitexact.results import io as results_io
 from kl_bitexact.results.model import Status
 
 FILE = Path(__file__).parents[1] / "fixtures" / "pytest_suites" / "sglang_shaped"
-MODEL = "kl-bitexact-reference"
 
 
 def run(tmp_path: Path, fault: str | None) -> tuple[subprocess.CompletedProcess[str], dict]:
-    cache = tmp_path / "xdg"
-    longbench = cache / "sglang" / "longbench"
-    longbench.mkdir(parents=True)
-    rng = np.random.default_rng(4)
-    prompts = [rng.integers(1, 320, int(rng.integers(60, 200))).tolist() for _ in range(48)]
-    (longbench / f"input_ids_{MODEL}_3000_48.json").write_text(json.dumps(prompts))
-    env = {
-        **os.environ,
-        "XDG_CACHE_HOME": str(cache),
-        # the wheel stays where the session fetched it, whatever XDG_CACHE_HOME says
-        "KL_BITEXACT_CACHE": str(sglang_wheel.cache_dir().parents[1]),
-        # the helpers, and this kl_bitexact (not another checkout's) for the child pytest
-        "PYTHONPATH": os.pathsep.join(
-            [str(Path(sglang_wheel.__file__).parent), str(Path(kl_bitexact.__file__).parents[1])]
-        ),
-        "KL_BITEXACT_REFERENCE_ARGS": f"--fault {fault}" if fault else "",
-    }
+    env = sglang_wheel.child_env(tmp_path, fault=fault)
     out = tmp_path / "out"
     command = ["pytest", "--out", str(out), "--", "-p", "sglang_wheel", "test_sglang_shaped_kl.py"]
     done = subprocess.run(

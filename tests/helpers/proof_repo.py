@@ -103,3 +103,113 @@ def checkout(repo: ProofRepo, commit: str, target: Path) -> Path:
     """A separate checkout of `commit` (as actions/checkout with `path:` makes one)."""
     git(repo.path, "worktree", "add", "-q", "--detach", str(target), commit)
     return target
+
+
+# --- the same story with a registered Python test file (sglang's shape) ----------------------
+#
+# The engine is a package in the repository (`python/toyengine`, as sglang's is
+# `python/sglang`) that says how its server runs: on `main` with the checkpoint fault. The
+# test file imports it, as sglang's files import `sglang.*`, and starts the reference engine
+# through sglang's `popen_launch_server` (the `sglang_wheel` plugin). The PR fixes the
+# engine, adds a decode cache-hit test (red on base: proven), changes the match test (green
+# on base too: not shown to detect anything) and adds a file that imports what only the head's
+# engine has (could not prove).
+
+ENGINE = "python/toyengine/__init__.py"
+PY_SUITE = "stage-b-kl-1-gpu"
+PY_FILE = "test/registered/kl/test_engine_kl.py"
+PY_NEW_FILE = "test/registered/kl/test_paged_kl.py"
+PY_CLASS = f"{PY_FILE}::TestEngineKL"
+PY_DECODE = f"{PY_CLASS}::test_input_output_logprobs_match_decode_cache_hit"
+PY_MATCH = f"{PY_CLASS}::test_input_output_logprobs_match"
+PY_PAGED = f"{PY_NEW_FILE}::test_paged_layout"
+
+_PY_TEST = '''\
+"""The engine's bit-exact tests, in the shape of sglang's."""
+
+import unittest
+
+from sglang.srt.utils import kill_process_tree
+from sglang.test.ci.ci_register import register_cuda_ci
+from sglang.test.kl_test_utils import (
+    test_input_output_logprobs_match_decode_cache_hit_helper,
+    test_input_output_logprobs_match_helper,
+)
+from sglang.test.test_utils import (
+    DEFAULT_TIMEOUT_FOR_SERVER_LAUNCH,
+    DEFAULT_URL_FOR_TEST,
+    CustomTestCase,
+    popen_launch_server,
+)
+from toyengine import SERVER_ARGS
+
+register_cuda_ci(est_time=60, suite="{suite}")
+
+MODEL = "kl-bitexact-reference"
+ACC_THRESHOLDS = {{MODEL: {{"kl_div": 1e-6}}}}
+
+
+class TestEngineKL(CustomTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.base_url = DEFAULT_URL_FOR_TEST
+        cls.process = popen_launch_server(
+            MODEL,
+            cls.base_url,
+            timeout=DEFAULT_TIMEOUT_FOR_SERVER_LAUNCH,
+            other_args=["--enable-deterministic-inference", *SERVER_ARGS],
+        )
+
+    @classmethod
+    def tearDownClass(cls):
+        kill_process_tree(cls.process.pid)
+
+    def test_input_output_logprobs_match(self):
+        test_input_output_logprobs_match_helper(
+            self.base_url, ACC_THRESHOLDS, MODEL, max_samples={samples}, max_new_tokens=16
+        )
+{decode}
+
+if __name__ == "__main__":
+    unittest.main()
+'''
+
+_PY_DECODE = """
+    def test_input_output_logprobs_match_decode_cache_hit(self):
+        test_input_output_logprobs_match_decode_cache_hit_helper(
+            self.base_url, ACC_THRESHOLDS, MODEL, max_samples=6, max_new_tokens=24
+        )
+"""
+
+_PY_PAGED = f'''\
+from sglang.test.ci.ci_register import register_cuda_ci
+from toyengine import PAGE_SIZE
+
+register_cuda_ci(est_time=5, suite="{PY_SUITE}")
+
+
+def test_paged_layout():
+    assert PAGE_SIZE == 16
+'''
+
+
+def py_test_file(*, samples: int, decode: bool) -> str:
+    return _PY_TEST.format(suite=PY_SUITE, samples=samples, decode=_PY_DECODE if decode else "")
+
+
+def create_pytest(path: Path) -> ProofRepo:
+    """main with the faulty engine package and one registered test file, then the PR."""
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    write(path, ENGINE, f'SERVER_ARGS = ["--fault", "{FAULT}"]\n')
+    write(path, PY_FILE, py_test_file(samples=4, decode=False))
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "engine with a bit-exact test file")
+    base = git(path, "rev-parse", "HEAD")
+    git(path, "checkout", "-q", "-b", "fix")
+    write(path, ENGINE, "SERVER_ARGS = []\nPAGE_SIZE = 16\n")
+    write(path, PY_FILE, py_test_file(samples=5, decode=True))
+    write(path, PY_NEW_FILE, _PY_PAGED)
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "fix the checkpoint position; test it")
+    return ProofRepo(path, base, git(path, "rev-parse", "HEAD"))

@@ -513,6 +513,39 @@ def load_sglang_module(name: str) -> types.ModuleType:
     return module
 
 
+REFERENCE_MODEL = "kl-bitexact-reference"
+
+
+def child_env(
+    scratch: Path, *, fault: str | None = None, pythonpath: Sequence[str] = ()
+) -> dict[str, str]:
+    """The environment of a child `kl-bitexact pytest -- -p sglang_wheel ...`: sglang's
+    LongBench prompt cache under `scratch` (48 prompts for the reference model), the wheel
+    where this session fetched it, this helper and this kl_bitexact importable (after
+    `pythonpath`), and `fault` for the reference engine popen_launch_server starts."""
+    import json
+
+    import numpy as np
+
+    cache = scratch / "xdg"
+    longbench = cache / "sglang" / "longbench"
+    longbench.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(4)
+    prompts = [rng.integers(1, 320, int(rng.integers(60, 200))).tolist() for _ in range(48)]
+    (longbench / f"input_ids_{REFERENCE_MODEL}_3000_48.json").write_text(json.dumps(prompts))
+    import kl_bitexact
+
+    own = [str(Path(__file__).parent), str(Path(kl_bitexact.__file__).parents[1])]
+    return {
+        **os.environ,
+        "XDG_CACHE_HOME": str(cache),
+        # the wheel stays where the session fetched it, whatever XDG_CACHE_HOME says
+        "KL_BITEXACT_CACHE": str(cache_dir().parents[1]),
+        "PYTHONPATH": os.pathsep.join([*pythonpath, *own]),
+        "KL_BITEXACT_REFERENCE_ARGS": f"--fault {fault}" if fault else "",
+    }
+
+
 def pytest_configure(config: object) -> None:
     """As a pytest plugin (`-p sglang_wheel`): sglang's test files import as in sglang's CI."""
     install()

@@ -13,6 +13,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kl_bitexact.action import proof_jobs, shards
 from kl_bitexact.compare.gate import FailOn, Policy, parse_fail_on
@@ -22,6 +23,9 @@ from kl_bitexact.results import io as results_io
 from kl_bitexact.results.exit_code import exit_code
 from kl_bitexact.results.model import Results, Status, TestResult, current_run_info
 from kl_bitexact.untrusted.jsonfile import read_bounded
+
+if TYPE_CHECKING:
+    from kl_bitexact.ingest.junit import JUnitCase
 
 
 def add_input_arguments(parser: argparse.ArgumentParser) -> None:
@@ -261,6 +265,18 @@ def import_and_write(
     junit_path: Path, log_path: Path | None, out_path: Path, args: argparse.Namespace
 ) -> int:
     """Convert, write atomically, print one line per test; exit codes as `run`'s."""
+    _, imported = import_junit(junit_path, log_path, args.min_cache_hit_ratio)
+    write_and_list(imported, out_path)
+    code = exit_code(imported)
+    if code is ExitCode.COULD_NOT_RUN:
+        print(f"kl-bitexact: {_could_not_run(imported, junit_path)}", file=sys.stderr)
+    return int(code)
+
+
+def import_junit(
+    junit_path: Path, log_path: Path | None, min_cache_hit_ratio: float
+) -> tuple[tuple[JUnitCase, ...], Results]:
+    """pytest's JUnit XML (and console log) as results, with the cases they came from."""
     from kl_bitexact.ingest import junit
     from kl_bitexact.ingest.junit_results import Options, node_id, to_results
     from kl_bitexact.ingest.log_split import split_log
@@ -268,14 +284,16 @@ def import_and_write(
     cases = junit.read(junit_path)
     log = _read_log(log_path) if log_path is not None else None
     log_output = split_log(log, [node_id(case) for case in cases]) if log else None
-    options = Options(min_cache_hit_ratio=args.min_cache_hit_ratio, log_output=log_output)
-    imported = to_results(cases, current_run_info(), options)
-    results_io.write_atomic(imported, out_path)
-    _print_summary(imported, out_path)
-    code = exit_code(imported)
-    if code is ExitCode.COULD_NOT_RUN:
-        print(f"kl-bitexact: {_could_not_run(imported, junit_path)}", file=sys.stderr)
-    return int(code)
+    options = Options(min_cache_hit_ratio=min_cache_hit_ratio, log_output=log_output)
+    return cases, to_results(cases, current_run_info(), options)
+
+
+def write_and_list(results: Results, out_path: Path) -> None:
+    """results.json written atomically, and one line per test on stdout."""
+    results_io.write_atomic(results, out_path)
+    for _, test in results.all_tests():
+        print(f"{test.status.value:8} {test.id}{_metrics(test)}")
+    print(f"kl-bitexact: wrote {out_path}")
 
 
 def _could_not_run(imported: Results, junit_path: Path) -> str:
@@ -291,12 +309,6 @@ def _could_not_run(imported: Results, junit_path: Path) -> str:
 def _read_log(path: Path) -> str:
     raw = read_bounded(path, what="the log", max_bytes=MAX_LOG_BYTES)
     return raw.decode("utf-8", errors="replace")
-
-
-def _print_summary(imported: Results, out_path: Path) -> None:
-    for _, test in imported.all_tests():
-        print(f"{test.status.value:8} {test.id}{_metrics(test)}")
-    print(f"kl-bitexact: wrote {out_path}")
 
 
 def _metrics(test: TestResult) -> str:

@@ -1,10 +1,13 @@
 """`kl-bitexact prove-plan`: which suites hold tests a PR adds or changes (the proof matrix).
 
-Reads the head checkout's registered suite files (as `shard` does) and their versions in
-the base checkout, and prints a GitHub matrix with one entry per suite that has a new or
-changed test: `{"include": [{"suite", "name": "proof-<suite>", "files", "tests"}]}`. Only
-files are read (YAML), nothing is executed. Only kl-bitexact suite files are looked at:
-`run --prove-base` proves suite YAML tests, not registered Python test files.
+Reads the head checkout's registered files (as `shard` does: kl-bitexact suite files and
+Python test files registered with `register_<backend>_ci`) and their versions in the base
+checkout, and prints a GitHub matrix with one entry per suite that has a new or changed
+test: `{"include": [{"suite", "name": "proof-<suite>", "files", "tests"}]}`. `files` are the
+suite's YAML files and those of its Python files with changes; `tests` the YAML test ids and
+the Python units (node id prefixes: `file.py::Class::test`, `file.py::Class` or
+`file.py`; registry/pychanges.py). Files are only read (YAML, Python's AST), never executed,
+and only inside each checkout: a file that resolves outside it (a symlink) is not read.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from pathlib import Path
 from kl_bitexact.commands import Command
 from kl_bitexact.commands.common import add_repository_arguments
 from kl_bitexact.errors import ConfigError
-from kl_bitexact.registry import config, repo
+from kl_bitexact.registry import config, pychanges, repo
 from kl_bitexact.registry.model import SUITE_FILE_BACKEND
 from kl_bitexact.suite import changes
 from kl_bitexact.suite import load as suite_file
@@ -47,17 +50,18 @@ def handle(args: argparse.Namespace) -> int:
             f"--base {args.base}: not a directory", hint="check out the base revision there"
         )
     state = repo.read(args.root, config.load(args.root, args.config))
+    base = args.base.resolve()
     include = []
     for name in args.suite:
-        files = sorted(
-            {
-                r.file
-                for r in state.registrations
-                if r.suite == name and r.enabled and r.backend == SUITE_FILE_BACKEND
-            }
+        members = [r for r in state.registrations if r.suite == name and r.enabled]
+        yaml_files = sorted({r.file for r in members if r.backend == SUITE_FILE_BACKEND})
+        tests = _changed(args.root, yaml_files, base)
+        python = _python_changes(
+            args.root, sorted({r.file for r in members if r.backend != SUITE_FILE_BACKEND}), base
         )
-        tests = _changed(args.root, files, args.base.resolve())
+        tests += [unit for units in python.values() for unit in units]
         if tests:
+            files = yaml_files + sorted(python)
             include.append({"suite": name, "name": f"proof-{name}", "files": files, "tests": tests})
     print(json.dumps({"include": include}, separators=(",", ":")))
     for entry in include:
@@ -72,11 +76,28 @@ def _changed(root: Path, files: list[str], base: Path) -> list[str]:
     return [change.test_id for change in changes.changed_tests(suites, paths, base)]
 
 
+def _python_changes(root: Path, files: list[str], base: Path) -> dict[str, list[str]]:
+    """The new and changed units of each registered Python file with any."""
+    found = {}
+    for file in files:
+        before, why_not = repo.read_optional(base, file)
+        if why_not:
+            print(
+                f"{file} on the base revision: {why_not}; its tests count as new", file=sys.stderr
+            )
+        after = repo.read_text(root, file)
+        units = [change.test_id for change in pychanges.changed_units(file, after, before)]
+        if units:
+            found[file] = units
+    return found
+
+
 COMMAND = Command(
     name="prove-plan",
     summary="list the suites whose tests a PR adds or changes (the proof job matrix)",
-    description="Compare the registered suite files of the head checkout with the base "
-    "checkout and print the proof matrix: one entry per suite with a new or changed test.",
+    description="Compare the registered suite files and Python test files of the head "
+    "checkout with the base checkout and print the proof matrix: one entry per suite with a "
+    "new or changed test.",
     add_arguments=add_arguments,
     handler=handle,
 )

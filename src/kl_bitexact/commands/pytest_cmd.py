@@ -3,23 +3,42 @@
 pytest runs in a child process (the suites launch servers and may crash or hang); it
 writes JUnit XML with every test's captured output, which `junit_results` converts. The
 child's console output is shown live and kept in DIR/logs/pytest.log.
+
+With `--prove-base DIR` (the proof of new tests, docs/suites.md) it runs the tests the head's
+files add or change (registry/pychanges.py) with the base revision's engine: each head file
+is copied over its base version (and put back afterwards), pytest runs in DIR with the base's
+engine package first on PYTHONPATH, and whatever cannot run there is a reason in the results
+(ingest/pytest_proof.py), never an exit code: the proof run exits 0, `report --proof` judges.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
 from kl_bitexact.commands import Command
-from kl_bitexact.commands.common import add_common_arguments, import_and_write
-from kl_bitexact.errors import ConfigError, FatalError
+from kl_bitexact.commands.common import (
+    add_common_arguments,
+    import_and_write,
+    import_junit,
+    write_and_list,
+)
+from kl_bitexact.errors import ConfigError, ExitCode, FatalError
+from kl_bitexact.ingest import pytest_proof
+from kl_bitexact.ingest.junit import JUnitCase
+from kl_bitexact.pytest_plugin import PROVE_UNIT
 from kl_bitexact.pytest_plugin.fixtures import LOG_DIR_ENV
+from kl_bitexact.registry import pychanges, repo
+from kl_bitexact.results.model import Results, current_run_info
+from kl_bitexact.untrusted import confined
 
 # pytest's own exit codes (pytest.ExitCode), named here for the messages.
 _PYTEST_USAGE_ERROR = 4
@@ -28,8 +47,30 @@ _PYTEST_NO_TESTS = 5
 _OWNED_OPTIONS = ("--junitxml", "--junit-xml", "--junitprefix")
 
 
+# The base checkout's directory holding the engine's package, when it has one: sglang's
+# `python/sglang` (its test files import `sglang.test...` from there).
+DEFAULT_ENGINE_PATH = "python"
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common_arguments(parser, "results.json, junit.xml and logs/pytest.log")
+    parser.add_argument(
+        "--prove-base",
+        type=Path,
+        metavar="DIR",
+        help="the proof of new tests: run only the tests the test files after `--` add or "
+        "change against their versions under DIR (a checkout of the base revision), each "
+        "head file copied over its base version for the run, in DIR, with DIR's engine "
+        "package first on PYTHONPATH; exit 0 whatever they measure (`report --proof` judges)",
+    )
+    parser.add_argument(
+        "--prove-pythonpath",
+        action="append",
+        metavar="REL",
+        help="with --prove-base: a directory of the base checkout to put first on PYTHONPATH "
+        f"(the engine's package); repeatable (default: {DEFAULT_ENGINE_PATH}, when DIR has "
+        "it: sglang's layout)",
+    )
     parser.add_argument(
         "pytest_args",
         nargs=argparse.REMAINDER,
@@ -40,6 +81,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_pytest(args: argparse.Namespace) -> int:
     pytest_args = _user_arguments(args.pytest_args)
+    if args.prove_base is not None:
+        return _prove(args, pytest_args)
+    if args.prove_pythonpath:
+        raise ConfigError("--prove-pythonpath goes with --prove-base DIR")
     out: Path = args.out
     junit_path, log_path = out / "junit.xml", out / "logs" / "pytest.log"
     junit_path.unlink(missing_ok=True)  # never read a stale file from an earlier run
@@ -74,7 +119,13 @@ def pytest_command(pytest_args: Sequence[str], junit_path: Path) -> list[str]:
     return command
 
 
-def _run_child(command: Sequence[str], log_path: Path) -> int:
+def _run_child(
+    command: Sequence[str],
+    log_path: Path,
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> int:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with (
         log_path.open("w", encoding="utf-8") as log,
@@ -84,7 +135,8 @@ def _run_child(command: Sequence[str], log_path: Path) -> int:
             stderr=subprocess.STDOUT,
             text=True,
             errors="replace",
-            env={**os.environ, LOG_DIR_ENV: str(log_path.parent)},
+            cwd=cwd,
+            env={**(env or os.environ), LOG_DIR_ENV: str(log_path.parent)},
         ) as child,
     ):
         assert child.stdout is not None  # stdout=PIPE
@@ -138,12 +190,184 @@ def _usage_error(log_path: Path) -> str:
     return errors[-1] if errors else "see its output"
 
 
+# --- the proof of new tests (--prove-base) ---------------------------------------------
+
+
+def _prove(args: argparse.Namespace, pytest_args: list[str]) -> int:
+    base = _base_checkout(args.prove_base)
+    files = [arg for arg in pytest_args if arg.endswith(".py") and not arg.startswith("-")]
+    if not files:
+        raise ConfigError(
+            "--prove-base needs the head's test files after `--`",
+            hint="e.g. kl-bitexact pytest --prove-base ../base -- test/registered/x/test_y.py",
+        )
+    options = [arg for arg in pytest_args if arg not in files]
+    engine = _engine_paths(base, args.prove_pythonpath)
+    units, refused = _units([_relative_file(file) for file in files], base)
+    out: Path = args.out.resolve()
+    junit_path, log_path = out / "junit.xml", out / "logs" / "pytest.log"
+    junit_path.unlink(missing_ok=True)
+    if not units:
+        write_and_list(Results(run=current_run_info()), out / "results.json")
+        print("kl-bitexact: no new or changed test to prove")
+        return int(ExitCode.GATE_PASSED)
+    for unit in units:
+        print(f"to prove: {unit}")
+    print(f"engine code: {', '.join(map(str, engine)) or '(none added)'} first on PYTHONPATH")
+    runnable = sorted({unit.partition("::")[0] for unit in units} - set(refused))
+    with _head_files_in(base, runnable) as not_copied:
+        refused |= not_copied
+        runnable = [file for file in runnable if file not in not_copied]
+        returncode = _run_proof(runnable, options, units, base, engine, junit_path, log_path)
+    failure = _proof_failure(returncode, junit_path, log_path)
+    cases: tuple[JUnitCase, ...] = ()
+    imported = Results(run=current_run_info())
+    if junit_path.exists():
+        cases, imported = import_junit(junit_path, log_path, args.min_cache_hit_ratio)
+    proof = pytest_proof.proof_results(imported, cases, units, refused, failure)
+    write_and_list(proof, out / "results.json")
+    print("kl-bitexact: proof run; `report --proof` / `publish --proof` judge it")
+    return int(ExitCode.GATE_PASSED)
+
+
+def _base_checkout(base: Path) -> Path:
+    if not base.is_dir():
+        raise ConfigError(
+            f"--prove-base {base}: not a directory",
+            hint="check out the base revision there (actions/checkout with `path:`)",
+        )
+    return base.resolve()
+
+
+def _engine_paths(base: Path, given: Sequence[str] | None) -> list[Path]:
+    """The base checkout's engine package directories, to put first on PYTHONPATH."""
+    if not given:
+        default = base / DEFAULT_ENGINE_PATH
+        return [default] if default.is_dir() else []
+    for relative in given:
+        if confined.outside_root(base, relative) or not (base / relative).is_dir():
+            raise ConfigError(
+                f"--prove-pythonpath {relative}: not a directory inside {base}",
+                hint="give a directory of the base checkout, relative to it (e.g. python)",
+            )
+    return [base / relative for relative in given]
+
+
+def _relative_file(file: str) -> str:
+    path = Path(file)
+    if path.is_absolute() or ".." in path.parts:
+        raise ConfigError(
+            f"{file}: give the head's test files relative to the head checkout's root",
+            hint="run from the head checkout's root (the proof copies each file to the same "
+            "path in the base checkout)",
+        )
+    return path.as_posix()
+
+
+def _units(files: Sequence[str], base: Path) -> tuple[list[str], dict[str, str]]:
+    """The new and changed units of the head's files, and the files that cannot be read
+    (a symlink leaving the head checkout is never opened)."""
+    units: list[str] = []
+    refused: dict[str, str] = {}
+    for file in files:
+        after, why_not = repo.read_optional(Path.cwd(), file)
+        if after is None:
+            if not why_not:
+                raise ConfigError(f"{file}: no such test file in the head checkout")
+            refused[file] = f"the head's file {why_not}"
+            units.append(file)
+            continue
+        before, _ = repo.read_optional(base, file)
+        units += [change.test_id for change in pychanges.changed_units(file, after, before)]
+    return units, refused
+
+
+@contextlib.contextmanager
+def _head_files_in(base: Path, files: Sequence[str]) -> Iterator[dict[str, str]]:
+    """Each head file written over its base version for the run, and the base put back
+    afterwards (also on Ctrl-C); yields the files that could not be placed, with why."""
+    refused: dict[str, str] = {}
+    placed: list[tuple[Path, bytes | None, list[Path]]] = []
+    try:
+        for file in files:
+            why_not = _unplaceable(base, file)
+            if why_not:
+                refused[file] = why_not
+                continue
+            target = base / file
+            before = target.read_bytes() if target.exists() else None
+            created = [d for d in reversed(target.parents) if not d.exists()]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            placed.append((target, before, created))
+            shutil.copyfile(file, target)
+        yield refused
+    finally:
+        for target, before, created in reversed(placed):
+            if before is None:
+                target.unlink(missing_ok=True)
+            else:
+                target.write_bytes(before)
+            for directory in reversed(created):
+                with contextlib.suppress(OSError):  # pytest's __pycache__ may stay there
+                    directory.rmdir()
+
+
+def _unplaceable(base: Path, file: str) -> str:
+    """Why the head's `file` cannot be written to the base checkout ("" if it can): never
+    through a symlink, which could lead the write outside the checkout."""
+    target = base / file
+    if confined.outside_root(base, file):
+        return "its path resolves outside the base checkout (a symlink), so it is not written"
+    if target.is_symlink():
+        return "it is a symlink on the base revision, so it is not overwritten"
+    if target.exists() and not target.is_file():
+        return "it is not a regular file on the base revision"
+    return ""
+
+
+def _run_proof(
+    files: Sequence[str],
+    options: Sequence[str],
+    units: Sequence[str],
+    base: Path,
+    engine: Sequence[Path],
+    junit_path: Path,
+    log_path: Path,
+) -> int | None:
+    """pytest over the head files in the base checkout, only the units; None: not run."""
+    if not files:
+        return None
+    selected = [arg for unit in units for arg in (PROVE_UNIT, unit)]
+    # One file the base cannot import must not keep the others from running.
+    arguments = [*options, *files, "--continue-on-collection-errors", *selected]
+    inherited = os.environ.get("PYTHONPATH", "")
+    pythonpath = os.pathsep.join([*map(str, engine), *([inherited] if inherited else [])])
+    env = {**os.environ, "PYTHONPATH": pythonpath}
+    return _run_child(pytest_command(arguments, junit_path), log_path, cwd=base, env=env)
+
+
+def _proof_failure(returncode: int | None, junit_path: Path, log_path: Path) -> str:
+    """Why pytest did not finish on the base revision, in words ("" when it did)."""
+    if returncode is None:
+        return ""
+    if returncode == _PYTEST_USAGE_ERROR:
+        return f"pytest stopped with a usage error on the base revision: {_usage_error(log_path)}"
+    if not junit_path.exists():
+        return (
+            f"pytest exited with code {returncode} on the base revision without writing its "
+            f"results (killed or crashed); its output: {log_path}"
+        )
+    return ""
+
+
 COMMAND = Command(
     name="pytest",
     summary="run sglang-style pytest/unittest suites and recover their KL metrics",
     description="Run existing bit-exact test files with pytest and convert every test, and the "
     "KL and cache-hit lines it printed, into DIR/results.json. Example:\n"
-    "  kl-bitexact pytest --out results -- test/registered/kl/test_swa_kl.py -k decode",
+    "  kl-bitexact pytest --out results -- test/registered/kl/test_swa_kl.py -k decode\n"
+    "The proof of new tests (the head's new and changed tests, base revision's engine):\n"
+    "  kl-bitexact pytest --prove-base ../base --out results-proof -- test/registered/kl/x.py",
     add_arguments=add_arguments,
     handler=run_pytest,
     clean_environment=True,

@@ -13,6 +13,11 @@ file) hold exactly those tests. Against the head's results each one is:
 - could not prove: the base run errored or measured nothing (the base cannot run the
   test, e.g. a flag it does not know) - said plainly, never gating;
 - not green on head: the base was green, the head is not - the head's verdict says why.
+
+A proof of registered Python files (`pytest --prove-base`) may hold an entry for a whole
+unit (`file.py::Class`, `file.py`) that ran nothing on the base (the file does not import
+there): it stands for each head test under the unit, as could not prove; a unit with no head
+test under it either (a base class without tests) is no test on either side, and is left out.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from kl_bitexact.compare.gate import RED, Verdict
+from kl_bitexact.ingest.nodeids import UNIT_CHECK, under
 from kl_bitexact.results.model import Results, Status, TestResult
 
 
@@ -52,14 +58,31 @@ def prove(
     """Every test of the proof run against the head's result of the same id; `verdicts`
     are the head tests' gate verdicts (an expected red is told by its blocker)."""
     heads = {test.id: test for _, test in head.all_tests()}
+    on_base = {test.id for _, test in proof.all_tests()}
     proofs = []
     for suite, base in proof.all_tests():
-        current = heads.get(base.id)
-        outcome = outcome_of(base, current)
-        expected = outcome is Outcome.RED_ON_BOTH and verdicts.get(base.id) is Verdict.EXPECTED_RED
-        gating = strict and outcome is Outcome.UNPROVEN
-        proofs.append(Proof(suite.name, base.id, base, current, outcome, expected, gating))
+        for test_id, current in _heads_for(base, heads, on_base):
+            outcome = outcome_of(base, current)
+            expected = (
+                outcome is Outcome.RED_ON_BOTH and verdicts.get(test_id) is Verdict.EXPECTED_RED
+            )
+            gating = strict and outcome is Outcome.UNPROVEN
+            proofs.append(Proof(suite.name, test_id, base, current, outcome, expected, gating))
     return tuple(proofs)
+
+
+def _heads_for(
+    base: TestResult, heads: Mapping[str, TestResult], on_base: set[str]
+) -> list[tuple[str, TestResult | None]]:
+    """The head tests a base entry is judged against: the one of its id; else, for a unit
+    (a class or file of a Python test file), each head test under it with no base entry of
+    its own; else none (None: shown as missing from the head's results)."""
+    if base.id in heads:
+        return [(base.id, heads[base.id])]
+    below = [(i, test) for i, test in heads.items() if i not in on_base and under(i, base.id)]
+    if below or base.check == UNIT_CHECK:
+        return list(below)
+    return [(base.id, None)]
 
 
 def outcome_of(base: TestResult, head: TestResult | None) -> Outcome:

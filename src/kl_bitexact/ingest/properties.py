@@ -16,3 +16,5 @@ BLOCKED_BY = PREFIX + "blocked_by"  # JSON list of "owner/repo#N"
 RESULT = PREFIX + "result"  # JSON of one results.json test, as `kl-bitexact run` writes it
 SUITE = PREFIX + "suite"  # the registered suite name
 SERVER = PREFIX + "server"  # JSON {"engine", "args", "launch_s"} of the server the test used
+# `pytest --prove-base`: the new or changed unit (node id prefix) the test was run for.
+PROVE_UNIT = PREFIX + "prove_unit"

@@ -46,9 +46,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="collect what `python3 file.py` runs: a test_* function imported from another "
         "module (sglang's test_..._helper) is not a test of the file (set by kl-bitexact pytest)",
     )
+    parser.addoption(
+        PROVE_UNIT,
+        action="append",
+        default=[],
+        metavar="UNIT",
+        help="run only the tests under UNIT (FILE, FILE::Class, FILE::Class::test or "
+        "FILE::test; FILE relative to the invocation directory); repeatable (set by "
+        "kl-bitexact pytest --prove-base)",
+    )
 
 
 OWN_TESTS_ONLY = "--kl-own-tests-only"
+PROVE_UNIT = "--kl-prove-unit"
 
 
 def pytest_pycollect_makeitem(
@@ -84,7 +94,10 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    units = config.getoption(PROVE_UNIT.removeprefix("--").replace("-", "_"))
+    if units:
+        _keep_units(config, items, units)
     for item in items:
         item.user_properties.append((prop.NODEID, item.nodeid))
         blocked = _blocked_by(item)
@@ -95,6 +108,40 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.user_properties.append((prop.SUITE, registration.suite_name))
             if registration.disabled:
                 item.add_marker(pytest.mark.skip(reason=f"disabled: {registration.disabled}"))
+
+
+def _keep_units(config: pytest.Config, items: list[pytest.Item], units: list[str]) -> None:
+    """Deselect every test outside the units; name each kept test's unit (a JUnit
+    property), so the proof run can tell a unit that ran nothing from one that ran."""
+    invoked = config.invocation_params.dir
+    wanted = []
+    for unit in units:
+        file, _, prefix = unit.partition("::")
+        wanted.append((os.path.realpath(invoked / file), prefix, unit))
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        found = _unit_of(item, wanted)
+        if found is None:
+            dropped.append(item)
+            continue
+        item.user_properties.append((prop.PROVE_UNIT, found))
+        kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+def _unit_of(item: pytest.Item, wanted: list[tuple[str, str, str]]) -> str | None:
+    """The first unit holding the item: its file (symlinks resolved), then its node id
+    below the file (`Class`, `Class::test`, `test`, `test[param]`)."""
+    path = os.path.realpath(item.path)
+    rest = item.nodeid.partition("::")[2]
+    for file, prefix, unit in wanted:
+        below = not prefix or rest == prefix or rest.startswith((f"{prefix}::", f"{prefix}["))
+        if path == file and below:
+            return unit
+    return None
 
 
 def _blocked_by(item: pytest.Item) -> list[str]:

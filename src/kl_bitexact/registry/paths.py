@@ -10,6 +10,9 @@ from functools import cache
 from pathlib import Path
 
 from kl_bitexact.errors import ConfigError
+from kl_bitexact.untrusted.confined import escapes, outside_root
+
+__all__ = ["Listing", "escapes", "inside", "list_files", "matches", "outside_root"]
 
 
 @cache
@@ -65,18 +68,6 @@ def list_files(root: Path, globs: Iterable[str], exclude: Iterable[str] = ()) ->
                 refused = linked and escapes(real_root, os.path.join(root, relative))
                 (outside if refused else found).add(relative)
     return Listing(sorted(found), sorted(outside))
-
-
-def escapes(real_root: str, path: str) -> bool:
-    """True when `path`, every symlink in it resolved, is not under `real_root` (itself
-    resolved: os.path.realpath(root))."""
-    real = os.path.realpath(path)
-    return real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep)
-
-
-def outside_root(root: Path, relative: str) -> bool:
-    """True when ROOT/relative resolves outside the root (a symlink in the way)."""
-    return escapes(os.path.realpath(root), os.path.join(root, relative))
 
 
 def _literal_prefix(glob: str) -> str:

@@ -118,6 +118,20 @@ def read_text(root: Path, relative: str) -> str:
     return text
 
 
+def read_optional(root: Path, relative: str) -> tuple[str | None, str]:
+    """ROOT/relative's text, or None and why not: resolving outside the root (a symlink:
+    never opened) or unreadable (not UTF-8, too large, not a regular file); "" when there
+    is no such file."""
+    if paths.outside_root(root, relative):
+        return None, "resolves outside the checkout (a symlink), so it is not read"
+    if not paths.inside(root, relative).exists():
+        return None, ""
+    try:
+        return read_text(root, relative), ""
+    except ConfigError as error:
+        return None, error.message
+
+
 def _read_listed(root: Path, relative: str) -> bytes:
     """A file `paths.list_files` found (so inside the root): without a Path per file, as
     bytes (a cached file is never decoded), at most one byte past the size limit."""

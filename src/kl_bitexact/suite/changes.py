@@ -3,7 +3,8 @@
 The proof of new tests (docs/suites.md) runs exactly these on the base revision's engine.
 A test is new when no base suite file (the same paths under the base checkout) defines its
 id; changed when its definition differs once parsed (check parameters, prompts, or its
-suite's server). Comparing parsed specs, not text, ignores comments and formatting.
+suite's server). Comparing parsed specs, not text, ignores comments and formatting. A base
+file that resolves outside the base checkout (a symlink) is not read: its tests count as new.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.suite import load as suite_file
 from kl_bitexact.suite.model import ServerSpec, Suite, TestSpec
+from kl_bitexact.untrusted import confined
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,10 @@ def _base_definitions(
 ) -> dict[str, tuple[ServerSpec, TestSpec]]:
     definitions: dict[str, tuple[ServerSpec, TestSpec]] = {}
     for path in head_paths:
-        base_path = base_root / _relative(path)
+        relative = _relative(path)
+        base_path = base_root / relative
+        if confined.outside_root(base_root, str(relative)):
+            continue  # a symlink leaving the base checkout is never opened: all tests new
         if not base_path.is_file():
             continue  # a new file: every test in it is new
         try:
