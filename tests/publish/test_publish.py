@@ -185,6 +185,33 @@ def test_a_502_then_success_still_publishes_once(
     assert statuses == [502, 201, 403, 201]
 
 
+def test_a_comment_post_that_takes_effect_but_answers_502_leaves_one_comment(
+    fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
+) -> None:
+    # Issue 14, case 9: a proxy answers 502 after GitHub created the comment, every time.
+    # The POST was retried blindly: 4 sticky comments, and publish failed.
+    bad_gateway = {"message": "Bad Gateway"}
+    ghost = Fault("POST", r"/issues/7/comments$", 502, bad_gateway, times=10, applied=True)
+    fake_github.add_fault(ghost)
+    assert cli.main(["publish", str(_write(tmp_path / "r.json", _test("t::a")))]) == 0
+    assert len(_comments(fake_github)) == 1
+    posts = [e for e in fake_github.world.requests if e["path"].endswith("/issues/7/comments")]
+    assert [e["method"] for e in posts] == ["GET", "POST", "GET", "GET"]  # look, post, look again
+    assert [s["state"] for s in _statuses(fake_github)] == ["success"]
+
+
+def test_a_comment_post_that_fails_without_effect_is_posted_again_after_a_look(
+    fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
+) -> None:
+    fake_github.add_fault(Fault("POST", r"/issues/7/comments$", 502, {"message": "x"}, times=2))
+    assert cli.main(["publish", str(_write(tmp_path / "r.json", _test("t::a")))]) == 0
+    assert len(_comments(fake_github)) == 1
+    methods = [
+        e["method"] for e in fake_github.world.requests if e["path"].endswith("/issues/7/comments")
+    ]
+    assert methods == ["GET", "POST", "GET", "POST", "GET", "POST", "GET"]
+
+
 def test_a_missing_pull_request_exits_2_with_a_clear_message(
     env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -180,6 +180,7 @@ class Options:
     blockers_out: Path | None
     blocker_repos: tuple[str, ...]
     max_blocker_lookups: int
+    settings: ClientSettings  # timeouts, retries, pacing (KL_BITEXACT_GITHUB_*)
     comment_author: str | None
     history: bool
 
@@ -208,6 +209,7 @@ class Options:
             blockers_out=args.blockers_out,
             blocker_repos=tuple(args.blocker_repo or ()),
             max_blocker_lookups=args.max_blocker_lookups,
+            settings=ClientSettings.from_env(os.environ),
             comment_author=args.comment_author,
             history=args.history,
         )
@@ -228,7 +230,7 @@ def handle(args: argparse.Namespace) -> int:
         os.environ, repository=options.repo, pr_number=options.pr, head_sha=options.sha
     )
     target = _pull_request(where)
-    client = connect(where, ClientSettings.from_env(os.environ))
+    client = connect(where, options.settings)
     try:
         return _run(options, target, client, head, found)
     finally:
@@ -336,7 +338,10 @@ def _publish(
     history = f"updated for {sha[:12]}" if options.history else None
     with translated(f"writing the sticky comment on #{target.number}", target.token):
         author = sticky.publishing_login(client, options.comment_author)
-        outcome = sticky.upsert(pull, options.key, body, history_line=history, author=author)
+        attempts = sticky.Attempts(options.settings.retries + 1, options.settings.backoff_factor)
+        outcome = sticky.upsert(
+            pull, options.key, body, history_line=history, author=author, create=attempts
+        )
     verdict = status.of(comparison.decision)
     status.post(client, target, sha, verdict, links.run)
     return Published(outcome, verdict)

@@ -26,6 +26,7 @@ from github.GithubException import RateLimitExceededExceedsMaxWait, RateLimitExc
 from requests.adapters import HTTPAdapter
 from urllib3 import Retry
 from urllib3.exceptions import HTTPError as Urllib3Error
+from urllib3.exceptions import MaxRetryError, ResponseError
 
 from kl_bitexact.errors import ConfigError, GitHubError, network_reason
 
@@ -221,10 +222,38 @@ def _say_why_and_wait(retry: Retry, response: Any) -> None:
     announce(f"GitHub {why}; retrying in {wait}{of}")
 
 
+# POST .../issues/{n}/comments: creates a comment every time it takes effect.
+_CREATES_COMMENT = re.compile(r"/issues/\d+/comments(?:\?|$)")
+
+
 class _AnnouncedGithubRetry(GithubRetry):
+    """GithubRetry that says why it waits, and gives a 5xx answer to a comment's creation
+    back to the caller instead of posting again.
+
+    A 502 from a proxy can come after GitHub created the comment (a "ghost" 502): the
+    blind retry posted it again, four comments for one (issue 14, case 9). The caller
+    (`sticky.upsert`) looks at the comments before it posts again. A status posted twice
+    is harmless, so other POSTs keep their retries.
+    """
+
     def sleep(self, response: Any = None) -> None:
         _say_why_and_wait(self, response)
         super().sleep(response)
+
+    def increment(  # type: ignore[override]
+        self,
+        method: str | None = None,
+        url: str | None = None,
+        response: Any = None,
+        error: Exception | None = None,
+        _pool: Any = None,
+        _stacktrace: Any = None,
+    ) -> Retry:
+        status = getattr(response, "status", 0) or 0
+        if method == "POST" and status >= 500 and _CREATES_COMMENT.search(url or ""):
+            # With raise_on_status=False, urllib3 hands the response itself to PyGithub.
+            raise MaxRetryError(_pool, url or "", ResponseError(f"{status}: not retried"))
+        return super().increment(method, url, response, error, _pool, _stacktrace)
 
 
 class _AnnouncedRetry(Retry):
@@ -243,8 +272,8 @@ def connect(target: Target, settings: ClientSettings | None = None) -> Github:
         secondary_rate_wait=settings.secondary_rate_wait_s,
         # GithubRetry adds 403 and reads its body; secondary limits may also come as 429.
         status_forcelist=[*range(500, 600), 429],
-        # PATCH and DELETE are idempotent; POST is retried too (GithubRetry's default):
-        # a duplicated comment is cleaned up by the sticky comment's race check.
+        # PATCH and DELETE are idempotent; POST is retried too (GithubRetry's default),
+        # but for a 5xx to a comment's creation, which the sticky comment looks into.
         allowed_methods=frozenset({"GET", "HEAD", "POST", "PATCH", "PUT", "DELETE"}),
         raise_on_status=False,  # after the last retry, PyGithub sees the real error
     )

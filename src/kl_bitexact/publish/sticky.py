@@ -5,10 +5,14 @@ race (two workflows, a re-run while the first is still posting): both see no com
 both create one. Each therefore looks again after creating and keeps only the oldest
 marked comment, deleting the rest; a publisher whose own comment lost then writes its body
 into the survivor. Whatever the interleaving, one comment remains.
+
+A creation answered with a 5xx may still have taken effect (a proxy's "ghost" 502), so it
+is never posted again blindly: publish looks for the comment first (issue 14, case 9).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
@@ -92,6 +96,7 @@ def upsert(
     *,
     history_line: str | None = None,
     author: str,
+    create: Attempts | None = None,
 ) -> Outcome:
     """Create, edit or leave alone the comment marked with `key`; never leave two.
 
@@ -105,7 +110,7 @@ def upsert(
     ours = _Ours(mark, author)
     found = _marked(pull, ours)
     if not found:
-        created = pull.create_issue_comment(compose(body, None, history_line))
+        created = _create(pull, ours, compose(body, None, history_line), create)
         return _settle(pull, ours, created, body, history_line)
     keep, duplicates = found[0], found[1:]
     deleted = _delete(duplicates)
@@ -127,6 +132,31 @@ class _Ours:
         if user is None or not (comment.body or "").startswith(self.mark):
             return False
         return user.login.lower() == self.author.lower()  # logins ignore case
+
+
+@dataclass(frozen=True)
+class Attempts:
+    """How often a comment's creation is tried when GitHub answers 5xx, and the pause
+    before the first retry (doubling after each)."""
+
+    times: int = 4
+    backoff_s: float = 1.0
+
+
+def _create(pull: PullLike, ours: _Ours, text: str, attempts: Attempts | None) -> CommentLike:
+    """POST the comment; after a 5xx, look before posting again: it may exist already."""
+    attempts = attempts or Attempts()
+    for attempt in range(attempts.times):
+        try:
+            return pull.create_issue_comment(text)
+        except GithubException as error:
+            if error.status < 500 or attempt == attempts.times - 1:
+                raise
+        time.sleep(attempts.backoff_s * 2**attempt)
+        found = _marked(pull, ours)
+        if found:  # the 5xx was a ghost: the comment was created
+            return found[0]
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def _marked(pull: PullLike, ours: _Ours) -> list[CommentLike]:

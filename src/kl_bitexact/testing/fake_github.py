@@ -15,7 +15,8 @@ GITHUB_API_URL should be) and serves, besides the API, at the server's root:
   GET  /_fake/state    what arrived: comments, statuses, requests, violations (JSON)
   POST /_fake/seed     add repositories, pulls, issues, comments, runs (the --seed format)
   POST /_fake/faults   [{"method", "path" (regex), "status", "body", "headers", "times",
-                        "reset_in"}] answered instead of the next matching requests
+                        "reset_in", "applied"}] answered instead of the next matching
+                        requests (applied: after the request took effect)
   POST /_fake/holds    {"method", "path", "parties", "timeout"}: matching requests wait
                         until `parties` of them arrived (forces two publishers to race)
 
@@ -162,11 +163,15 @@ class _Handler(BaseHTTPRequestHandler):
     # --- the API ------------------------------------------------------------------------
 
     def _api(self, path: str, query: str, raw: bytes) -> Answer:
-        world = self.server.world
         self._wait_for_hold(path)
         fault = self._take_fault(path)
-        if fault is not None:
-            return fault
+        if fault is not None and not fault.applied:
+            return _fault_answer(fault)
+        answer = self._answer(path, query, raw)
+        return answer if fault is None else _fault_answer(fault)
+
+    def _answer(self, path: str, query: str, raw: bytes) -> Answer:
+        world = self.server.world
         exchange = Exchange(self.command, path, query, list(self.headers.items()), raw or None)
         problems = self.server.checker.request_problems(exchange)
         if problems:
@@ -202,7 +207,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.world.violations.append(message)
         return Answer(status, {"message": f"fake GitHub: {message}", "documentation_url": ""})
 
-    def _take_fault(self, path: str) -> Answer | None:
+    def _take_fault(self, path: str) -> Fault | None:
         world = self.server.world
         with world.lock:
             for fault in world.faults:
@@ -210,7 +215,7 @@ class _Handler(BaseHTTPRequestHandler):
                     fault.times -= 1
                     if fault.times <= 0:
                         world.faults.remove(fault)
-                    return _fault_answer(fault)
+                    return fault
         return None
 
     def _wait_for_hold(self, path: str) -> None:
@@ -240,7 +245,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._violation("a token was sent to artifact blob storage", 400)
             fault = self._take_fault(path)
             if fault is not None:
-                return fault
+                return _fault_answer(fault)
             with world.lock:
                 return blob(
                     world,

@@ -97,6 +97,9 @@ class Fault:
     times: int = 1
     # Seconds from now for x-ratelimit-reset (a primary rate limit); None: no such header.
     reset_in: float | None = None
+    # The request takes effect first, then gets this answer: a "ghost" 502 from a proxy
+    # that timed out while GitHub created the comment anyway.
+    applied: bool = False
 
 
 @dataclass
