@@ -79,7 +79,7 @@ GATED_INPUTS = {
 
 @pytest.mark.parametrize("name", sorted(ACTION_INPUTS))
 def test_every_action_input_is_read_by_the_step(name):
-    fields = set(ActionInputs.__dataclass_fields__) | {"python"}  # python: install.sh
+    fields = set(ActionInputs.__dataclass_fields__)
     assert name.replace("-", "_") in fields
 
 

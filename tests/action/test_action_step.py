@@ -5,8 +5,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import sys
 from pathlib import Path
 
+import proof_repo
 import pytest
 
 from kl_bitexact.action import argv, outputs, shards, trust
@@ -440,3 +442,78 @@ def test_prove_off_adds_nothing():
 def test_prove_must_be_false_true_or_strict():
     with pytest.raises(ConfigError, match="action input `prove`: 'always' is not one of"):
         read_inputs(env(prove="always"))
+
+
+# --- registered Python test files in `run` ----------------------------------------------------
+
+SMALL_TEST = "test/registered/test_small.py"
+SMALL_SOURCE = (
+    "import unittest\n\n\nclass TestSmall(unittest.TestCase):\n"
+    "    def test_a(self):\n        pass\n"
+)
+
+
+def test_python_test_files_run_with_pytest_under_the_python_input():
+    inputs = read_inputs(env(command="run", python="/opt/engine/bin/python3"))
+    assert argv.pytest_argv(inputs, ["t/test_x.py"], Path("out")) == [
+        "pytest",
+        "--out",
+        "out",
+        "--python",
+        "/opt/engine/bin/python3",
+        "--",
+        "t/test_x.py",
+    ]
+    proving = dataclasses.replace(inputs, prove="true", base_path=Path("b"))
+    assert argv.pytest_argv(proving, ["t/test_x.py"], Path("p"))[5:] == [
+        "--prove-base",
+        "b",
+        "--",
+        "t/test_x.py",
+    ]
+
+
+def run_action(cli, repo: Path, results_dir: Path, **inputs: str):
+    output = results_dir.parent / f"{results_dir.name}.output"
+    values = env(command="run", results_dir=str(results_dir), python=sys.executable, **inputs)
+    return cli(["action"], cwd=repo, env={**values, "GITHUB_OUTPUT": str(output)}, timeout=300)
+
+
+def test_suite_files_and_python_files_in_one_run_make_one_results_file(cli, tmp_path):
+    repo = proof_repo.create(tmp_path / "engine", extra={SMALL_TEST: SMALL_SOURCE})
+    out = tmp_path / "results"
+    finished = run_action(cli, repo.path, out, suites=f"{proof_repo.SUITE_FILE} {SMALL_TEST}")
+    assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr[-2000:]
+    ids = sorted(test.id for _, test in results_io.load(out / "results.json").all_tests())
+    assert ids == [
+        f"{proof_repo.SUITE}::match",
+        f"{proof_repo.SUITE}::prefill_cache_hit",
+        f"{SMALL_TEST}::TestSmall::test_a",
+    ]
+    assert (out / "junit.xml").is_file() and (out / "logs" / "pytest.log").is_file()
+    assert [path.name for path in out.rglob("results.json")] == ["results.json"]  # one, merged
+
+
+def test_the_proof_run_takes_python_files_too(cli, tmp_path):
+    repo = proof_repo.create(tmp_path / "engine", extra={SMALL_TEST: SMALL_SOURCE})
+    base = proof_repo.checkout(repo, repo.base, tmp_path / "base")
+    changed = SMALL_SOURCE + "\n    def test_b(self):\n        pass\n"
+    proof_repo.write(repo.path, SMALL_TEST, changed)
+    out = tmp_path / "results-proof"
+    finished = run_action(
+        cli,
+        repo.path,
+        out,
+        suites=f"{proof_repo.SUITE_FILE} {SMALL_TEST}",
+        prove="true",
+        base_path=str(base),
+    )
+    assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr[-2000:]
+    on_base = {
+        test.id: test.status for _, test in results_io.load(out / "results.json").all_tests()
+    }
+    assert on_base == {
+        proof_repo.NEW_TEST: results.Status.FAILED,  # the base's faulty engine
+        f"{SMALL_TEST}::TestSmall::test_b": results.Status.PASSED,
+    }
+    assert (base / SMALL_TEST).read_text() == SMALL_SOURCE  # put back

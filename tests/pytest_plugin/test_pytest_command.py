@@ -284,3 +284,45 @@ def test_kl_base_url_attaches_to_a_running_server(cli, tmp_path, reference_serve
     (test,) = results_by_name(tmp_path).values()
     assert (test.status, test.kl_div) == (results.Status.PASSED, 0.0)
     assert running.process.poll() is None  # still serving: not ours to stop
+
+
+def test_python_runs_pytest_with_the_engines_interpreter_and_kl_bitexact_after_its_packages(
+    cli, tmp_path
+):
+    """The action's venv has no engine; the runner's Python (its `python` input) has. A bare
+    environment of this interpreter with one package of its own stands for the latter."""
+    venv = tmp_path / "engine-env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    interpreter = venv / "bin" / "python"
+    site = subprocess.run(
+        [str(interpreter), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    Path(site, "enginemarker.py").write_text("WHERE = 'the engine interpreter'\n")
+    (tmp_path / "test_engine.py").write_text(
+        "import unittest\n\nimport enginemarker\n\n\nclass TestEngine(unittest.TestCase):\n"
+        "    def test_kl(self):\n        print(enginemarker.WHERE)\n"
+    )
+    own = cli(["pytest", "--out", str(tmp_path / "own"), "--", "test_engine.py"], cwd=tmp_path)
+    assert own.returncode == 2  # this interpreter has no such engine: an import error
+    done = cli(
+        [
+            "pytest",
+            "--python",
+            str(interpreter),
+            "--out",
+            str(tmp_path / "out"),
+            "--",
+            "test_engine.py",
+        ],
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    [test] = [t for _, t in results_io.load(tmp_path / "out" / "results.json").all_tests()]
+    assert (test.id, test.status) == ("test_engine.py::TestEngine::test_kl", results.Status.PASSED)
+    missing = cli(["pytest", "--python", "no-such-python3", "--", "test_engine.py"], cwd=tmp_path)
+    assert missing.returncode == 2 and "--python no-such-python3: no such interpreter" in (
+        missing.stderr
+    )

@@ -21,6 +21,16 @@ def run_argv(inputs: ActionInputs, suite_files: Sequence[str]) -> list[str]:
     return argv + list(inputs.args)
 
 
+def pytest_argv(inputs: ActionInputs, test_files: Sequence[str], out: Path) -> list[str]:
+    """Registered Python test files: `kl-bitexact pytest`, under the runner's interpreter
+    (the `python` input: the engine is installed there, not in the action's environment).
+    `args` are `run`'s, not pytest's."""
+    argv = ["pytest", "--out", str(out), "--python", inputs.python]
+    if inputs.prove != "false":
+        argv += ["--prove-base", str(inputs.base_path)]
+    return [*argv, "--", *test_files]
+
+
 def report_argv(
     inputs: ActionInputs,
     results: Sequence[Path],

@@ -40,6 +40,8 @@ class ActionInputs:
     expected_shards: tuple[str, ...] = ()
     expected_proofs: tuple[ProofJob, ...] = ()  # report, publish (prove)
     trusted_label: str = "run-ci"
+    # install.sh builds the venv with it; run: pytest's interpreter for Python test files
+    python: str = "python3"
     args: tuple[str, ...] = ()
 
 
@@ -72,6 +74,7 @@ def read_inputs(environ: Mapping[str, str]) -> ActionInputs:
         expected_shards=_shard_names(get("expected-shards")),
         expected_proofs=_proof_jobs(get("expected-proofs")),
         trusted_label=get("trusted-label", "run-ci"),
+        python=get("python", "python3"),
         args=tuple(get("args").split()),
     )
 

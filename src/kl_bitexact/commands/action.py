@@ -16,6 +16,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -128,7 +129,18 @@ def _read_text(path: Path) -> str:
 
 
 def run_step(inputs: ActionInputs) -> StepResult:
-    code = _kl_bitexact(command_lines.run_argv(inputs, expand_suites(inputs.suites))).returncode
+    """Suite files with `kl-bitexact run`, registered Python test files (.py) with
+    `kl-bitexact pytest`; both kinds at once: one results.json in results-dir."""
+    files = expand_suites(inputs.suites)
+    tests = [file for file in files if file.endswith(".py")]
+    suites = [file for file in files if not file.endswith(".py")]
+    if not tests:
+        code = _kl_bitexact(command_lines.run_argv(inputs, suites)).returncode
+    elif not suites:
+        argv = command_lines.pytest_argv(inputs, tests, inputs.results_dir)
+        code = _kl_bitexact(argv).returncode
+    else:
+        code = _run_both(inputs, suites, tests)
     results_path = inputs.results_dir / "results.json"
     written = (results_path,) if results_path.is_file() else ()
     return StepResult(
@@ -137,6 +149,41 @@ def run_step(inputs: ActionInputs) -> StepResult:
         {"results-path": str(results_path) if written else ""},
         _read_text(inputs.results_dir / "report.md"),
     )
+
+
+def _run_both(inputs: ActionInputs, suites: Sequence[str], tests: Sequence[str]) -> int:
+    """`run` into results-dir, `pytest` beside it, then one results.json of both (its
+    junit.xml and logs moved in): the artifact a run job uploads is one directory."""
+    run_code = _kl_bitexact(command_lines.run_argv(inputs, suites)).returncode
+    part = Path(tempfile.mkdtemp(prefix="kl-bitexact-pytest-"))
+    pytest_code = _kl_bitexact(command_lines.pytest_argv(inputs, tests, part)).returncode
+    out = inputs.results_dir
+    found = [path for path in (out / "results.json", part / "results.json") if path.is_file()]
+    if found:
+        merged = results_io.merge([(str(path), results_io.load(path)) for path in found])
+        results_io.write_atomic(merged, out / "results.json")
+        _write_report(merged, out / "report.md")
+    out.mkdir(parents=True, exist_ok=True)
+    if (part / "junit.xml").is_file():
+        shutil.copyfile(part / "junit.xml", out / "junit.xml")
+    if (part / "logs").is_dir():
+        shutil.copytree(part / "logs", out / "logs", dirs_exist_ok=True)
+    shutil.rmtree(part, ignore_errors=True)
+    return _worst(run_code, pytest_code)
+
+
+def _worst(*codes: int) -> int:
+    """One exit code for several runs: any that could not run (2, 130, ...) first, else
+    a failed gate, else passed."""
+    other = [code for code in codes if code not in (ExitCode.GATE_PASSED, ExitCode.GATE_FAILED)]
+    return other[0] if other else max(codes)
+
+
+def _write_report(results: results_model.Results, path: Path) -> None:
+    from kl_bitexact.compare.comparison import compare
+    from kl_bitexact.report import render
+
+    path.write_text(render.comment(compare(results, None)), encoding="utf-8")
 
 
 def report_step(inputs: ActionInputs) -> StepResult:

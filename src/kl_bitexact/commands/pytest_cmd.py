@@ -20,10 +20,12 @@ import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
+import kl_bitexact
 from kl_bitexact.commands import Command
 from kl_bitexact.commands.common import (
     add_common_arguments,
@@ -72,6 +74,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "it: sglang's layout)",
     )
     parser.add_argument(
+        "--python",
+        metavar="INTERPRETER",
+        help="run pytest with this interpreter (where the engine is installed: its packages "
+        "come first), with kl-bitexact's own packages added after them; default: the "
+        "interpreter running kl-bitexact (the action: its `python` input)",
+    )
+    parser.add_argument(
         "pytest_args",
         nargs=argparse.REMAINDER,
         metavar="-- PYTEST_ARGS",
@@ -88,7 +97,8 @@ def run_pytest(args: argparse.Namespace) -> int:
     out: Path = args.out
     junit_path, log_path = out / "junit.xml", out / "logs" / "pytest.log"
     junit_path.unlink(missing_ok=True)  # never read a stale file from an earlier run
-    returncode = _run_child(pytest_command(pytest_args, junit_path), log_path)
+    command = pytest_command(pytest_args, junit_path, args.python)
+    returncode = _run_child(command, log_path, env=_interpreter_env(os.environ, args.python))
     _check_child(returncode, junit_path, log_path)
     return import_and_write(junit_path, log_path, out / "results.json", args)
 
@@ -104,9 +114,27 @@ def _user_arguments(raw: Sequence[str]) -> list[str]:
     return arguments
 
 
-def pytest_command(pytest_args: Sequence[str], junit_path: Path) -> list[str]:
+# `--python`: pytest started under another interpreter, which finds kl-bitexact (the plugin)
+# and its dependencies after its own packages: appended to sys.path, .pth files processed,
+# so the engine's numpy or torch are never shadowed by kl-bitexact's pins.
+_OWN_PATHS_ENV = "KL_BITEXACT_OWN_PATHS"
+_BOOTSTRAP = (
+    "import os, site, sys\n"
+    f"own, *sites = os.environ.pop({_OWN_PATHS_ENV!r}).split(os.pathsep)\n"
+    "sys.path.append(own)\n"
+    "for directory in sites:\n"
+    "    site.addsitedir(directory)\n"
+    "import pytest\n"
+    "sys.exit(pytest.console_main())\n"
+)
+
+
+def pytest_command(
+    pytest_args: Sequence[str], junit_path: Path, python: str | None = None
+) -> list[str]:
     """The child's command line: JUnit XML holding every test's output, passing ones too."""
-    command = [sys.executable, "-m", "pytest", *pytest_args, f"--junitxml={junit_path}"]
+    start = [python, "-c", _BOOTSTRAP] if python else [sys.executable, "-m", "pytest"]
+    command = [*start, *pytest_args, f"--junitxml={junit_path}"]
     # What `python3 file.py` runs: no imported test_* helper collected as a test.
     command += ["--kl-own-tests-only"]
     command += ["-o", "junit_logging=all", "-o", "junit_log_passing_tests=true"]
@@ -117,6 +145,21 @@ def pytest_command(pytest_args: Sequence[str], junit_path: Path) -> list[str]:
         # pytest refuses a plugin registered twice).
         command += ["-p", "kl_bitexact.pytest_plugin"]
     return command
+
+
+def _interpreter_env(environ: Mapping[str, str], python: str | None) -> dict[str, str]:
+    """The child's environment: for `--python`, where this kl-bitexact and its
+    dependencies are (read and removed by the bootstrap, so no grandchild sees them)."""
+    if not python:
+        return dict(environ)
+    if shutil.which(python) is None:
+        raise ConfigError(
+            f"--python {python}: no such interpreter",
+            hint="give the path (or the name on PATH) of the Python the engine is installed in",
+        )
+    own = str(Path(kl_bitexact.__file__).resolve().parents[1])
+    sites = dict.fromkeys(sysconfig.get_paths()[key] for key in ("purelib", "platlib"))
+    return {**environ, _OWN_PATHS_ENV: os.pathsep.join([own, *sites])}
 
 
 def _run_child(
@@ -136,7 +179,7 @@ def _run_child(
             text=True,
             errors="replace",
             cwd=cwd,
-            env={**(env or os.environ), LOG_DIR_ENV: str(log_path.parent)},
+            env={**(os.environ if env is None else env), LOG_DIR_ENV: str(log_path.parent)},
         ) as child,
     ):
         assert child.stdout is not None  # stdout=PIPE
@@ -218,7 +261,9 @@ def _prove(args: argparse.Namespace, pytest_args: list[str]) -> int:
     with _head_files_in(base, runnable) as not_copied:
         refused |= not_copied
         runnable = [file for file in runnable if file not in not_copied]
-        returncode = _run_proof(runnable, options, units, base, engine, junit_path, log_path)
+        returncode = _run_proof(
+            runnable, options, units, base, engine, args.python, junit_path, log_path
+        )
     failure = _proof_failure(returncode, junit_path, log_path)
     cases: tuple[JUnitCase, ...] = ()
     imported = Results(run=current_run_info())
@@ -331,6 +376,7 @@ def _run_proof(
     units: Sequence[str],
     base: Path,
     engine: Sequence[Path],
+    python: str | None,
     junit_path: Path,
     log_path: Path,
 ) -> int | None:
@@ -342,8 +388,9 @@ def _run_proof(
     arguments = [*options, *files, "--continue-on-collection-errors", *selected]
     inherited = os.environ.get("PYTHONPATH", "")
     pythonpath = os.pathsep.join([*map(str, engine), *([inherited] if inherited else [])])
-    env = {**os.environ, "PYTHONPATH": pythonpath}
-    return _run_child(pytest_command(arguments, junit_path), log_path, cwd=base, env=env)
+    env = _interpreter_env({**os.environ, "PYTHONPATH": pythonpath}, python)
+    command = pytest_command(arguments, junit_path, python)
+    return _run_child(command, log_path, cwd=base, env=env)
 
 
 def _proof_failure(returncode: int | None, junit_path: Path, log_path: Path) -> str:
