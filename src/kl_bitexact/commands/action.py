@@ -34,6 +34,8 @@ from kl_bitexact.publish.client import pr_from_event
 from kl_bitexact.results import io as results_io
 from kl_bitexact.results import model as results_model
 from kl_bitexact.run import clean_env
+from kl_bitexact.untrusted import escape
+from kl_bitexact.untrusted.jsonfile import read_bounded
 
 _HINT = "fix the `with:` of the kl-bitexact step in your workflow"
 
@@ -121,8 +123,21 @@ def _kl_bitexact(
     return subprocess.run(command, env=env, check=False, text=True, capture_output=capture)
 
 
+# The job summary allows 1 MiB; a report.md is at most a 65,536-character comment.
+MAX_REPORT_BYTES = 1024 * 1024
+
+
 def _read_text(path: Path) -> str:
-    return path.read_text(encoding="utf-8") if path.is_file() else ""
+    """`path`'s text for the job summary, or "" when it is missing or not a plain file
+    (the run, the PR's code, could leave a link or a FIFO there: issue 14, case 9)."""
+    if not path.exists() and not path.is_symlink():
+        return ""
+    try:
+        raw = read_bounded(path, what="report", max_bytes=MAX_REPORT_BYTES, follow_symlinks=False)
+    except ConfigError as error:
+        print(f"::warning title=kl-bitexact::{escape.command_data(error.message)}", flush=True)
+        return ""
+    return raw.decode("utf-8", "replace")
 
 
 # --- one function per command ---------------------------------------------------------

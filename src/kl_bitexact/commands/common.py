@@ -22,7 +22,7 @@ from kl_bitexact.report import render
 from kl_bitexact.results import io as results_io
 from kl_bitexact.results.exit_code import exit_code
 from kl_bitexact.results.model import Results, Status, TestResult, current_run_info
-from kl_bitexact.untrusted.jsonfile import read_bounded
+from kl_bitexact.untrusted.jsonfile import append_text, read_bounded, replace_text
 
 if TYPE_CHECKING:
     from kl_bitexact.ingest.junit import JUnitCase
@@ -201,11 +201,12 @@ def freeze_loaded() -> None:
 
 
 def write_output(path: Path, text: str, *, append: bool = False) -> None:
-    try:
-        with path.open("a" if append else "w", encoding="utf-8") as handle:
-            handle.write(text)
-    except OSError as error:
-        raise ConfigError(f"{path}: cannot write ({error.strerror})") from None
+    """Write (a new file in the path's place) or append (to a regular file only): never
+    through a symlink or into a FIFO a run of PR code left there (issue 14, case 9)."""
+    if append:
+        append_text(path, text)
+    else:
+        replace_text(path, text)
 
 
 def add_repository_arguments(parser: argparse.ArgumentParser) -> None:

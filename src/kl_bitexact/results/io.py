@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,7 +20,13 @@ from kl_bitexact import __version__
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.results import strict
 from kl_bitexact.results.model import SCHEMA_VERSION, PlannedTest, Results, SuiteResult
-from kl_bitexact.untrusted.jsonfile import check_depth, parse_refused, read_bounded, too_deep
+from kl_bitexact.untrusted.jsonfile import (
+    check_depth,
+    parse_refused,
+    read_bounded,
+    replace_text,
+    too_deep,
+)
 
 # A 32-sample suite with first divergences is a few kB; 10,000 such tests stay far under
 # this. Anything larger is not a results file we wrote.
@@ -55,18 +59,10 @@ def dumps(results: Results) -> str:
 
 
 def write_atomic(results: Results, path: Path) -> None:
-    """Write results so that a reader (or a kill -9) never sees a half-written file."""
+    """Write results so that a reader (or a kill -9) never sees a half-written file, and
+    never through whatever was at `path` before (`replace_text`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(dumps(results))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+    replace_text(path, dumps(results))
 
 
 # --- JSON in ---------------------------------------------------------------------------
@@ -80,7 +76,11 @@ def schema() -> dict[str, Any]:
 def load(path: Path, *, max_bytes: int = MAX_RESULTS_BYTES) -> Results:
     """Read, bound, validate and decode one results file; errors name the file."""
     hint = "pass the results.json written by `kl-bitexact run`"
-    return loads(read_bounded(path, what="results file", max_bytes=max_bytes, hint=hint), path)
+    # Never through a symlink: an artifact's results file is a file (issue 14, case 9).
+    raw = read_bounded(
+        path, what="results file", max_bytes=max_bytes, hint=hint, follow_symlinks=False
+    )
+    return loads(raw, path)
 
 
 def loads(raw: bytes, path: Path) -> Results:

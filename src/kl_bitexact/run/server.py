@@ -31,10 +31,11 @@ from pathlib import Path
 
 import requests
 
-from kl_bitexact.errors import ServerError, network_reason
+from kl_bitexact.errors import ConfigError, ServerError, network_reason
 from kl_bitexact.run import watchdog
 from kl_bitexact.suite.model import PORT_PLACEHOLDER, ServerSpec
 from kl_bitexact.untrusted import escape
+from kl_bitexact.untrusted.jsonfile import open_append
 
 HEALTH_PATH = "/health"
 HEALTH_REQUEST_TIMEOUT_S = 5.0
@@ -138,8 +139,10 @@ class Server:
         """A line of our own in the server's log, marked as not the server's."""
         if self.log_path is None:
             return
-        with contextlib.suppress(OSError), self.log_path.open("a", encoding="utf-8") as log:
-            log.write(f"[kl-bitexact] {line}\n")
+        # The server (the PR's code) can write the logs directory: a link or a FIFO it
+        # put in the log's place gets nothing (issue 14, case 9).
+        with contextlib.suppress(OSError, ConfigError), open_append(self.log_path) as log:
+            log.write(f"[kl-bitexact] {line}\n".encode())
 
 
 class Watchdog:
@@ -188,7 +191,7 @@ def launch(
     command = [part.replace(PORT_PLACEHOLDER, str(port)) for part in spec.command]
     log_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    with log_path.open("ab") as log:
+    with open_append(log_path) as log:
         log.write(f"$ {' '.join(command)}\n".encode())
         log.flush()
         try:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import sys
 import time
 
@@ -33,9 +34,16 @@ def group_alive(pgid: int) -> bool:
 
 
 def note(log: str, line: str) -> None:
+    # The log sits where the server (the PR's code) can write: never through a link it
+    # put in the log's place, never into a FIFO (issue 14, case 9).
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
     try:
-        with open(log, "a", encoding="utf-8") as handle:
-            handle.write(f"[kl-bitexact watchdog] {line}\n")
+        fd = os.open(log, flags, 0o666)
+        try:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                os.write(fd, f"[kl-bitexact watchdog] {line}\n".encode())
+        finally:
+            os.close(fd)
     except OSError:
         pass
 

@@ -8,16 +8,24 @@ Bounded in every dimension an artifact can be hostile in: only a regular file (a
 link to /dev/zero would block or never end), its size checked before reading, nesting at
 most MAX_DEPTH deep (parsers and every reader after them recurse), integers of at most
 MAX_INT_DIGITS digits where Python's json parses them (msgspec refuses past 64 bits).
+
+Files are written where a run of PR code wrote before (a results directory, which a
+self-hosted runner keeps for the next job), so writing never follows what is planted there
+(issue 14, case 9): `replace_text` puts a new regular file in the path's place (a symlink
+or a FIFO there is replaced, not written through), `open_append` appends only to a regular
+file that is not a symlink.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
 import stat
+import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgspec
 
@@ -30,13 +38,24 @@ MAX_DEPTH = 64
 MAX_INT_DIGITS = 100
 
 
-def read_bounded(path: Path, *, what: str, max_bytes: int, hint: str | None = None) -> bytes:
+def read_bounded(
+    path: Path,
+    *,
+    what: str,
+    max_bytes: int,
+    hint: str | None = None,
+    follow_symlinks: bool = True,
+) -> bytes:
     """The bytes of the regular file at `path`; the size is checked before reading, so an
-    oversized artifact is never loaded, and a FIFO or a device is refused unread."""
+    oversized artifact is never loaded, and a FIFO or a device is refused unread. Without
+    `follow_symlinks`, a symlink is refused too (an artifact's file is never a link)."""
+    # O_NONBLOCK: opening a FIFO with no writer returns at once instead of waiting.
+    flags = os.O_RDONLY | os.O_NONBLOCK | (0 if follow_symlinks else os.O_NOFOLLOW)
     try:
-        # O_NONBLOCK: opening a FIFO with no writer returns at once instead of waiting.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        fd = os.open(path, flags)
     except OSError as error:
+        if error.errno == errno.ELOOP and not follow_symlinks:
+            raise ConfigError(f"{path}: a symbolic link, not a {what}", hint=hint) from None
         raise ConfigError(f"{path}: cannot read {what} ({error.strerror})", hint=hint) from None
     with os.fdopen(fd, "rb") as handle:
         info = os.fstat(fd)
@@ -55,6 +74,62 @@ def read_bounded(path: Path, *, what: str, max_bytes: int, hint: str | None = No
     if len(raw) > max_bytes:
         raise ConfigError(f"{path}: over the {max_bytes}-byte limit for {what}")
     return raw
+
+
+def replace_text(path: Path, text: str) -> None:
+    """Write `text` to a new regular file and rename it over `path`: a reader never sees half
+    of it, and whatever was at `path` (a symlink, a FIFO) is replaced, never written
+    through."""
+    if path.is_dir() and not path.is_symlink():
+        raise ConfigError(f"{path}: is a directory, not a file to write")
+    try:
+        fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot write ({error.strerror})") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except OSError as error:
+        Path(temporary).unlink(missing_ok=True)
+        raise ConfigError(f"{path}: cannot write ({error.strerror})") from None
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def open_append(path: Path) -> BinaryIO:
+    """`path` opened to append bytes, created if missing; only a regular file that is not a
+    symlink (a planted FIFO would block, a link would point the writes anywhere)."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise ConfigError(
+                f"{path}: a symbolic link; kl-bitexact appends only to regular files",
+                hint="remove the link (something planted it where this file belongs)",
+            ) from None
+        if error.errno == errno.ENXIO:  # a FIFO nobody reads
+            raise ConfigError(f"{path}: not a regular file (a FIFO), so not written") from None
+        raise ConfigError(f"{path}: cannot write ({error.strerror})") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise ConfigError(f"{path}: not a regular file ({_kind(mode)}), so not written")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "ab")
+
+
+def append_text(path: Path, text: str) -> None:
+    """Append `text` (UTF-8) to the regular file at `path` (see `open_append`)."""
+    with open_append(path) as handle:
+        try:
+            handle.write(text.encode("utf-8"))
+        except OSError as error:
+            raise ConfigError(f"{path}: cannot write ({error.strerror})") from None
 
 
 def _kind(mode: int) -> str:
