@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -8,6 +9,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
 
+import process_groups
 import pytest
 from hypothesis import HealthCheck, settings
 
@@ -36,17 +38,20 @@ def run_cli(
     env: dict[str, str] | None = None,
     timeout: float = 120,
 ) -> subprocess.CompletedProcess[str]:
-    """Run `python -m kl_bitexact ARGS` as a user would, capturing text output."""
+    """Run `python -m kl_bitexact ARGS` as a user would, capturing text output. Its whole
+    process group is killed when it returns or times out (a timeout raises
+    subprocess.TimeoutExpired, as subprocess.run would)."""
+    command = [sys.executable, "-m", "kl_bitexact", *args]
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "kl_bitexact", *args],
-        cwd=cwd,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    with process_groups.group(command, cwd=cwd, env=full_env, text=True, **pipes) as process:
+        stdout, stderr = process.communicate(timeout=timeout)
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """However the session ends, no process group a test started outlives it."""
+    process_groups.kill_all()
 
 
 @pytest.fixture
@@ -63,7 +68,7 @@ class ReferenceServer:
     def __init__(self, args: Sequence[str]) -> None:
         # A file, not a pipe: the server logs every request, and a full pipe would block it.
         self.log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen(
+        self.process = process_groups.start(
             [sys.executable, "-m", "kl_bitexact", "serve-reference", "--port", "0", *args],
             stdout=subprocess.PIPE,
             stderr=self.log,
@@ -83,11 +88,10 @@ class ReferenceServer:
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.terminate()
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        process_groups.kill_group(self.process.pid)
+        self.process.wait()
         if self.process.stdout is not None:
             self.process.stdout.close()
         self.log.close()

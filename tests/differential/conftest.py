@@ -3,6 +3,7 @@ and reference servers started once per module."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import process_groups
 import pytest
 from sglang_differential import (
     BOUNDARY_MODEL,
@@ -53,7 +55,7 @@ def servers() -> Iterator[Callable[[str], str]]:
     def url(name: str) -> str:
         if name not in started:
             command = [sys.executable, "-m", "kl_bitexact", "serve-reference", "--port", "0"]
-            process = subprocess.Popen(
+            process = process_groups.start(
                 [*command, *SERVERS[name]],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
@@ -68,6 +70,8 @@ def servers() -> Iterator[Callable[[str], str]]:
     yield url
     for process, _ in started.values():
         process.terminate()
-        process.wait(timeout=10)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=10)
+        process_groups.kill_group(process.pid)
         assert process.stdout is not None
         process.stdout.close()

@@ -1,7 +1,12 @@
 """Processes that tests start, each in a process group of its own that is killed whole
 whatever the test does (an assertion, a timeout, Ctrl-C), so no run or server outlives
 the test. The child starts with SIGINT at its default, so that a test can interrupt it
-even when pytest itself runs with SIGINT ignored (a background job in a script)."""
+even when pytest itself runs with SIGINT ignored (a background job in a script).
+
+Every group started here is remembered until it is killed; tests/conftest.py kills what
+is left when the session ends, however it ends (a test's own cleanup that never ran, an
+interrupted session), so a failing lifecycle test cannot leave a run and its server
+behind (issue 20: an orphaned run and its fake server ran for 6 minutes)."""
 
 from __future__ import annotations
 
@@ -24,18 +29,35 @@ def _default_signals() -> None:
         signal.signal(signum, signal.SIG_DFL)
 
 
-@contextlib.contextmanager
-def group(command: Sequence[str], **popen: Any) -> Iterator[subprocess.Popen[bytes]]:
-    """`command` in a new session; on exit its whole group gets SIGKILL."""
+_LIVE: set[int] = set()  # process groups started and not yet killed
+
+
+def start(command: Sequence[str], **popen: Any) -> subprocess.Popen[Any]:
+    """`command` leading a new session (its own group), SIGINT at its default,
+    remembered until `kill_group` (or the session's end) kills it."""
     process = subprocess.Popen(
         list(command), start_new_session=True, preexec_fn=_default_signals, **popen
     )
+    _LIVE.add(process.pid)
+    return process
+
+
+@contextlib.contextmanager
+def group(command: Sequence[str], **popen: Any) -> Iterator[subprocess.Popen[Any]]:
+    """`command` in a new session; on exit its whole group gets SIGKILL."""
+    process = start(command, **popen)
     try:
         yield process
     finally:
         kill_group(process.pid)
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=10)
+
+
+def kill_all() -> None:
+    """Every group still remembered: what a test's own cleanup missed."""
+    for pgid in list(_LIVE):
+        kill_group(pgid)
 
 
 @contextlib.contextmanager
@@ -46,6 +68,7 @@ def run_cli(args: Sequence[str], **popen: Any) -> Iterator[subprocess.Popen[byte
 
 
 def kill_group(pgid: int) -> None:
+    _LIVE.discard(pgid)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
 

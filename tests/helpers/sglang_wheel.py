@@ -39,6 +39,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import process_groups
 import requests
 
 SGLANG_VERSION = "0.5.23"
@@ -278,13 +279,13 @@ def popen_launch_server(
         print(f"sglang_wheel: serve-reference ignores {' '.join(dropped)}", file=sys.stderr)
     # sglang passes (stdout, stderr) files to capture the server's log; ours goes to stderr.
     stderr = (return_stdout_stderr or (None, None))[1]
-    process = subprocess.Popen(
+    # A group of its own, killed with the session at the latest (process_groups.py).
+    process = process_groups.start(
         command,
         stdout=subprocess.PIPE,
         stderr=stderr,
         text=True,
         env={**os.environ, **(env or {})},
-        start_new_session=True,
     )
     assert process.stdout is not None
     line = process.stdout.readline()

@@ -8,6 +8,7 @@ import sys
 
 import requests
 from gh_constants import REPO, TOKEN
+from process_groups import group
 
 from kl_bitexact.testing.fake_github import FakeGitHub
 
@@ -63,12 +64,8 @@ def test_a_wrong_token_gets_bad_credentials(fake_github: FakeGitHub) -> None:
 
 def test_runs_standalone_with_seed_faults_and_state_over_http() -> None:
     module = "kl_bitexact.testing.fake_github"
-    process = subprocess.Popen(
-        [sys.executable, "-m", module, "--port", "0", "--token", "standalone-secret"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
+    command = [sys.executable, "-m", module, "--port", "0", "--token", "standalone-secret"]
+    with group(command, stdout=subprocess.PIPE, text=True) as process:
         assert process.stdout is not None
         line = process.stdout.readline().strip()
         assert line.startswith("fake GitHub listening on http://127.0.0.1:")
@@ -85,9 +82,6 @@ def test_runs_standalone_with_seed_faults_and_state_over_http() -> None:
         assert [r["status"] for r in state["requests"]] == [502, 200]
         assert state["violations"] == []
         assert "standalone-secret" not in json.dumps(state)
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
 
 
 def test_an_undocumented_404_is_checked_as_githubs_basic_error(fake_github: FakeGitHub) -> None:

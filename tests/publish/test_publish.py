@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import process_groups
 import pytest
 from gh_constants import FAST_ENV, REPO, TOKEN
 
@@ -526,7 +527,8 @@ def test_the_events_a_baseline_may_come_from_are_configurable(
 
 
 def _publish_process(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
+    # Killed with its group when the session ends, if the test's communicate() never did.
+    return process_groups.start(
         [sys.executable, "-m", "kl_bitexact", "publish", *args],
         env={**os.environ, **env},
         stdout=subprocess.PIPE,

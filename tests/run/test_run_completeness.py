@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+import process_groups
 import pytest
 
 from kl_bitexact.results import io as results_io
@@ -52,7 +53,9 @@ def statuses(path: Path) -> dict[str, str]:
 
 
 def run_in_background(suite: Path, out: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
+    """The run in its own process group, killed with it at the latest when the session ends
+    (tests/helpers/process_groups.py)."""
+    return process_groups.start(
         [sys.executable, "-m", "kl_bitexact", "run", str(suite), "--out", str(out)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -100,7 +103,7 @@ def test_sigterm_after_4_of_8_tests_is_not_a_green_gate(cli, tmp_path, full_base
         process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=60)
     finally:
-        process.kill()
+        process_groups.kill_group(process.pid)
         pid = fake_pid(out)
     assert process.returncode == 128 + signal.SIGTERM, stderr
     assert b"interrupted (SIGTERM)" in stderr and b"Traceback" not in stderr
@@ -158,6 +161,7 @@ def test_kill_9_leaves_the_plan_and_report_errors_the_tests_without_verdict(
         process.kill()  # no handler runs: only what was saved is there
         process.wait()
     finally:
+        process_groups.kill_group(process.pid)
         pid = fake_pid(out)
         if pid is not None:
             os.kill(pid, signal.SIGKILL)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from fake_suites import FAKE, statuses, suite_yaml, write
+from process_groups import group
 
 from kl_bitexact.results import io as results_io
 from kl_bitexact.run.runner import DEATH_GRACE_S
@@ -84,12 +85,9 @@ def test_a_server_slow_to_exit_after_its_connections_drop_is_still_seen_dead(tmp
     log = tmp_path / "server.log"
     log.write_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
     slow_exit = "import time; time.sleep(3); raise SystemExit(1)"
-    process = subprocess.Popen([sys.executable, "-c", slow_exit], start_new_session=True)
-    try:
+    with group([sys.executable, "-c", slow_exit]) as process:
         dying = Server(f"http://127.0.0.1:{free_port()}", process=process, log_path=log)
         report = dying.death_report(grace_s=DEATH_GRACE_S)
-    finally:
-        stop_group(process, Teardown(interrupt_s=1, terminate_s=1, kill_s=1))
     assert report is not None and "server exited with code 1" in report
     assert "infrastructure: out of memory (torch.OutOfMemoryError" in report
 
@@ -198,16 +196,14 @@ def test_teardown_ladder_kills_a_group_that_ignores_signals():
         "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
         "print('ready', flush=True); time.sleep(60)\n"
     )
-    process = subprocess.Popen(
-        [sys.executable, "-c", script], stdout=subprocess.PIPE, start_new_session=True
-    )
-    assert process.stdout is not None and process.stdout.readline() == b"ready\n"
-    started = time.monotonic()
-    stop_group(process, Teardown(interrupt_s=0.3, terminate_s=0.3, kill_s=5))
-    assert process.poll() == -signal.SIGKILL
-    assert time.monotonic() - started < 5
-    with pytest.raises(ProcessLookupError):
-        os.killpg(process.pid, 0)
+    with group([sys.executable, "-c", script], stdout=subprocess.PIPE) as process:
+        assert process.stdout is not None and process.stdout.readline() == b"ready\n"
+        started = time.monotonic()
+        stop_group(process, Teardown(interrupt_s=0.3, terminate_s=0.3, kill_s=5))
+        assert process.poll() == -signal.SIGKILL
+        assert time.monotonic() - started < 5
+        with pytest.raises(ProcessLookupError):
+            os.killpg(process.pid, 0)
 
 
 @pytest.mark.parametrize("field", ["logprob", "output_id", "cached_tokens"])
