@@ -216,6 +216,16 @@ def test_job_summary_has_no_marker_and_a_larger_budget():
     assert "Trimmed" in render.comment(comparison)
 
 
+def test_the_job_summary_fits_githubs_limit_in_bytes_not_characters():
+    # Issue 14, case 9: the budget counted characters; an emoji-heavy summary (4 bytes a
+    # character) was 3.79 MB, and GitHub's limit is 1 MiB of the step's summary.
+    tests = [red_hicache(f"{n}-{'🔥' * 150}", message="💥" * 300) for n in range(1500)]
+    summary = render.job_summary(compare(results(*tests), None))
+    assert len(summary.encode("utf-8")) <= render.SUMMARY_LIMIT <= 1024 * 1024
+    assert "Trimmed" in summary  # cut to fit, and says so
+    assert summary.count("🔥" * 150) > 100  # not cut to nothing either
+
+
 def test_links_from_the_actions_environment():
     env = {
         "GITHUB_SERVER_URL": "https://ghe.example.com",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -24,7 +24,7 @@ from kl_bitexact.compare.gate import Verdict
 from kl_bitexact.errors import ExitCode
 from kl_bitexact.registry.findings_file import Finding
 from kl_bitexact.report import proofs, sections
-from kl_bitexact.report.budget import KEEP, Block, Section, fit
+from kl_bitexact.report.budget import KEEP, Block, Section, fit, utf8_size
 from kl_bitexact.report.wording import ICON, LABEL, TRANSITION, measured
 from kl_bitexact.results.formats import plural
 from kl_bitexact.untrusted import escape
@@ -32,7 +32,7 @@ from kl_bitexact.untrusted import escape
 COMMENT_LIMIT = 65_536  # GitHub rejects longer issue comments
 
 
-SUMMARY_LIMIT = 1_000_000  # the job summary allows 1 MiB per step
+SUMMARY_LIMIT = 1_000_000  # bytes of UTF-8: GitHub cuts a step's job summary at 1 MiB
 
 
 NOTICE_RESERVE = 800  # room kept for the "what was cut" notice
@@ -96,15 +96,20 @@ def job_summary(
     links: Links | None = None,
     budget: int | None = SUMMARY_LIMIT,
 ) -> str:
-    """The Markdown for `$GITHUB_STEP_SUMMARY`: the same report with a larger budget."""
-    return document(comparison, findings, links or Links(), budget)
+    """The Markdown for `$GITHUB_STEP_SUMMARY`: the same report with a larger budget, in
+    bytes (GitHub's limit is of bytes; the comment's is of characters)."""
+    return document(comparison, findings, links or Links(), budget, measure=utf8_size)
 
 
 def document(
-    comparison: Comparison, findings: Sequence[Finding], links: Links, budget: int | None
+    comparison: Comparison,
+    findings: Sequence[Finding],
+    links: Links,
+    budget: int | None,
+    measure: Callable[[str], int] = len,
 ) -> str:
     sections = _sections(comparison, findings, links)
-    texts, cut = fit(sections, None if budget is None else budget - NOTICE_RESERVE)
+    texts, cut = fit(sections, None if budget is None else budget - NOTICE_RESERVE, measure)
     if cut:
         texts.insert(1, _cut_notice(cut, links))
     return "".join(texts)
