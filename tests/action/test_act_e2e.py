@@ -272,21 +272,25 @@ def test_untrusted_fork_pull_request_never_runs_and_the_gate_says_why(fake_githu
 
 def proving_repository(target: Path) -> proof_repo.ProofRepo:
     """tests/helpers/proof_repo.py's engine (main: a checkpoint fault; the PR: the fix and the
-    test that catches it), with the example callers: the reusable workflow with
-    `prove: "true"` on its one suite, and examples/action-prove.yml unchanged."""
+    tests that catch it, one in its suite file, one in a registered pytest file of another
+    suite), with the example callers: the reusable workflow with `prove: "true"` on both
+    suites, and examples/action-prove.yml unchanged (suite files only)."""
     caller = (ROOT / "examples" / "sglang-caller.yml").read_text(encoding="utf-8")
     suites, policy = f"suites: {' '.join(SUITES)}\n", "      fail-on: regression\n"
     assert suites in caller and policy in caller, "examples/sglang-caller.yml changed: adapt"
-    caller = caller.replace(suites, f"suites: {proof_repo.SUITE}\n")
+    proved = (proof_repo.SUITE, proof_repo.PLUGIN_SUITE)
+    caller = caller.replace(suites, f"suites: {' '.join(proved)}\n")
     caller = caller.replace(policy, policy + '      prove: "true"\n')
-    allowlist = f"suites:\n  - {proof_repo.SUITE}\n"
+    allowlist = "suites:\n" + "".join(f"  - {suite}\n" for suite in proved)
     extra = {
         ".kl-bitexact.yaml": (STUBS / "fixture" / ".kl-bitexact.yaml").read_text(),
         ".github/kl-bitexact-allowlist.yaml": allowlist,
         f".github/workflows/{CALLER}": caller,
         ".github/workflows/action-prove.yml": (ROOT / "examples" / "action-prove.yml").read_text(),
+        proof_repo.PLUGIN_FILE: proof_repo.plugin_test_file("match"),
     }
-    repo = proof_repo.create(target, extra)
+    pr = {proof_repo.PLUGIN_FILE: proof_repo.plugin_test_file("match", "prefill_cache_hit")}
+    repo = proof_repo.create(target, extra, pr)
     git(repo.path, "remote", "add", "origin", f"https://github.com/{REPOSITORY}.git")
     return repo
 
@@ -306,15 +310,24 @@ def test_a_new_test_red_on_base_green_on_head_is_shown_proven(cli, fake_github, 
     assert run.returncode == 0, run.excerpt()
     both = {f"{proof_repo.SUITE}::match", proof_repo.NEW_TEST}
     assert ids_in(run.artifact(f"results-{proof_repo.SUITE}-0") / "results.json") == both
-    # The proof job ran only the new test, on the base revision's engine: red there.
-    proof = json.loads((run.artifact(f"proof-{proof_repo.SUITE}") / "results.json").read_text())
-    [on_base] = [test for suite in proof["suites"] for test in suite["tests"]]
-    assert (on_base["id"], on_base["status"]) == (proof_repo.NEW_TEST, "failed")
-    assert on_base["kl_div"] > 1e-9
+    # The registered pytest file ran with `kl-bitexact pytest` in its own shard.
+    plugin_file = {f"{proof_repo.PLUGIN_FILE}::test_match", proof_repo.PLUGIN_NEW_TEST}
+    plugin_shard = run.artifact(f"results-{proof_repo.PLUGIN_SUITE}-0") / "results.json"
+    assert ids_in(plugin_shard) == plugin_file
+    # Each proof job ran only its new test, on the base revision's engine: red there (the
+    # pytest file in the base checkout, whose engine/serve.sh its kl_suite server runs).
+    for suite, new_test in (
+        (proof_repo.SUITE, proof_repo.NEW_TEST),
+        (proof_repo.PLUGIN_SUITE, proof_repo.PLUGIN_NEW_TEST),
+    ):
+        proof = json.loads((run.artifact(f"proof-{suite}") / "results.json").read_text())
+        [on_base] = [test for part in proof["suites"] for test in part["tests"]]
+        assert (on_base["id"], on_base["status"]) == (new_test, "failed")
+        assert on_base["kl_div"] > 1e-9
     # The comment says so: proven, with both KLs; the gate passes.
     [body] = comments_on_the_pr(fake_github)
     text = html.unescape(body)
-    assert "gate passed" in text and "🧪 1 proven" in text
+    assert "gate passed" in text and "🧪 2 proven" in text
     assert "**proven** - red on base, green on head: KL " in text and " -> 0 · " in text
     [status] = [s for s in arrived(fake_github)["statuses"] if s["context"] == "kl-bitexact"]
     assert (status["state"], status["sha"]) == ("success", repo.head)

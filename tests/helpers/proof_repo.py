@@ -57,6 +57,50 @@ def suite_file(*tests: str) -> str:
     )
 
 
+# sglang's shard splits a suite of one backend: the Python file has a suite of its own.
+PLUGIN_SUITE = "extra-c-test-4-gpu-b200"
+PLUGIN_FILE = "test/registered/test_engine_plugin.py"
+PLUGIN_NEW_TEST = f"{PLUGIN_FILE}::test_prefill_cache_hit"
+_PLUGIN_TEST = """\
+\"\"\"The engine's bit-exact tests as a registered pytest file (kl-bitexact's plugin).\"\"\"
+
+import sys
+
+import pytest
+
+
+def register_cuda_ci(**registration):
+    \"\"\"sglang's registration call: nothing at run time; lint-ci and shard read it.\"\"\"
+
+
+register_cuda_ci(est_time=30, stage="extra-c", runner_config="4-gpu-b200")
+
+SMALL = {{"samples": 4, "prompt_tokens": [48, 96], "max_new_tokens": 16, "vocab_size": 256}}
+pytestmark = pytest.mark.kl_suite(
+    {{
+        "name": "engine-plugin",
+        # the engine of the checkout pytest runs in (the base's in the proof run)
+        "server": {{"engine": "sglang", "command": ["sh", "engine/serve.sh", "{{port}}"]}},
+        "tests": [{{"name": "match", "check": "match", **SMALL}}],
+    }}
+)
+{tests}
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__]))
+"""
+_PLUGIN_CHECK = """
+
+def test_{name}(kl_check):
+    kl_check("{name}", **SMALL)
+"""
+
+
+def plugin_test_file(*checks: str) -> str:
+    """A registered pytest file of PLUGIN_SUITE, one test per check (kl_check, SMALL prompts)."""
+    return _PLUGIN_TEST.format(tests="".join(_PLUGIN_CHECK.format(name=c) for c in checks))
+
+
 def git(repo: Path, *args: str) -> str:
     identity = {
         "GIT_AUTHOR_NAME": "e2e",
@@ -81,8 +125,11 @@ def write(repo: Path, name: str, text: str) -> None:
     path.write_text(text, encoding="utf-8")
 
 
-def create(path: Path, extra: dict[str, str] | None = None) -> ProofRepo:
-    """main with the bug, then the PR's commit on branch `fix` (checked out)."""
+def create(
+    path: Path, extra: dict[str, str] | None = None, pr_extra: dict[str, str] | None = None
+) -> ProofRepo:
+    """main with the bug, then the PR's commit on branch `fix` (checked out); `extra`
+    files on main, `pr_extra` written (added or changed) by the PR."""
     path.mkdir(parents=True)
     git(path, "init", "-q", "-b", "main")
     write(path, "engine/serve.sh", serve_script(fault=True))
@@ -95,7 +142,10 @@ def create(path: Path, extra: dict[str, str] | None = None) -> ProofRepo:
     git(path, "checkout", "-q", "-b", "fix")
     write(path, "engine/serve.sh", serve_script(fault=False))
     write(path, SUITE_FILE, suite_file("match", "prefill_cache_hit"))
-    git(path, "commit", "-q", "-am", "fix the checkpoint position; add the test that catches it")
+    for name, text in (pr_extra or {}).items():
+        write(path, name, text)
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "fix the checkpoint position; add the test that catches it")
     return ProofRepo(path, base, git(path, "rev-parse", "HEAD"))
 
 
