@@ -35,7 +35,7 @@ from kl_bitexact.results import io as results_io
 from kl_bitexact.results import model as results_model
 from kl_bitexact.run import clean_env
 from kl_bitexact.untrusted import escape
-from kl_bitexact.untrusted.jsonfile import read_bounded
+from kl_bitexact.untrusted.jsonfile import read_bounded, replace_text
 
 _HINT = "fix the `with:` of the kl-bitexact step in your workflow"
 
@@ -173,18 +173,35 @@ def _run_both(inputs: ActionInputs, suites: Sequence[str], tests: Sequence[str])
     part = Path(tempfile.mkdtemp(prefix="kl-bitexact-pytest-"))
     pytest_code = _kl_bitexact(command_lines.pytest_argv(inputs, tests, part)).returncode
     out = inputs.results_dir
+    out.mkdir(parents=True, exist_ok=True)
     found = [path for path in (out / "results.json", part / "results.json") if path.is_file()]
     if found:
         merged = results_io.merge([(str(path), results_io.load(path)) for path in found])
         results_io.write_atomic(merged, out / "results.json")
         _write_report(merged, out / "report.md")
-    out.mkdir(parents=True, exist_ok=True)
-    if (part / "junit.xml").is_file():
-        shutil.copyfile(part / "junit.xml", out / "junit.xml")
-    if (part / "logs").is_dir():
-        shutil.copytree(part / "logs", out / "logs", dirs_exist_ok=True)
+    _bring_over(part, out)
     shutil.rmtree(part, ignore_errors=True)
     return _worst(run_code, pytest_code)
+
+
+# pytest's JUnit XML holds every test's output; its log and the servers' logs are of a size.
+MAX_PART_BYTES = 256 * 1024 * 1024
+
+
+def _bring_over(part: Path, out: Path) -> None:
+    """pytest's junit.xml and logs/ into results-dir, regular files only: each read without
+    following a link and written as a new file, never through a link (PR code ran in both
+    runs and may have left links in either directory: issue 14, case 9)."""
+    sources = [part / "junit.xml", *sorted((part / "logs").glob("*"))]
+    for source in sources:
+        target = out / source.relative_to(part)
+        if source.is_symlink() or not source.is_file() or target.parent.is_symlink():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        raw = read_bounded(
+            source, what="pytest output", max_bytes=MAX_PART_BYTES, follow_symlinks=False
+        )
+        replace_text(target, raw.decode("utf-8", "replace"))
 
 
 def _worst(*codes: int) -> int:
@@ -198,7 +215,7 @@ def _write_report(results: results_model.Results, path: Path) -> None:
     from kl_bitexact.compare.comparison import compare
     from kl_bitexact.report import render
 
-    path.write_text(render.comment(compare(results, None)), encoding="utf-8")
+    replace_text(path, render.comment(compare(results, None)))
 
 
 def report_step(inputs: ActionInputs) -> StepResult:
