@@ -110,11 +110,17 @@ def _dev_zero(d: Path) -> list[str]:
     return ["report", str(d / "results.json")]
 
 
+def _device(d: Path) -> list[str]:
+    return ["report", "/dev/zero"]
+
+
 CASES: tuple[Case, ...] = (
     _report("results nested 100k deep", deep_json(), "results.json: "),
     _report("results integer of 5000 digits", HUGE_INT_RESULTS, "out of range"),
     Case("results is a FIFO", _fifo, "not a regular file (a FIFO)"),
-    Case("results links to /dev/zero", _dev_zero, "not a regular file (a character device)"),
+    # A results file is never read through a symlink (issue 14, case 9), wherever it points.
+    Case("results links to /dev/zero", _dev_zero, "a symbolic link, not a results file"),
+    Case("results is /dev/zero", _device, "not a regular file (a character device)"),
     _report_with("--findings", "findings.json", deep_json(), "nested more than"),
     _report_with("--blockers", "deep.json", deep_json(), "nested more than"),
     _report_with("--blockers", "list.json", "[]", "blocker states"),
