@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from gfm_check import assert_renders_safely
 from golden_scenarios import BLOCKER, LINKS, check_result, red_hicache, results
-from hostile_text import ISSUE_REF, MENTION, hostile
+from hostile_text import ISSUE_REF, MENTION, hidden, hostile
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -224,6 +224,21 @@ def test_the_job_summary_fits_githubs_limit_in_bytes_not_characters():
     assert len(summary.encode("utf-8")) <= render.SUMMARY_LIMIT <= 1024 * 1024
     assert "Trimmed" in summary  # cut to fit, and says so
     assert summary.count("🔥" * 150) > 100  # not cut to nothing either
+
+
+def test_bidi_and_invisible_characters_reach_no_comment_summary_or_annotation():
+    # Issue 14, case 9: U+061C, U+FEFF, tag characters and an RLO in annotations survived.
+    sneaky = "t::\u202eevil\u202c\u061c\ufeff\U000e0041\U000e0042"
+    head = results(red_hicache(sneaky, message="bad \u202e\u2066news"))
+    comparison = compare(head, None)
+    rendered = [
+        render.comment(comparison),
+        render.job_summary(comparison),
+        *render.workflow_commands(comparison),
+    ]
+    for text in rendered:
+        assert not [hex(ord(c)) for c in text if hidden(c) and c != escape.WORD_JOINER], text
+    assert any("t%3A%3Aevil::bad news" in line for line in rendered[2:]), rendered[2:]
 
 
 def test_links_from_the_actions_environment():

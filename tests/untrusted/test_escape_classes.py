@@ -8,8 +8,10 @@ lets too much through (issue 22's mutation run found both kinds of gap).
 from __future__ import annotations
 
 import html
+import unicodedata
 
 import pytest
+from hostile_text import hidden
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -23,6 +25,22 @@ REMOVED = {
     "zero-width and direction marks": [chr(c) for c in range(0x200B, 0x2010)],
     "bidi embeddings and overrides": [chr(c) for c in range(0x202A, 0x202F)],
     "bidi isolates (Trojan Source)": [chr(c) for c in range(0x2066, 0x206A)],
+    # Issue 14, case 9: these survived.
+    "Arabic letter mark (bidi)": ["\u061c"],
+    "byte order mark (zero-width no-break space)": ["\ufeff"],
+    "tag characters (invisible ASCII)": [chr(c) for c in range(0xE0000, 0xE0080)],
+    "word joiner, invisible operators, deprecated format": [chr(c) for c in range(0x2060, 0x2070)],
+    "soft hyphen, fillers, other default-ignorables": [
+        "\u00ad",
+        "\u034f",
+        "\u115f",
+        "\u1160",
+        "\u17b4",
+        "\u180e",
+        "\u3164",
+        "\uffa0",
+        "\U000e0100",
+    ],
     "surrogates": ["\ud800", "\udbff", "\udc00", "\udfff"],
 }
 
@@ -89,7 +107,9 @@ def test_block_normalises_line_ends_and_keeps_indentation(value, expected):
 
 
 visible = st.text(
-    st.characters(blacklist_categories=("Cc", "Cf", "Cs", "Zl", "Zp"), blacklist_characters=WJ),
+    st.characters(blacklist_categories=("Cc", "Cf", "Cs", "Zl", "Zp")).filter(
+        lambda char: not hidden(char)
+    ),
     max_size=150,
 )
 
@@ -117,3 +137,19 @@ def test_default_limits_of_code_and_block():
 @pytest.mark.parametrize("command", [escape.command_data, escape.command_property])
 def test_a_lone_surrogate_becomes_one_replacement_character(command):
     assert command("a\ud800b") == "a\ufffdb"
+
+
+def test_every_format_character_is_removed_everywhere_untrusted_text_is_shown():
+    # Cf, from the Unicode database itself: no list of ours can fall behind it.
+    format_characters = [c for c in map(chr, range(0x110000)) if unicodedata.category(c) == "Cf"]
+    assert len(format_characters) > 150
+    sample = "a" + "".join(format_characters) + "b"
+    assert escape.text(sample, 10_000) == "ab"
+    assert escape.block(sample, 10_000) == "<pre>ab</pre>"
+    assert escape.terminal(sample, 10_000) == "a b"
+    assert escape.command_data(sample) == "ab"
+    assert escape.command_property(sample) == "ab"
+
+
+def test_an_emoji_keeps_its_variation_selector():
+    assert escape.text("\u2764\ufe0f ok") == "\u2764\ufe0f ok"

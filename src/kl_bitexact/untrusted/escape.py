@@ -16,10 +16,26 @@ import re
 # URL, while the reader still does.
 WORD_JOINER = "\u2060"
 
-# Characters that reorder or hide text (Trojan Source), C0/C1 controls, and lone
-# surrogates (JSON can carry them; no UTF-8 writer accepts them).
+# Characters that reorder or hide text, removed wherever untrusted text is shown: C0/C1
+# controls; every format character (Unicode category Cf: the bidi marks, embeddings,
+# overrides and isolates of Trojan Source, U+061C, the BOM U+FEFF, the tag characters
+# that spell invisible ASCII, the interlinear annotations, ...); the other
+# default-ignorable code points (the combining grapheme joiner, Hangul and Khmer fillers,
+# Mongolian selectors, the supplementary variation selectors); and lone surrogates (JSON
+# can carry them; no UTF-8 writer accepts them). The variation selectors U+FE00-FE0F stay:
+# emoji need them, and they reorder nothing. Issue 14, case 9 found U+061C, U+FEFF and tag
+# characters passing; tests/untrusted checks the list against Python's Unicode database.
 _INVISIBLE = re.compile(
-    r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+    "["
+    "\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f"  # C0 but tab and line breaks, DEL, C1
+    "\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2"
+    "\u115f\u1160\u17b4\u17b5\u180b-\u180f"
+    "\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164"
+    "\ufeff\uffa0\ufff0-\ufffb"
+    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0000-\U000e0fff"
+    "\ud800-\udfff"
+    "]"
 )
 _SURROGATES = re.compile(r"[\ud800-\udfff]")
 _LINE_BREAKS = re.compile(r"\r\n|[\r\n\t\u2028\u2029\x85]")
@@ -103,8 +119,15 @@ _PROPERTY = str.maketrans({"%": "%25", "\r": "%0D", "\n": "%0A", ":": "%3A", ","
 
 
 def command_data(value: str) -> str:
-    return _SURROGATES.sub("\ufffd", value).translate(_DATA)
+    """The message of a workflow command (an annotation): one line, nothing hidden."""
+    return _visible(value).translate(_DATA)
 
 
 def command_property(value: str) -> str:
-    return _SURROGATES.sub("\ufffd", value).translate(_PROPERTY)
+    """A property (`title=`, `file=`) of a workflow command: no separators, nothing hidden."""
+    return _visible(value).translate(_PROPERTY)
+
+
+def _visible(value: str) -> str:
+    # An annotation shows on the PR's files view: an RLO there reorders it as in a comment.
+    return _INVISIBLE.sub("", _SURROGATES.sub("\ufffd", value))
