@@ -179,8 +179,42 @@ def test_log_output_fills_in_for_uncaptured_tests():
     assert test.kl_div == 0.5
 
 
-def test_a_node_id_reported_twice_keeps_the_last_outcome():
-    document = to_results([case(Outcome.FAILED), case(Outcome.PASSED)], RunInfo(), Options())
-    ((_, test),) = document.all_tests()
-    assert test.status is Status.PASSED
-    assert test.warnings == ("reported more than once; last kept",)
+@pytest.mark.parametrize(
+    "outcomes",
+    [(Outcome.FAILED, Outcome.PASSED), (Outcome.PASSED, Outcome.FAILED)],
+    ids=["fail-then-pass", "pass-then-fail"],
+)
+def test_a_node_id_reported_twice_keeps_both_reports_apart(outcomes):
+    # Issue 14, case 9: the last report won, so a failure followed by a pass imported as a
+    # pass. Each report is its own test now; the red one gates whatever the order.
+    document = to_results([case(outcome) for outcome in outcomes], RunInfo(), Options())
+    tests = [test for _, test in document.all_tests()]
+    first = "dir/test_kl.py::TestKL::test_a"
+    assert [t.id for t in tests] == [first, f"{first} (report 2)"]
+    assert [t.status for t in tests] == [Status(o.value) for o in outcomes]
+    assert all("reported 2 times" in t.warnings[-1] for t in tests)
+    results_io.from_json(results_io.to_json(document))  # ids unique: a valid results.json
+
+
+def test_a_made_up_id_never_collides_with_a_real_one():
+    cases = [case(), case(), case(name="test_a (report 2)", classname="dir.test_kl.TestKL")]
+    ids = [test.id for _, test in to_results(cases, RunInfo(), Options()).all_tests()]
+    assert len(set(ids)) == 3, ids
+
+
+FAIL_THEN_PASS = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest" tests="2">
+<testcase classname="test_kl.TestKL" name="test_a" file="test_kl.py" time="1.0">
+<failure message="AssertionError: avg KL 5.0">kl_divs=[5.0]</failure></testcase>
+<testcase classname="test_kl.TestKL" name="test_a" file="test_kl.py" time="1.0"/>
+</testsuite></testsuites>
+"""
+
+
+def test_an_imported_fail_then_pass_fails_the_gate(cli, tmp_path):
+    xml = tmp_path / "junit.xml"
+    xml.write_text(FAIL_THEN_PASS)
+    imported = cli(["import-junit", str(xml), "--out", str(tmp_path / "out")])
+    assert imported.returncode == 1, imported.stdout + imported.stderr
+    report = cli(["report", str(tmp_path / "out" / "results.json")])
+    assert report.returncode == 1 and "gate failed" in report.stdout

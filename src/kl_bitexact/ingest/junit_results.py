@@ -12,6 +12,7 @@ Status mapping (docs/pytest.md explains it to users):
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -63,18 +64,14 @@ class Options:
 def to_results(cases: Sequence[JUnitCase], run: RunInfo, options: Options) -> Results:
     """One suite per registered suite name (else per test file), tests in file order.
 
-    A node id seen twice (a rerun plugin, or XML files concatenated) keeps its last
-    outcome, with a warning: results.json ids are unique.
+    A node id reported more than once (a rerun plugin, XML files concatenated) keeps every
+    report apart: the first under its id, the next as `ID (report 2)`, ... each with a
+    warning. The last report used to win, so a failure followed by a pass imported as a
+    pass (issue 14, case 9); now the red report gates whatever came after it.
     """
-    latest: dict[str, tuple[JUnitCase, TestResult]] = {}
-    for case in cases:
-        test = to_test(case, options)
-        if test.id in latest:
-            test = replace(test, warnings=(*test.warnings, "reported more than once; last kept"))
-            del latest[test.id]
-        latest[test.id] = (case, test)
+    converted = [(case, to_test(case, options)) for case in cases]
     suites: dict[str, tuple[ServerInfo, list[TestResult]]] = {}
-    for case, test in latest.values():
+    for case, test in _kept_apart(converted):
         name = case.property(prop.SUITE) or test.id.split("::", 1)[0]
         _, tests = suites.setdefault(name, (_server(case), []))
         tests.append(test)
@@ -85,6 +82,38 @@ def to_results(cases: Sequence[JUnitCase], run: RunInfo, options: Options) -> Re
             for name, (server, tests) in suites.items()
         ),
     )
+
+
+def _kept_apart(
+    converted: Sequence[tuple[JUnitCase, TestResult]],
+) -> list[tuple[JUnitCase, TestResult]]:
+    """Each report with an id of its own (results.json ids are unique)."""
+    reports = Counter(test.id for _, test in converted)
+    taken = set(reports)
+    seen: Counter[str] = Counter()
+    kept = []
+    for case, test in converted:
+        times = reports[test.id]
+        if times > 1:
+            seen[test.id] += 1
+            warning = f"reported {times} times: each report kept as its own test"
+            test = replace(
+                test, id=_own_id(test.id, seen[test.id], taken), warnings=(*test.warnings, warning)
+            )
+        kept.append((case, test))
+    return kept
+
+
+def _own_id(node: str, report: int, taken: set[str]) -> str:
+    """`node` for its first report, `node (report N)` for the Nth, never an id in use."""
+    if report == 1:
+        return node
+    candidate, extra = f"{node} (report {report})", 1
+    while candidate in taken:
+        extra += 1
+        candidate = f"{node} (report {report}.{extra})"
+    taken.add(candidate)
+    return candidate
 
 
 def to_test(case: JUnitCase, options: Options) -> TestResult:
