@@ -150,3 +150,16 @@ def test_config_option_and_extra_runners(cli, make_repo, tmp_path):
     config.write_text("registry:\n  runners: [8-gpu-h2OO]\n")
     _, findings = lint_json(cli, root, "--config", str(config))
     assert "unknown-runner" not in {f["code"] for f in findings}
+
+
+def test_a_registered_file_s_syntax_warnings_stay_out_of_the_output(cli, make_repo):
+    # lint-ci parses the repository's Python, never runs it: `1if` (a SyntaxWarning when
+    # compiled) is not lint-ci's or shard's to print (found by tests/test_fuzz.py).
+    root = make_repo()
+    path = root / "test" / "registered" / "cpu" / "test_kl_metric_cpu.py"
+    text = path.read_text().replace("est_time=5,", "est_time=5if True else 6,")
+    assert "5if" in text
+    path.write_text(text)
+    for command in (["lint-ci"], ["shard", "--suite", "base-a-test-cpu", "--partitions", "2"]):
+        result = cli([*command, "--root", str(root)])
+        assert "SyntaxWarning" not in result.stderr, result.stderr

@@ -356,3 +356,12 @@ def test_blocker_references_are_shown_but_never_linked(state):
         assert not ISSUE_REF.search(seen), seen
         shown = seen.replace(escape.WORD_JOINER, "")
         assert all(ref in shown for ref in ("other-org/repo#1", "far/away#5", "o/r#7")), shown
+
+
+def test_repeats_lists_of_unequal_lengths_render_with_gaps_not_a_crash():
+    # A results file from elsewhere: the schema cannot say the three lists are one per
+    # repeat (a zip(strict=True) ended `report` with an internal error; tests/test_fuzz.py).
+    uneven = r.Repeats(count=3, kl=(0.0, 1e-9, None), statuses=(r.Status.PASSED,))
+    flaky = check_result("t::flaky", r.Status.FLAKY, repeats=uneven)
+    body = render.comment(compare(results(flaky), None))
+    assert "| 1 | passed | 0 | - |" in body and "| 3 | - | - | - |" in body

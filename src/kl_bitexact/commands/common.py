@@ -8,10 +8,12 @@ imported where it is used, so `report` does not pay for it.
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import os
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -207,6 +209,22 @@ def write_output(path: Path, text: str, *, append: bool = False) -> None:
         append_text(path, text)
     else:
         replace_text(path, text)
+
+
+def reads_python(
+    handler: Callable[[argparse.Namespace], int],
+) -> Callable[[argparse.Namespace], int]:
+    """A handler that parses a repository's Python, never runs it: the SyntaxWarnings its
+    sources would raise when compiled (an invalid escape, `1if`) are their authors' business,
+    not lines in our output (found by tests/test_fuzz.py)."""
+
+    @functools.wraps(handler)
+    def handle(args: argparse.Namespace) -> int:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)
+            return handler(args)
+
+    return handle
 
 
 def add_repository_arguments(parser: argparse.ArgumentParser) -> None:

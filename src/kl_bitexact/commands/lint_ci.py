@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from kl_bitexact.commands import Command
-from kl_bitexact.commands.common import add_repository_arguments
+from kl_bitexact.commands.common import add_repository_arguments, reads_python
 from kl_bitexact.errors import ConfigError, ExitCode
 from kl_bitexact.registry import config, findings, fix, lint, repo
 
@@ -33,6 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+@reads_python
 def handle(args: argparse.Namespace) -> int:
     settings = config.load(args.root, args.config)
     state = repo.read(args.root, settings)

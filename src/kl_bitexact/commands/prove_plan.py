@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from kl_bitexact.commands import Command
-from kl_bitexact.commands.common import add_repository_arguments
+from kl_bitexact.commands.common import add_repository_arguments, reads_python
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.registry import config, pychanges, repo
 from kl_bitexact.registry.model import SUITE_FILE_BACKEND
@@ -44,6 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_repository_arguments(parser)
 
 
+@reads_python
 def handle(args: argparse.Namespace) -> int:
     if not args.base.is_dir():
         raise ConfigError(

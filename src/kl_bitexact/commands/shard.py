@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kl_bitexact.commands import Command
-from kl_bitexact.commands.common import add_repository_arguments
+from kl_bitexact.commands.common import add_repository_arguments, reads_python
 from kl_bitexact.errors import ConfigError, did_you_mean
 from kl_bitexact.registry import config, durations, repo, sglang_partition, shard
 from kl_bitexact.registry.model import Registration
@@ -86,6 +86,7 @@ def _positive_float(text: str) -> float:
     return value
 
 
+@reads_python
 def handle(args: argparse.Namespace) -> int:
     if args.partitions is None and args.timeout is None:
         raise ConfigError("give --partitions N, or --timeout MIN to derive it")

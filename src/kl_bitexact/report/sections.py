@@ -6,6 +6,7 @@ comment can be trimmed to its budget without rendering what will not fit.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from functools import partial
 
@@ -336,10 +337,14 @@ def _repeats(evidence: Repeats) -> str:
         f"{evidence.changed}/{evidence.positions} positions changed between repeats\n\n"
         "| repeat | status | avg KL | cache hits |\n|---|---|---|---|\n"
     )
+    # The three lists are one per repeat when `run` writes them; a results file from
+    # elsewhere may hold lists of other lengths (the schema cannot say "as long as"), and
+    # a row then shows what is missing instead of the report crashing.
     rows = [
-        f"| {n} | {status.value} | {fmt_kl(kl)} | {MISSING if hit is None else hit} |\n"
+        f"| {n} | {MISSING if status is None else status.value} | {fmt_kl(kl)} | "
+        f"{MISSING if hit is None else hit} |\n"
         for n, (status, kl, hit) in enumerate(
-            zip(evidence.statuses, evidence.kl, evidence.cache_hits, strict=True), start=1
+            itertools.zip_longest(evidence.statuses, evidence.kl, evidence.cache_hits), start=1
         )
     ]
     where = (

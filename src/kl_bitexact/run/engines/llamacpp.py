@@ -34,6 +34,7 @@ from kl_bitexact.errors import EngineError
 from kl_bitexact.run.engines import llamacpp_withheld
 from kl_bitexact.run.engines.base import Generation, Replay, SamplingParams, TokenIds, tail_start
 from kl_bitexact.run.engines.http import JsonClient
+from kl_bitexact.run.engines.malformed import decoder
 from kl_bitexact.run.engines.openai_wire import require, trimmed
 from kl_bitexact.suite.model import DialectName
 
@@ -57,6 +58,7 @@ class LlamaCppDialect:
         self.model = model
         self._pieces: dict[int, bytes] = {}  # token id -> its bytes, learnt from /tokenize
 
+    @decoder("/props or /v1/models answer")
     def server_info(self, client: JsonClient) -> dict[str, Any]:
         props = client.get("/props")
         settings = props.get("default_generation_settings") or {}
@@ -71,6 +73,7 @@ class LlamaCppDialect:
             "build": props.get("build_info"),
         }
 
+    @decoder("/slots answer")
     def flush(self, client: JsonClient) -> None:
         for slot in client.get("/slots"):
             path = f"/slots/{slot['id']}?action=erase"
@@ -134,6 +137,7 @@ class LlamaCppDialect:
             "logit_bias": {str(sequence[position]): FORCING_BIAS},
         }
 
+    @decoder("/tokenize answer")
     def _bytes_of(self, client: JsonClient, tokens: Sequence[int]) -> list[bytes]:
         unknown = sorted(set(tokens) - self._pieces.keys())
         if unknown:
@@ -149,6 +153,7 @@ class LlamaCppDialect:
 FINISH_REASONS = {"limit": "length", "eos": "stop", "word": "stop"}
 
 
+@decoder("/completion answer")
 def parse_generation(
     answer: Mapping[str, Any], max_new_tokens: int, pieces: Sequence[bytes] | None
 ) -> Generation:
@@ -168,6 +173,7 @@ def parse_generation(
     )
 
 
+@decoder("/completion answer")
 def token_ids(answer: Mapping[str, Any]) -> list[int]:
     tokens = answer.get("tokens") if isinstance(answer, Mapping) else None
     if not isinstance(tokens, list):
@@ -187,6 +193,7 @@ def piece_bytes(piece: Any) -> bytes:
     raise EngineError(f"llama-server's /tokenize sent a piece {piece!r}, not text or bytes")
 
 
+@decoder("/completion scoring answer")
 def forced_logprob(answer: Mapping[str, Any], token: int, position: int) -> float | None:
     """The forced token's logprob; None when the server withheld it (mid-character alone)."""
     tokens = token_ids(answer)
@@ -201,6 +208,7 @@ def forced_logprob(answer: Mapping[str, Any], token: int, position: int) -> floa
     return llamacpp_withheld.align(tokens[:1], entries[:1], [False])[0]
 
 
+@decoder("/completion answer")
 def cached_tokens(answer: Mapping[str, Any]) -> int | None:
     """llama.cpp's `timings.cache_n`: prompt tokens taken from the slot's cache."""
     cache_n = (answer.get("timings") or {}).get("cache_n")

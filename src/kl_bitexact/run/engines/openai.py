@@ -18,6 +18,7 @@ from kl_bitexact.errors import ConfigError, EngineError
 from kl_bitexact.run.engines.base import Generation, Replay, SamplingParams, TokenIds
 from kl_bitexact.run.engines.http import JsonClient
 from kl_bitexact.run.engines.llamacpp import LlamaCppDialect
+from kl_bitexact.run.engines.malformed import decoder
 from kl_bitexact.run.engines.vllm import VllmDialect
 from kl_bitexact.suite.model import DialectName
 
@@ -113,6 +114,7 @@ def detect_dialect(client: JsonClient) -> DialectName:
     )
 
 
+@decoder("/v1/models answer")
 def served_model(client: JsonClient) -> str:
     """The id of the first model in `GET /v1/models`, sent back as `model` in every request."""
     models = client.get("/v1/models")

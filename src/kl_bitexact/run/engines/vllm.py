@@ -41,6 +41,7 @@ class VllmDialect:
     def __init__(self, model: str) -> None:
         self.model = model
 
+    @decoder("/v1/models answer")
     def server_info(self, client: JsonClient) -> dict[str, Any]:
         models = require(client.get("/v1/models"), "data", "/v1/models")
         served = models[0] if models else {}
