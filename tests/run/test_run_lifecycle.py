@@ -36,6 +36,7 @@ def test_a_healthy_run_writes_results_report_and_log(cli, tmp_path):
     lines = result.stdout.splitlines()
     assert lines[0] == f"suite good: starting the server (log: {out / 'logs' / 'good.log'})"
     assert re.fullmatch(r"suite good: server up in \d+\.\d s", lines[1])
+    assert lines[2].startswith("  PASSED   good::")  # no "suite good" again: the launch said it
     report = (out / "report.md").read_text()
     assert "gate passed" in report and "<code>good::decode&#95;cache&#95;hit</code> | 0 |" in report
     assert "listening" in (out / "logs" / "good.log").read_text()
@@ -45,9 +46,12 @@ def test_identical_servers_share_one_launch(cli, tmp_path):
     out = tmp_path / "out"
     spec = suite_yaml("first")
     path = write(tmp_path, spec, spec.replace("first", "second"))
-    assert cli(["run", str(path), "--out", str(out)]).returncode == 0
+    result = cli(["run", str(path), "--out", str(out)])
+    assert result.returncode == 0
     loaded = results_io.load(out / "results.json")
     assert [s.server.launch_s for s in loaded.suites][1] == 0.0
+    # The second suite has no launch of its own to introduce it: its heading does.
+    assert "\nsuite second\n" in result.stdout and "suite second: starting" not in result.stdout
     assert (out / "logs" / "first.log").read_text().count("listening on") == 1
 
 

@@ -326,6 +326,7 @@ class ConsoleReporter:
     def __init__(self, *, github: bool, quiet: bool = False) -> None:
         self.github = github
         self.quiet = quiet
+        self._last_progress = ""  # since the last suite ended
 
     def say(self, line: str) -> None:
         if not self.quiet:
@@ -334,10 +335,11 @@ class ConsoleReporter:
     def suite_started(self, item: Suite) -> None:
         if self.github:
             self.say(f"::group::suite {escape.command_data(item.name)}")
-        else:
-            self.say(f"suite {item.name}")
+        elif not self._last_progress.startswith(f"suite {item.name}: "):
+            self.say(f"suite {item.name}")  # unless its launch lines just said so
 
     def progress(self, line: str) -> None:
+        self._last_progress = line
         self.say(line)
 
     def test_finished(self, result: TestResult) -> None:
@@ -351,6 +353,7 @@ class ConsoleReporter:
             self.say(f"    warning: {warning}")
 
     def suite_finished(self, result: SuiteResult) -> None:
+        self._last_progress = ""
         if not self.github:
             return
         self.say("::endgroup::")
