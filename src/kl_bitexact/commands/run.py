@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import fnmatch
 import os
+import secrets
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -343,14 +344,28 @@ class ConsoleReporter:
         self.say(line)
 
     def test_finished(self, result: TestResult) -> None:
-        self.say(progress_line(result))
+        lines = [progress_line(result)]
         # A repeated test always says what its repeats showed (stable or not).
         if result.status is not Status.PASSED or result.repeats is not None:
-            self.say(f"    {result.message}")
+            lines.append(f"    {result.message}")
         if result.hint:
-            self.say(f"    hint: {result.hint}")
-        for warning in result.warnings:
-            self.say(f"    warning: {warning}")
+            lines.append(f"    hint: {result.hint}")
+        lines += [f"    warning: {warning}" for warning in result.warnings]
+        self._say_untrusted(lines)
+
+    def _say_untrusted(self, lines: list[str]) -> None:
+        """Lines that can carry a server's text (its log, its error answers): under GitHub
+        Actions a line of theirs starting with `::` would be a workflow command, so the
+        runner is told to ignore commands until a token the server cannot guess."""
+        if not self.github:
+            for line in lines:
+                self.say(line)
+            return
+        token = secrets.token_hex(16)
+        self.say(f"::stop-commands::{token}")
+        for line in lines:
+            self.say(line)
+        self.say(f"::{token}::")
 
     def suite_finished(self, result: SuiteResult) -> None:
         self._last_progress = ""
