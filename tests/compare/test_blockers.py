@@ -7,6 +7,7 @@ from kl_bitexact.compare.blockers import (
     BlockerState,
     classify,
     effective_state,
+    states_from_json,
 )
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.suite.references import BlockerRef, parse_ref
@@ -61,3 +62,33 @@ def test_any_open_blocker_keeps_a_test_blocked():
     assert effective_state([BlockerState.MERGED, BlockerState.OPEN]) is BlockerState.OPEN
     assert effective_state([BlockerState.MERGED, BlockerState.MERGED]) is BlockerState.MERGED
     assert effective_state([BlockerState.MERGED, BlockerState.UNKNOWN]) is BlockerState.UNKNOWN
+
+
+def test_states_from_json_canonicalises_each_reference():
+    document = {"Org/Repo#7": "open", "https://github.com/o/r/pull/9": "merged"}
+    assert states_from_json(document, "states.json") == {
+        str(parse_ref("Org/Repo#7")): BlockerState.OPEN,
+        "o/r#9": BlockerState.MERGED,
+    }
+    assert states_from_json({}, "states.json") == {}
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        (
+            ["o/r#1"],
+            'states.json: blocker states must be an object like {"owner/repo#N": "open"}, not list',
+        ),
+        (
+            {"o/r#1": "gone"},
+            "states.json: o/r#1: state 'gone' is not one of open, merged, closed, unknown",
+        ),
+        ({"o/r#1": ["open"]}, "states.json: o/r#1: state ['open'] is not one of"),
+        ({"#1": "open"}, "states.json: "),
+    ],
+)
+def test_states_from_json_names_the_file_and_the_key(document, message):
+    with pytest.raises(ConfigError) as raised:
+        states_from_json(document, "states.json")
+    assert raised.value.message.startswith(message)
