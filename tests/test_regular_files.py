@@ -10,6 +10,8 @@ and read files must be regular files, never followed through a link.
 from __future__ import annotations
 
 import os
+import socket
+import stat
 from pathlib import Path
 
 import pytest
@@ -115,3 +117,24 @@ def test_the_action_reads_no_planted_report_into_the_job_summary(tmp_path, capsy
     assert warnings[0].endswith("linked.md: a symbolic link, not a report")
     assert warnings[1].endswith("fifo.md: not a regular file (a FIFO), so not a report")
     assert len(warnings) == 2
+
+
+def test_a_device_or_a_link_to_a_stream_is_written_to_never_replaced(tmp_path):
+    # Replacing is for what a run left in a results directory. `--out /dev/null` replaced
+    # the machine's /dev/null (run as root) with a regular file: a stream is written to.
+    from kl_bitexact.untrusted.jsonfile import replace_text
+
+    stdout_like = tmp_path / "stdout"
+    stdout_like.symlink_to("/dev/null")
+    replace_text(stdout_like, "text")
+    assert stdout_like.is_symlink() and Path("/dev/null").is_char_device()
+    if os.geteuid() == 0:  # only root may make a device node
+        node = tmp_path / "null"
+        os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        replace_text(node, "text")
+        assert node.is_char_device()
+    socket_path = tmp_path / "socket"
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(socket_path))
+        with pytest.raises(ConfigError, match="not a regular file \\(a socket\\)"):
+            replace_text(socket_path, "text")

@@ -78,10 +78,17 @@ def read_bounded(
 
 def replace_text(path: Path, text: str) -> None:
     """Write `text` to a new regular file and rename it over `path`: a reader never sees half
-    of it, and whatever was at `path` (a symlink, a FIFO) is replaced, never written
-    through."""
-    if path.is_dir() and not path.is_symlink():
-        raise ConfigError(f"{path}: is a directory, not a file to write")
+    of it, and what a run left at `path` (a symlink to a file, a FIFO) is replaced, never
+    written through.
+
+    A stream the user names (`--out /dev/null`, `/dev/stdout`: a character device, or a
+    link to one or to a pipe) is written to as before: renaming over it would replace the
+    system's node itself when run as root. A block device, a socket or a directory is
+    refused.
+    """
+    if _is_stream(path):
+        _write_stream(path, text)
+        return
     try:
         fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     except OSError as error:
@@ -98,6 +105,39 @@ def replace_text(path: Path, text: str) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def _is_stream(path: Path) -> bool:
+    """True for a character device, or a link to one or to a pipe; raises for what is no
+    file to write; False for what `replace_text` replaces (nothing, a file, a FIFO, a link
+    to a file or to nothing)."""
+    try:
+        mode = path.lstat().st_mode
+    except OSError:
+        return False
+    linked = stat.S_ISLNK(mode)
+    if linked:
+        try:
+            mode = path.stat().st_mode
+        except OSError:
+            return False  # a dangling link: replaced
+    if stat.S_ISCHR(mode) or (linked and stat.S_ISFIFO(mode)):
+        return True
+    if stat.S_ISREG(mode) or stat.S_ISFIFO(mode):
+        return False
+    what = f"a link to {_kind(mode)}" if linked else f"not a regular file ({_kind(mode)})"
+    raise ConfigError(f"{path}: {what}, so not written")
+
+
+def _write_stream(path: Path, text: str) -> None:
+    # O_NONBLOCK: a pipe nobody reads fails at once (ENXIO) instead of waiting forever.
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot write ({error.strerror})") from None
 
 
 def open_append(path: Path) -> BinaryIO:
