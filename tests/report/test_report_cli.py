@@ -309,3 +309,30 @@ def test_expected_proofs_usage_errors_name_what_to_pass(cli, tmp_path: Path, mat
     assert done.returncode == 2
     assert "--expected-proofs" in done.stderr and message in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_report_runs_without_the_cycle_collector_and_restores_it(monkeypatch, tmp_path, fails):
+    """Results and report rows are acyclic: the collector would only walk them again and
+    again (a quarter of report's CPU on 20,000 tests). Paused for the command, restored
+    after it, however it ends (in-process callers keep their collector)."""
+    import gc
+
+    from kl_bitexact import cli as kl_cli
+    from kl_bitexact.report import render
+
+    seen: list[bool] = []
+    comment = render.comment
+
+    def spy(*args, **kwargs):
+        seen.append(gc.isenabled())
+        if fails:
+            raise RuntimeError("render broke")
+        return comment(*args, **kwargs)
+
+    monkeypatch.setattr(render, "comment", spy)
+    monkeypatch.setenv("KL_BITEXACT_LOG_DIR", str(tmp_path))
+    head = write_results(tmp_path / "head.json", check_result("a"))
+    assert gc.isenabled()
+    code = kl_cli.main(["report", str(head), "--out", str(tmp_path / "comment.md")])
+    assert (code, seen, gc.isenabled()) == (3 if fails else 0, [False], True)

@@ -22,7 +22,6 @@ from kl_bitexact.commands import Command, common
 from kl_bitexact.commands.common import (
     add_input_arguments,
     add_policy_arguments,
-    freeze_loaded,
     write_output,
 )
 from kl_bitexact.compare import baseline
@@ -221,10 +220,10 @@ class Published:
     status: status.Status
 
 
+@common.cycle_collector_paused
 def handle(args: argparse.Namespace) -> int:
     options = Options.from_args(args)
     head = common.load_results(options.results, options.expected_shards)
-    freeze_loaded()
     found = findings.load(options.findings) if options.findings else ()
     where = resolve_target(
         os.environ, repository=options.repo, pr_number=options.pr, head_sha=options.sha

@@ -65,6 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_policy_arguments(parser)
 
 
+@common.cycle_collector_paused
 def handle(args: argparse.Namespace) -> int:
     comparison = _compare(args)
     found = _findings(args.findings) if args.findings else ()
@@ -91,7 +92,6 @@ def _compare(args: argparse.Namespace) -> Comparison:
     states = _blocker_states(args.blockers) if args.blockers else None
     base = baseline.load(args.baseline)
     proof = common.load_proof(args.proof or (), args.expected_proofs)
-    common.freeze_loaded()
     return compare(head, base, blockers=states, policy=policy, default_repo=args.repo, proof=proof)
 
 
