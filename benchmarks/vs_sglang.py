@@ -102,7 +102,12 @@ def proxy(upstream: str, counts: Counts) -> ThreadingHTTPServer:
     local = threading.local()
 
     class Forward(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"  # keep-alive, as both clients use it
+        protocol_version = "HTTP/1.1"  # keep-alive, as kl-bitexact's session uses it
+        # Answers leave at once, as from sglang's server (uvicorn on asyncio sets
+        # TCP_NODELAY): under Nagle's algorithm a keep-alive client's delayed ACK held each
+        # answer's body up to 40 ms, a cost sglang's helpers (a new connection per request)
+        # never paid.
+        disable_nagle_algorithm = True
 
         def _forward(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
