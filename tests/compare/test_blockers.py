@@ -92,3 +92,12 @@ def test_states_from_json_names_the_file_and_the_key(document, message):
     with pytest.raises(ConfigError) as raised:
         states_from_json(document, "states.json")
     assert raised.value.message.startswith(message)
+
+
+def test_a_short_reference_in_states_keeps_what_to_do():
+    with pytest.raises(ConfigError) as raised:
+        states_from_json({"#1": "open"}, "states.json")
+    assert (
+        raised.value.message == "states.json: blocked_by '#1' has no repository and none is known"
+    )
+    assert raised.value.hint == "write owner/repo#N, or set GITHUB_REPOSITORY"
