@@ -153,3 +153,28 @@ def test_a_command_loads_only_its_own_module():
     # report reads, compares and renders: no checks, engines, numpy, requests or YAML
     assert {name.split(".")[0] for name in heavy_in(modules)} == {"msgspec"}
     assert "kl_bitexact.run.checks" not in modules
+
+
+def test_the_process_leaves_its_objects_to_reference_counts_at_exit(tmp_path):
+    """As a process (no argv), main freezes the heap once the command is done: the
+    collector's passes at exit would only walk what the imports made (a tenth of a small
+    run's CPU). Called in-process (argv given) it leaves the caller's collector alone."""
+    import gc
+
+    from golden_scenarios import check_result, results
+
+    from kl_bitexact.results import io as results_io
+
+    head = tmp_path / "head.json"
+    results_io.write_atomic(results(check_result("a")), head)
+    argv = ["report", str(head), "--out", str(tmp_path / "comment.md")]
+    before = gc.get_freeze_count()
+    assert cli.main(argv) == 0
+    assert gc.get_freeze_count() == before
+    code = (
+        "import gc, sys\nfrom kl_bitexact import cli\n"
+        f"sys.argv = ['kl-bitexact', *{argv!r}]\n"
+        "print(cli.main(), gc.get_freeze_count() > 0)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.stdout.split() == ["0", "True"], done.stderr
