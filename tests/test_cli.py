@@ -178,3 +178,22 @@ def test_the_process_leaves_its_objects_to_reference_counts_at_exit(tmp_path):
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.stdout.split() == ["0", "True"], done.stderr
+
+
+def test_run_loads_no_other_engine_check_or_command_helper():
+    """A run against sglang pays for sglang's adapter and the checks' common code only:
+    the OpenAI-compatible adapters, multi-turn flows, change detection (--prove-base), the
+    findings file and the other commands' helpers load when a suite or option needs them."""
+    modules = modules_after(main_code(["run", "--help"]))
+    assert "kl_bitexact.run.engines.sglang" in modules
+    unneeded = {
+        "kl_bitexact.run.engines.openai",
+        "kl_bitexact.run.engines.vllm",
+        "kl_bitexact.run.engines.llamacpp",
+        "kl_bitexact.run.checks.multiturn",
+        "kl_bitexact.suite.changes",
+        "kl_bitexact.registry.findings_file",
+        "kl_bitexact.commands.common",
+        "kl_bitexact.action.proof_jobs",
+    }
+    assert sorted(unneeded & modules) == []

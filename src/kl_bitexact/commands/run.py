@@ -11,7 +11,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from kl_bitexact.commands import Command
-from kl_bitexact.commands.common import write_output
 from kl_bitexact.compare.comparison import compare
 from kl_bitexact.errors import ConfigError, ExitCode
 from kl_bitexact.report import render, terminal
@@ -26,10 +25,10 @@ from kl_bitexact.results.model import (
     current_run_info,
 )
 from kl_bitexact.run.runner import Plan, run_suites, test_id
-from kl_bitexact.suite import changes
 from kl_bitexact.suite import load as suite_file
 from kl_bitexact.suite.model import URL_EXAMPLE, Suite, is_server_url
 from kl_bitexact.untrusted import escape
+from kl_bitexact.untrusted.jsonfile import replace_text
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -188,7 +187,7 @@ def _write_outputs(results: Results, out: Path) -> None:
     """results.json and report.md; report.md is the PR comment this run would post (no
     baseline, no resolved blockers: `publish` adds those)."""
     results_io.write_atomic(results, out / "results.json")
-    write_output(out / "report.md", render.comment(compare(results, None)))
+    replace_text(out / "report.md", render.comment(compare(results, None)))
 
 
 def check_base_url(url: str) -> None:
@@ -231,6 +230,8 @@ def _to_prove(
             f"--prove-base {base}: not a directory",
             hint="check out the base revision there (actions/checkout with `path:`)",
         )
+    from kl_bitexact.suite import changes  # --prove-base only
+
     found = changes.changed_tests(suites, args.suites, base)
     for change in found:
         say(f"to prove: {change.test_id} ({change.kind})")

@@ -16,18 +16,20 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kl_bitexact import __version__
 from kl_bitexact.compare.comparison import Comparison, TestDelta, Transition
 from kl_bitexact.compare.gate import Verdict
 from kl_bitexact.errors import ExitCode
-from kl_bitexact.registry.findings_file import Finding
 from kl_bitexact.report import proofs, sections
 from kl_bitexact.report.budget import KEEP, Block, Section, fit, utf8_size
 from kl_bitexact.report.wording import ICON, LABEL, TRANSITION, measured
 from kl_bitexact.results.formats import plural
 from kl_bitexact.untrusted import escape
+
+if TYPE_CHECKING:  # findings are read by `report --findings`; `run` renders none
+    from kl_bitexact.registry.findings_file import Finding
 
 COMMENT_LIMIT = 65_536  # GitHub rejects longer issue comments
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Sequence
 from functools import partial
+from typing import TYPE_CHECKING
 
 from kl_bitexact.compare.blockers import effective_state
 from kl_bitexact.compare.comparison import Blocker, Comparison, TestDelta, Transition
 from kl_bitexact.compare.gate import SEVERITY, Verdict
-from kl_bitexact.registry.findings_file import Finding
 from kl_bitexact.report import charts, proofs
 from kl_bitexact.report.budget import Block, Section
 from kl_bitexact.report.wording import ICON, LABEL, TRANSITION, measured
@@ -27,6 +27,9 @@ from kl_bitexact.results.model import (
     TestResult,
 )
 from kl_bitexact.untrusted import escape
+
+if TYPE_CHECKING:  # findings are read by `report --findings`; `run` renders none
+    from kl_bitexact.registry.findings_file import Finding
 
 # Tiers of the budget, filled in this order: only the headline and footer are KEEP;
 # gating rows come right after, so they are cut only if they alone overflow. Details are

@@ -13,19 +13,28 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kl_bitexact.results.model import TestResult
-from kl_bitexact.run.checks import decode_cache_hit, match, multiturn, prefill_cache_hit
+from kl_bitexact.run.checks import decode_cache_hit, match, prefill_cache_hit
 from kl_bitexact.run.checks.phases import Phases
 from kl_bitexact.run.engines.base import Engine
 from kl_bitexact.suite.model import CheckName, TestSpec
 
 Check = Callable[[Phases, TestSpec, "str | None"], TestResult]
 
+
+def _multiturn(phases: Phases, spec: TestSpec, test_id: str | None) -> TestResult:
+    """Multi-turn flows and their cache rules load for a suite that has such a test: the
+    other checks' runs do not pay for importing them."""
+    from kl_bitexact.run.checks import multiturn
+
+    return multiturn.run(phases, spec, test_id)
+
+
 # One per CheckName (tests/run/test_registries.py holds them equal).
 CHECKS: dict[CheckName, Check] = {
     CheckName.MATCH: match.run,
     CheckName.PREFILL_CACHE_HIT: prefill_cache_hit.run,
     CheckName.DECODE_CACHE_HIT: decode_cache_hit.run,
-    CheckName.MULTITURN: multiturn.run,
+    CheckName.MULTITURN: _multiturn,
 }
 
 

@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
-from kl_bitexact.run.engines import openai
 from kl_bitexact.run.engines.base import Engine
 from kl_bitexact.run.engines.sglang import SglangEngine
 from kl_bitexact.suite.model import DialectName, EngineName
+
+
+def _openai(base_url: str, **options: Any) -> Engine:
+    """The OpenAI-compatible adapter and its dialects (vLLM, llama.cpp), loaded for a suite
+    that names them: a run against sglang does not pay for importing them."""
+    from kl_bitexact.run.engines import openai
+
+    return openai.connect(base_url, **options)
+
 
 # server.engine -> adapter, one per EngineName (tests/run/test_registries.py holds them
 # equal, so a suite that loads always has one); the reference engine speaks sglang's protocol.
 ADAPTERS: dict[EngineName, Callable[..., Engine]] = {
     EngineName.SGLANG: SglangEngine,
-    EngineName.OPENAI: openai.connect,
+    EngineName.OPENAI: _openai,
     EngineName.REFERENCE: SglangEngine,
 }
 
