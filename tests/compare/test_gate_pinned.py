@@ -162,3 +162,21 @@ def test_a_blocker_keeps_the_text_the_test_gave():
     comparison = compare(head, None, blockers={"o/r#5": BlockerState.OPEN}, default_repo="o/r")
     (blocker,) = comparison.deltas[0].blockers
     assert (blocker.text, blocker.ref, blocker.state) == ("#5", "o/r#5", BlockerState.OPEN)
+
+
+@pytest.mark.parametrize(
+    ("default_repo", "reason"),
+    [
+        (
+            None,
+            "#N with no repository known: pass --repo OWNER/NAME or set GITHUB_REPOSITORY",
+        ),
+        ("o/r", None),
+    ],
+)
+def test_a_short_reference_without_a_repository_says_how_to_give_one(default_repo, reason):
+    head = results(check_result("a", Status.FAILED, blocked_by=("#5",)))
+    (blocker,) = compare(head, None, blockers={}, default_repo=default_repo).deltas[0].blockers
+    assert (blocker.ref is None) == (reason is not None)
+    if reason is not None:
+        assert (blocker.state, blocker.reason) == (BlockerState.UNKNOWN, reason)

@@ -240,7 +240,17 @@ class _Resolver:
         try:
             ref = str(parse_ref(text, self._default_repo))
         except ConfigError:
-            return Blocker(text, None, BlockerState.UNKNOWN)
+            return Blocker(text, None, BlockerState.UNKNOWN, self._unresolvable(text))
         key = ref.lower()
         state = self._states.get(key, BlockerState.UNKNOWN)
         return Blocker(text, ref, state, self._reasons.get(key, ""))
+
+    @staticmethod
+    def _unresolvable(text: str) -> str:
+        # Said without the text itself (shown beside it already, and untrusted). `#N` is
+        # resolved against the repository report and publish were given: say how to give one.
+        try:
+            parse_ref(text, "owner/name")
+        except ConfigError:
+            return "not a pull request or issue reference"
+        return "#N with no repository known: pass --repo OWNER/NAME or set GITHUB_REPOSITORY"
