@@ -147,6 +147,22 @@ def test_no_expression_inside_any_run_script(path):
         assert "${{" not in step.get("run", ""), f"{path.name}: expression in run: {step}"
 
 
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda path: path.name)
+def test_the_base_checkout_never_lands_on_a_path_the_head_tree_holds(path):
+    # actions/checkout empties (or follows) whatever is at its path: a PR shipping a
+    # directory or link named like the base checkout must stop the job first.
+    for job in load(path).get("jobs", {}).values():
+        steps = job.get("steps", [])
+        for index, step in enumerate(steps):
+            if step.get("with", {}).get("path") != "kl-bitexact-base":
+                continue
+            guard = steps[index - 1].get("run", "") if index else ""
+            assert "[ -L kl-bitexact-base ]" in guard and "exit 1" in guard, (
+                f"{path.name}: no guard before the base checkout"
+            )
+            assert steps[index - 1].get("if") == step.get("if"), path.name
+
+
 def test_reusable_workflow_gives_write_scopes_to_publish_only():
     workflow = load(REUSABLE)
     assert workflow["permissions"] == {}
