@@ -354,3 +354,13 @@ def _metrics(test: TestResult) -> str:
     if test.cache_hits is not None:
         parts.append(f"hits={test.cache_hits.hit}/{test.cache_hits.total}")
     return f"  ({', '.join(parts)})" if parts else ""
+
+
+def base_checkout(base: Path) -> Path:
+    """`--prove-base DIR` (run and pytest): the base revision's checkout, a directory."""
+    if not base.is_dir():
+        raise ConfigError(
+            f"--prove-base {base}: not a directory",
+            hint="check out the base revision there (actions/checkout with `path:`)",
+        )
+    return base

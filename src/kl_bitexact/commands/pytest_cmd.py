@@ -5,8 +5,8 @@ writes JUnit XML with every test's captured output, which `junit_results` conver
 child's console output is shown live and kept in DIR/logs/pytest.log.
 
 With `--prove-base DIR` (the proof of new tests, docs/suites.md) it runs the tests the head's
-files add or change (registry/pychanges.py) with the base revision's engine: each head file
-is copied over its base version (and put back afterwards), pytest runs in DIR with the base's
+files add or change with the base revision's engine (registry/proof_checkout.py: each head
+file is copied over its base version and put back afterwards), pytest runs in DIR with the base's
 engine package first on PYTHONPATH, and whatever cannot run there is a reason in the results
 (ingest/pytest_proof.py), never an exit code: the proof run exits 0, `report --proof` judges.
 """
@@ -14,14 +14,13 @@ engine package first on PYTHONPATH, and whatever cannot run there is a reason in
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import sysconfig
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -29,6 +28,7 @@ import kl_bitexact
 from kl_bitexact.commands import Command
 from kl_bitexact.commands.common import (
     add_common_arguments,
+    base_checkout,
     import_and_write,
     import_junit,
     write_and_list,
@@ -38,7 +38,7 @@ from kl_bitexact.ingest import pytest_proof
 from kl_bitexact.ingest.junit import JUnitCase
 from kl_bitexact.pytest_plugin import PROVE_UNIT
 from kl_bitexact.pytest_plugin.fixtures import LOG_DIR_ENV
-from kl_bitexact.registry import pychanges, repo
+from kl_bitexact.registry import proof_checkout
 from kl_bitexact.results.model import Results, current_run_info
 from kl_bitexact.untrusted import confined
 
@@ -237,7 +237,7 @@ def _usage_error(log_path: Path) -> str:
 
 
 def _prove(args: argparse.Namespace, pytest_args: list[str]) -> int:
-    base = _base_checkout(args.prove_base)
+    base = base_checkout(args.prove_base).resolve()
     files = [arg for arg in pytest_args if arg.endswith(".py") and not arg.startswith("-")]
     if not files:
         raise ConfigError(
@@ -246,7 +246,7 @@ def _prove(args: argparse.Namespace, pytest_args: list[str]) -> int:
         )
     options = [arg for arg in pytest_args if arg not in files]
     engine = _engine_paths(base, args.prove_pythonpath)
-    units, refused = _units([_relative_file(file) for file in files], base)
+    units, refused = proof_checkout.changed_units([_relative_file(file) for file in files], base)
     out: Path = args.out.resolve()
     junit_path, log_path = out / "junit.xml", out / "logs" / "pytest.log"
     junit_path.unlink(missing_ok=True)
@@ -258,7 +258,7 @@ def _prove(args: argparse.Namespace, pytest_args: list[str]) -> int:
         print(f"to prove: {unit}")
     print(f"engine code: {', '.join(map(str, engine)) or '(none added)'} first on PYTHONPATH")
     runnable = sorted({unit.partition("::")[0] for unit in units} - set(refused))
-    with _head_files_in(base, runnable) as not_copied:
+    with proof_checkout.head_files_in(base, runnable) as not_copied:
         refused |= not_copied
         runnable = [file for file in runnable if file not in not_copied]
         returncode = _run_proof(
@@ -273,15 +273,6 @@ def _prove(args: argparse.Namespace, pytest_args: list[str]) -> int:
     write_and_list(proof, out / "results.json")
     print("kl-bitexact: proof run; `report --proof` / `publish --proof` judge it")
     return int(ExitCode.GATE_PASSED)
-
-
-def _base_checkout(base: Path) -> Path:
-    if not base.is_dir():
-        raise ConfigError(
-            f"--prove-base {base}: not a directory",
-            hint="check out the base revision there (actions/checkout with `path:`)",
-        )
-    return base.resolve()
 
 
 def _engine_paths(base: Path, given: Sequence[str] | None) -> list[Path]:
@@ -307,67 +298,6 @@ def _relative_file(file: str) -> str:
             "path in the base checkout)",
         )
     return path.as_posix()
-
-
-def _units(files: Sequence[str], base: Path) -> tuple[list[str], dict[str, str]]:
-    """The new and changed units of the head's files, and the files that cannot be read
-    (a symlink leaving the head checkout is never opened)."""
-    units: list[str] = []
-    refused: dict[str, str] = {}
-    for file in files:
-        after, why_not = repo.read_optional(Path.cwd(), file)
-        if after is None:
-            if not why_not:
-                raise ConfigError(f"{file}: no such test file in the head checkout")
-            refused[file] = f"the head's file {why_not}"
-            units.append(file)
-            continue
-        before, _ = repo.read_optional(base, file)
-        units += [change.test_id for change in pychanges.changed_units(file, after, before)]
-    return units, refused
-
-
-@contextlib.contextmanager
-def _head_files_in(base: Path, files: Sequence[str]) -> Iterator[dict[str, str]]:
-    """Each head file written over its base version for the run, and the base put back
-    afterwards (also on Ctrl-C); yields the files that could not be placed, with why."""
-    refused: dict[str, str] = {}
-    placed: list[tuple[Path, bytes | None, list[Path]]] = []
-    try:
-        for file in files:
-            why_not = _unplaceable(base, file)
-            if why_not:
-                refused[file] = why_not
-                continue
-            target = base / file
-            before = target.read_bytes() if target.exists() else None
-            created = [d for d in reversed(target.parents) if not d.exists()]
-            target.parent.mkdir(parents=True, exist_ok=True)
-            placed.append((target, before, created))
-            shutil.copyfile(file, target)
-        yield refused
-    finally:
-        for target, before, created in reversed(placed):
-            if before is None:
-                target.unlink(missing_ok=True)
-            else:
-                target.write_bytes(before)
-            for directory in reversed(created):
-                with contextlib.suppress(OSError):  # pytest's __pycache__ may stay there
-                    directory.rmdir()
-
-
-def _unplaceable(base: Path, file: str) -> str:
-    """Why the head's `file` cannot be written to the base checkout ("" if it can): never
-    through a symlink, which could lead the write outside the checkout."""
-    target = base / file
-    if confined.outside_root(base, file):
-        return "its path resolves outside the base checkout (a symlink), so it is not written"
-    if target.is_symlink():
-        return "it is a symlink on the base revision, so it is not overwritten"
-    if target.exists() and not target.is_file():
-        return "it is not a regular file on the base revision"
-    return ""
 
 
 def _run_proof(

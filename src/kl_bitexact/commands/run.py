@@ -222,15 +222,12 @@ def _to_prove(
     suites: list[Suite], args: argparse.Namespace, say: Callable[[str], None]
 ) -> list[Suite]:
     """The tests the suite files add or change against the base checkout (--prove-base)."""
-    base: Path = args.prove_base
     if not args.suites:
         raise ConfigError("--prove-base needs the head's suite files", hint="pass SUITE.yaml ...")
-    if not base.is_dir():
-        raise ConfigError(
-            f"--prove-base {base}: not a directory",
-            hint="check out the base revision there (actions/checkout with `path:`)",
-        )
-    from kl_bitexact.suite import changes  # --prove-base only
+    from kl_bitexact.commands.common import base_checkout  # --prove-base only
+    from kl_bitexact.suite import changes
+
+    base = base_checkout(args.prove_base)
 
     found = changes.changed_tests(suites, args.suites, base)
     for change in found:
