@@ -15,7 +15,7 @@ import sys
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from kl_bitexact.action import proof_jobs, shards
 from kl_bitexact.compare.gate import FailOn, Policy, parse_fail_on
@@ -28,6 +28,8 @@ from kl_bitexact.untrusted.jsonfile import append_text, read_bounded, replace_te
 
 if TYPE_CHECKING:
     from kl_bitexact.ingest.junit import JUnitCase
+
+T = TypeVar("T")
 
 
 def add_input_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,7 +44,7 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--expected-shards",
-        type=_shard_names,
+        type=_argument_type(shards.parse_names),
         default=(),
         metavar="JSON",
         help="the shards that must have reported: a JSON list of names or the shard matrix "
@@ -67,7 +69,7 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--expected-proofs",
-        type=_proof_matrix,
+        type=_argument_type(proof_jobs.parse_matrix),
         default=(),
         metavar="JSON",
         help="the proof jobs that must have reported: prove-plan's matrix; each test of a "
@@ -89,7 +91,7 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
 def add_policy_arguments(parser: argparse.ArgumentParser, *, publishes: bool = False) -> None:
     parser.add_argument(
         "--fail-on",
-        type=_fail_on,
+        type=_argument_type(parse_fail_on),
         default=(FailOn.REGRESSION, False),
         metavar="MODE[,flaky]",
         help="what fails the gate: regression, failure or never; add ',flaky' for a test "
@@ -123,18 +125,17 @@ def add_policy_arguments(parser: argparse.ArgumentParser, *, publishes: bool = F
     )
 
 
-def _shard_names(text: str) -> tuple[str, ...]:
-    try:
-        return shards.parse_names(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+def _argument_type(parse: Callable[[str], T]) -> Callable[[str], T]:
+    """`parse` as an argparse type: the ValueError that says what is wrong becomes the
+    usage error, worded as it is."""
 
+    def parse_argument(text: str) -> T:
+        try:
+            return parse(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
 
-def _proof_matrix(text: str) -> tuple[proof_jobs.ProofJob, ...]:
-    try:
-        return proof_jobs.parse_matrix(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+    return parse_argument
 
 
 def load_results(paths: Sequence[Path], expected_shards: Sequence[str]) -> Results:
@@ -159,13 +160,6 @@ def load_results(paths: Sequence[Path], expected_shards: Sequence[str]) -> Resul
         for name in missing
     ]
     return results_io.merge(loaded + stand_ins)
-
-
-def _fail_on(text: str) -> tuple[FailOn, bool]:
-    try:
-        return parse_fail_on(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def policy(args: argparse.Namespace) -> Policy:
