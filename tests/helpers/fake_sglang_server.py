@@ -3,7 +3,7 @@ the adapter and of the server lifecycle (crash, hang, never healthy, out of memo
 
 Run: python tests/helpers/fake_sglang_server.py --port P [--crash-after N] [--hang-after N]
      [--never-healthy] [--oom] [--page-size N] [--bad-logprob-after N] [--malformed FIELD]
-     [--trickle]
+     [--trickle] [--drip PATH]...
 """
 
 from __future__ import annotations
@@ -32,6 +32,9 @@ def serve(args: argparse.Namespace) -> None:
 
         def _send(self, status: int, body: object) -> None:
             data = json.dumps(body).encode()
+            if self.path in args.drip:
+                self._drip(status, data)
+                return
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
@@ -89,6 +92,18 @@ def serve(args: argparse.Namespace) -> None:
                 self.wfile.write(bytes([byte]))
                 self.wfile.flush()
                 time.sleep(1)
+
+        def _drip(self, status: int, data: bytes) -> None:
+            """The whole answer, status line and headers too, 1 byte / 0.25 s: every read
+            is quick, the answer never is."""
+            head = (
+                f"HTTP/1.1 {status} OK\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(data)}\r\n\r\n"
+            ).encode()
+            for byte in head + data:
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                time.sleep(0.25)
 
     load_weights(args.slow_start)
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
@@ -175,5 +190,8 @@ if __name__ == "__main__":
     parser.add_argument("--oom", action="store_true")
     parser.add_argument("--malformed", choices=("logprob", "output_id", "cached_tokens"))
     parser.add_argument("--trickle", action="store_true", help="answer /generate at 1 byte/s")
+    parser.add_argument(
+        "--drip", action="append", default=[], metavar="PATH", help="answer PATH at 4 bytes/s"
+    )
     parser.add_argument("--slow-start", type=float, default=0.0, help="seconds before listening")
     serve(parser.parse_args())

@@ -238,6 +238,26 @@ def test_a_trickling_answer_is_cut_at_the_request_timeout_in_total(cli, tmp_path
     assert result.returncode == 2
 
 
+@pytest.mark.parametrize(
+    ("path", "said"),
+    [
+        ("/server_info", "/server_info did not answer within 3 s"),
+        ("/health", "/health did not answer 200 within 3 s (no complete answer within"),
+    ],
+)
+def test_an_answer_dripped_headers_and_all_is_cut_at_its_deadline(cli, tmp_path, path, said):
+    # Status line, headers and body at 1 byte / 0.25 s (issue 30, item 7): every read is
+    # quick, so only a bound on the whole request ends it; the server's info took 35 s
+    # (10 s a read) and /health 19 s against limits of 3 s.
+    out = tmp_path / "out"
+    spec = suite_yaml("drip", "--drip", path, timeout="3", tests=("match",))
+    started = time.monotonic()
+    result = cli(["run", str(write(tmp_path, spec)), "--out", str(out)])
+    assert time.monotonic() - started < 15, "a request ran past its total deadline"
+    assert said in next(iter(messages(out).values()))
+    assert result.returncode == 2
+
+
 @pytest.mark.parametrize("github", [True, False])
 def test_a_servers_text_cannot_issue_workflow_commands(capsys, github):
     # A server's error answer or log line starting with `::` would be a workflow command

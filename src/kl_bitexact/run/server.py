@@ -33,6 +33,7 @@ import requests
 
 from kl_bitexact.errors import ConfigError, ServerError, network_reason
 from kl_bitexact.run import watchdog
+from kl_bitexact.run.engines import deadline
 from kl_bitexact.suite.model import PORT_PLACEHOLDER, ServerSpec
 from kl_bitexact.untrusted import escape
 from kl_bitexact.untrusted.jsonfile import open_append
@@ -284,7 +285,8 @@ def wait_healthy(
         report = server.death_report()
         if report is not None:
             raise ServerError(f"{label}: the server exited during startup; {report}")
-        problem = health_problem(server.base_url)
+        left_s = timeout_s - (time.monotonic() - started)
+        problem = health_problem(server.base_url, min(HEALTH_REQUEST_TIMEOUT_S, left_s))
         if problem is None:
             return
         waited = time.monotonic() - started
@@ -326,12 +328,20 @@ def _healthy(base_url: str) -> bool:
     return health_problem(base_url) is None
 
 
-def health_problem(base_url: str) -> str | None:
-    """None when /health answers 200; else what happened instead, in a few words."""
-    try:
-        response = requests.get(base_url + HEALTH_PATH, timeout=HEALTH_REQUEST_TIMEOUT_S)
-    except requests.RequestException as error:
-        return network_reason(error)
+def health_problem(base_url: str, limit_s: float = HEALTH_REQUEST_TIMEOUT_S) -> str | None:
+    """None when /health answers 200 within `limit_s` in all (a server that drips its
+    answer byte by byte gets no more: issue 30); else what happened instead, in a few words."""
+    limit_s = max(limit_s, POLL_INTERVAL_S)
+    # A session of its own, closed after: an answer still dripping in is cut off with it.
+    with requests.Session() as session:
+        try:
+            response = deadline.request(
+                session, "GET", base_url + HEALTH_PATH, json=None, timeout=limit_s, total_s=limit_s
+            )
+        except requests.Timeout:
+            return f"no complete answer within {limit_s:.1f} s"
+        except requests.RequestException as error:
+            return network_reason(error)
     return None if response.status_code == 200 else f"HTTP {response.status_code}"
 
 

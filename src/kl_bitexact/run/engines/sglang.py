@@ -53,8 +53,12 @@ class SglangEngine:
         """sglang 0.5 serves /server_info; older releases only /get_server_info."""
         current, older = SERVER_INFO_PATHS
         try:
-            response = self._session.get(self.base_url + current, timeout=CONNECT_TIMEOUT_S)
+            # Bounded as a whole like every request (issue 30: a server dripping this
+            # answer held the run for minutes): a timeout here ends the question.
+            response = self._request("GET", self.base_url + current, None)
             missing = response.status_code == 404
+        except requests.Timeout:
+            raise self._too_slow(self.base_url + current) from None
         except requests.RequestException:
             missing = False  # the request below reports the transport failure
             response = None
@@ -158,22 +162,29 @@ class SglangEngine:
             answers.extend(items)
         return answers
 
+    def _request(self, method: str, url: str, body: Any) -> requests.Response:
+        """One request, headers and body done within request_timeout, or Timeout."""
+        return deadline.request(
+            self._session,
+            method,
+            url,
+            json=body,
+            timeout=(CONNECT_TIMEOUT_S, self.request_timeout),
+            total_s=self.request_timeout,
+        )
+
+    def _too_slow(self, url: str) -> EngineError:
+        return EngineError(
+            f"{url} did not answer within {self.request_timeout:g} s",
+            hint="raise server.request_timeout in the suite, or look at the server log",
+        )
+
     def _call(self, method: str, path: str, body: Any = None, *, expect_json: bool = True) -> Any:
         url = self.base_url + path
         try:
-            response = deadline.request(
-                self._session,
-                method,
-                url,
-                json=body,
-                timeout=(CONNECT_TIMEOUT_S, self.request_timeout),
-                total_s=self.request_timeout,
-            )
+            response = self._request(method, url, body)
         except requests.Timeout:
-            raise EngineError(
-                f"{url} did not answer within {self.request_timeout:g} s",
-                hint="raise server.request_timeout in the suite, or look at the server log",
-            ) from None
+            raise self._too_slow(url) from None
         except requests.RequestException as error:
             raise EngineError(f"{url} could not be reached: {_reason(error)}") from None
         if response.status_code >= 400:
