@@ -242,3 +242,30 @@ def test_a_fault_its_flags_keep_from_acting_is_named_with_the_flag():
     # Not a state-layer fault: it acts on every server.
     order = EngineConfig(disable_radix_cache=True, faults=frozenset({Fault.ORDER_DEPENDENT_DECODE}))
     assert order.inactive_faults() == ()
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_a_larger_vocabulary_is_a_distribution_over_every_id_at_the_same_cost(deterministic):
+    """--vocab-size N > 320: each id's logprob is its class's plus log(weight / W(class)),
+    so exp(logprobs) of all N ids sums to 1, and the first 320 ids keep their weights."""
+    import numpy as np
+
+    from kl_bitexact.reference.engine import ReferenceEngine
+    from kl_bitexact.reference.model import init_weights
+
+    big = ReferenceEngine(
+        dataclasses.replace(
+            engine().config, vocab_size=32768, enable_deterministic_inference=deterministic
+        )
+    )
+    small = engine()
+    assert np.array_equal(
+        init_weights(big.spec, 0).embedding[:320], init_weights(small.spec, 0).embedding
+    )
+    assert np.array_equal(init_weights(big.spec, 0).head, init_weights(small.spec, 0).head)
+    hidden, _ = big.model.extend([big.model.new_state(64)], [[1, 31000, 777, 320]], [frozenset()])
+    row = big.model.logprobs(hidden[0])[-1].astype(np.float64)
+    every = np.array([big.vocabulary.logprob(row, token) for token in range(32768)])
+    assert abs(np.logaddexp.reduce(every)) < 1e-5
+    greedy = big.vocabulary.sample(row, 0.0, 0, 0)
+    assert every[greedy] == every.max()

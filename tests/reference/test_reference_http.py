@@ -132,7 +132,7 @@ def test_prefill_cache_hit_is_reported(server):
         ({"input_ids": [1, 2], "logprob_start_len": 2}, "logprob_start_len (2) must be less"),
         ({"input_ids": [1] * 4000, "sampling_params": {"max_new_tokens": 97}}, "context length"),
         ([1, 2, 3], "must be a JSON object"),
-        ({"input_ids": [1], "stream": True}, "stream is not supported"),
+        ({"input_ids": [1], "stream": "yes"}, "stream must be true or false"),
     ],
 )
 def test_bad_requests_get_400_and_the_server_keeps_serving(server, body, message):
@@ -140,6 +140,94 @@ def test_bad_requests_get_400_and_the_server_keeps_serving(server, body, message
     assert response.status_code == 400
     assert message in response.json()["error"]["message"]
     assert requests.get(server.url + "/health", timeout=10).status_code == 200
+
+
+def _events(response: requests.Response) -> list[str]:
+    lines = [line for line in response.iter_lines(decode_unicode=True) if line]
+    assert all(line.startswith("data: ") for line in lines), lines
+    return [line.removeprefix("data: ") for line in lines]
+
+
+def test_streamed_answers_grow_to_the_plain_answer_as_sglang_streams(server):
+    """`"stream": true` (sglang's cache_hit_kit streams): server-sent events, each chunk the
+    answer so far, a batch's chunks tagged with their prompt's index, then [DONE]; the final
+    chunk of each prompt is the non-streamed answer."""
+    body = {
+        "input_ids": [PROMPT, PROMPT[:20]],
+        "sampling_params": [
+            {"max_new_tokens": 6, "sampling_seed": 2, "ignore_eos": True},
+            {"max_new_tokens": 3, "sampling_seed": 2, "ignore_eos": True},
+        ],
+        "return_logprob": True,
+    }
+    plain = generate(server.url, body).json()
+    requests.post(server.url + "/flush_cache", timeout=10)
+    with requests.Session() as session:
+        response = session.post(server.url + "/generate", json={**body, "stream": True}, timeout=60)
+        assert response.headers["Content-Type"] == "text/event-stream"
+        events = _events(response)
+        # the chunked answer ended cleanly: the same connection serves the next request
+        assert session.get(server.url + "/health", timeout=10).status_code == 200
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(event) for event in events[:-1]]
+    indexes = [chunk.pop("index") for chunk in chunks]
+    assert indexes == [0, 1, 0, 1, 0, 1, 0, 0, 0]  # step by step, as a batch decodes
+    for index, expected in enumerate(plain):
+        mine = [chunk for chunk, of in zip(chunks, indexes, strict=True) if of == index]
+        assert [len(chunk["output_ids"]) for chunk in mine] == list(range(1, len(mine) + 1))
+        assert all(chunk["meta_info"]["finish_reason"] is None for chunk in mine[:-1])
+        for chunk in mine:
+            count = len(chunk["output_ids"])
+            assert chunk["output_ids"] == expected["output_ids"][:count]
+            assert chunk["meta_info"]["completion_tokens"] == count
+            logprobs = chunk["meta_info"]["output_token_logprobs"]
+            assert logprobs == expected["meta_info"]["output_token_logprobs"][:count]
+        del mine[-1]["meta_info"]["id"], expected["meta_info"]["id"]
+        assert mine[-1] == expected
+
+
+def test_a_single_streamed_prompt_has_no_index_and_long_outputs_are_chunked(server):
+    from kl_bitexact.reference.protocol import MAX_STREAM_CHUNKS
+
+    body = {"input_ids": PROMPT, "sampling_params": {"max_new_tokens": 300, "ignore_eos": True}}
+    events = _events(generate(server.url, {**body, "stream": True}))
+    chunks = [json.loads(event) for event in events[:-1]]
+    assert len(chunks) <= MAX_STREAM_CHUNKS + 1
+    assert all("index" not in chunk for chunk in chunks)
+    assert len(chunks[-1]["output_ids"]) == 300
+    assert chunks[-1]["meta_info"]["finish_reason"] == {"type": "length", "length": 300}
+
+
+def test_a_vocabulary_of_32k_ids_serves_sglang_s_random_ids(reference_server):
+    """sglang's files draw token ids up to 30000: with --vocab-size they are served, the
+    logprobs stay a distribution over every id, and a replay is bit-exact (deterministic)."""
+    server = reference_server("--enable-deterministic-inference", "--vocab-size", "32768")
+    info = requests.get(server.url + "/server_info", timeout=10).json()
+    assert info["vocab_size"] == 32768
+    prompt = [29999, 32767, 5, 320, 12345] * 8
+    over = generate(server.url, {"input_ids": [1, 32768]})
+    assert over.status_code == 400 and "token ids are 0..32767" in over.json()["error"]["message"]
+    first = generate(
+        server.url,
+        {
+            "input_ids": [prompt],
+            "sampling_params": {"max_new_tokens": 24, "temperature": 1, "ignore_eos": True},
+            "return_logprob": True,
+        },
+    ).json()[0]
+    assert max(first["output_ids"]) >= 320  # sampled among all ids, not only the head's
+    requests.post(server.url + "/flush_cache", timeout=10)
+    replay = generate(
+        server.url,
+        {
+            "input_ids": [prompt + first["output_ids"]],
+            "sampling_params": {"max_new_tokens": 0},
+            "return_logprob": True,
+            "logprob_start_len": 0,
+        },
+    ).json()[0]
+    decoded = [entry[0] for entry in first["meta_info"]["output_token_logprobs"]]
+    assert [entry[0] for entry in replay["meta_info"]["input_token_logprobs"][-24:]] == decoded
 
 
 def test_malformed_json_is_400(server):
@@ -178,6 +266,8 @@ def test_bad_flag_is_exit_2_without_traceback(cli):
     assert result.returncode == 2
     assert "--page-size must be at least 1" in result.stderr
     assert "Traceback" not in result.stderr
+    result = cli(["serve-reference", "--port", "0", "--vocab-size", "100"])
+    assert result.returncode == 2 and "--vocab-size must be between 320 and" in result.stderr
     result = cli(["serve-reference", "--port", "0", "--fault", "no-such-fault"])
     assert result.returncode == 2 and "unknown fault" in result.stderr
 
@@ -201,6 +291,7 @@ def test_help_lists_every_fault_and_engine_flag(cli):
         "--page-size", "--mamba-track-interval", "--max-total-tokens", "--disable-radix-cache",
         "--enable-hierarchical-cache", "--hicache-write-policy", "--speculative-algorithm",
         "--speculative-num-draft-tokens", "--enable-deterministic-inference", "--context-length",
+        "--vocab-size",
     ]:  # fmt: skip
         assert flag in result.stdout
 

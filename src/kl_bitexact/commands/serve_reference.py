@@ -49,6 +49,10 @@ def _cache_arguments(parser: argparse.ArgumentParser) -> None:
         "--sliding-window": ("sliding_window_size", "window of the sliding-window layer"),
         "--context-length": ("context_length", "longest prompt + new tokens accepted"),
         "--max-total-tokens": ("max_total_tokens", "device cache budget, in tokens"),
+        "--vocab-size": (
+            "vocab_size",
+            "token ids served, 0..N-1 (above 320, ids share the head's 320 classes)",
+        ),
     }
     for flag, (field, text) in sizes.items():
         default = getattr(DEFAULTS, field)
@@ -118,6 +122,7 @@ def config_from(args: argparse.Namespace) -> EngineConfig:
             sliding_window_size=args.sliding_window,
             context_length=args.context_length,
             max_total_tokens=args.max_total_tokens,
+            vocab_size=args.vocab_size,
             disable_radix_cache=args.disable_radix_cache,
             enable_hierarchical_cache=args.enable_hierarchical_cache,
             hicache_write_policy=args.hicache_write_policy,

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kl_bitexact.reference.faults import Fault
+from kl_bitexact.reference.vocabulary import HEAD_CLASSES, MAX_VOCAB_SIZE
 
 SPECULATIVE_ALGORITHMS = ("EAGLE", "EAGLE3", "DSPARK", "NGRAM", "STANDALONE")
 HICACHE_WRITE_POLICIES = ("write_through", "write_back")
@@ -27,6 +28,8 @@ class EngineConfig:
     speculative_num_draft_tokens: int | None = None
     enable_deterministic_inference: bool = False
     seed: int = 0
+    # Token ids served (vocabulary.py); 320 is the head's own width.
+    vocab_size: int = HEAD_CLASSES
     faults: frozenset[Fault] = field(default_factory=frozenset)
 
     def __post_init__(self) -> None:
@@ -112,6 +115,11 @@ def _problems(config: EngineConfig) -> list[str]:
         "--max-total-tokens": config.max_total_tokens,
     }
     problems = [f"{flag} must be at least 1 (got {v})" for flag, v in positive.items() if v < 1]
+    if not HEAD_CLASSES <= config.vocab_size <= MAX_VOCAB_SIZE:
+        problems.append(
+            f"--vocab-size must be between {HEAD_CLASSES} and {MAX_VOCAB_SIZE} "
+            f"(got {config.vocab_size})"
+        )
     if config.hicache_write_policy not in HICACHE_WRITE_POLICIES:
         choices = ", ".join(HICACHE_WRITE_POLICIES)
         problems.append(f"--hicache-write-policy must be one of {choices}")

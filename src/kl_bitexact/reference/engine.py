@@ -23,8 +23,8 @@ from kl_bitexact.reference.numerics import Array, numerics_for
 from kl_bitexact.reference.protocol import GenerateRequest, GenerateResult, Limits
 from kl_bitexact.reference.radix_cache import NO_MATCH, CacheGeometry, PrefixMatch, RadixCache
 from kl_bitexact.reference.run import Run
-from kl_bitexact.reference.sampling import sample
 from kl_bitexact.reference.sequence import SequenceState
+from kl_bitexact.reference.vocabulary import Vocabulary
 
 MODEL_NAME = "kl-bitexact-reference"
 
@@ -32,9 +32,13 @@ MODEL_NAME = "kl-bitexact-reference"
 class ReferenceEngine:
     def __init__(self, config: EngineConfig) -> None:
         self.config = config
-        self.spec = ModelSpec(sliding_window=config.sliding_window_size)
+        self.spec = ModelSpec(
+            vocab_size=config.vocab_size, sliding_window=config.sliding_window_size
+        )
+        self.vocabulary = Vocabulary(config.vocab_size, config.seed)
         numerics = numerics_for(config.enable_deterministic_inference)
-        self.model = Model(self.spec, init_weights(self.spec, config.seed), numerics)
+        weights = init_weights(self.spec, config.seed)
+        self.model = Model(self.spec, weights, numerics, self.vocabulary.class_weight)
         self.cache = RadixCache(
             CacheGeometry(
                 page_size=config.page_size,
@@ -121,7 +125,7 @@ class ReferenceEngine:
         first = request.logprob_start
         table = self.model.logprobs(rows[first - start :])
         following = request.input_ids[first + 1 :]
-        scored = [float(table[i, token]) for i, token in enumerate(following)]
+        scored = [self.vocabulary.logprob(table[i], token) for i, token in enumerate(following)]
         run.input_logprobs = (None, *scored)
         run.next_logprobs = table[-1]
 
@@ -133,8 +137,8 @@ class ReferenceEngine:
 
     def sample_into(self, run: Run, logprobs: Array) -> int:
         request = run.request
-        token = sample(logprobs, request.temperature, request.seed, run.position)
-        run.commit(token, float(logprobs[token]), self.spec.eos_token_id)
+        token = self.vocabulary.sample(logprobs, request.temperature, request.seed, run.position)
+        run.commit(token, self.vocabulary.logprob(logprobs, token), self.spec.eos_token_id)
         return token
 
     def _decode(self, runs: list[Run]) -> None:

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from kl_bitexact.reference.engine import ReferenceEngine
-from kl_bitexact.reference.protocol import RequestError, parse_generate, responses
+from kl_bitexact.reference.protocol import (
+    RequestError,
+    parse_generate,
+    responses,
+    stream_chunks,
+)
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
 HEALTH_PROBE = {"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 1}}
@@ -101,7 +107,22 @@ class Handler(BaseHTTPRequestHandler):
         engine = self.server.engine
         requests, batched = parse_generate(payload, engine.limits)
         results = engine.generate(requests)
-        self._json(HTTPStatus.OK, responses(requests, results, batched))
+        if payload.get("stream"):
+            self._stream(stream_chunks(requests, results, batched))
+        else:
+            self._json(HTTPStatus.OK, responses(requests, results, batched))
+
+    def _stream(self, chunks: Iterator[dict[str, Any]]) -> None:
+        """Server-sent events, as sglang streams /generate: `data: {json}` per chunk, then
+        `data: [DONE]`, in HTTP/1.1 chunked encoding (the connection stays reusable)."""
+        self.send_response(HTTPStatus.OK)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        events = (b"data: " + json.dumps(chunk).encode() + b"\n\n" for chunk in chunks)
+        for event in (*events, b"data: [DONE]\n\n"):
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+        self.wfile.write(b"0\r\n\r\n")
 
     def _read_body(self) -> bytes:
         length = self.headers.get("Content-Length")

@@ -13,13 +13,15 @@ from numpy.typing import NDArray
 
 from kl_bitexact.reference.numerics import WEIGHT_BITS, Array, Numerics
 from kl_bitexact.reference.sequence import SequenceState, StateShape
+from kl_bitexact.reference.vocabulary import HEAD_CLASSES
 
 FULL, WINDOW, RECURRENT = "full", "window", "recurrent"
 
 
 @dataclass(frozen=True)
 class ModelSpec:
-    vocab_size: int = 320
+    # Token ids served; the head scores HEAD_CLASSES classes (vocabulary.py).
+    vocab_size: int = HEAD_CLASSES
     d_model: int = 64
     head_dim: int = 32
     state_dim: int = 32
@@ -89,8 +91,12 @@ def init_weights(spec: ModelSpec, seed: int) -> Weights:
                 mlp_out=dense(spec.mlp_dim, spec.d_model),
             )
         )
-    embedding = _on_grid(rng.normal(0.0, 0.5, size=(spec.vocab_size, spec.d_model)))
-    head = dense(spec.d_model, spec.vocab_size, gain=2.5)
+    embedding = _on_grid(rng.normal(0.0, 0.5, size=(HEAD_CLASSES, spec.d_model)))
+    head = dense(spec.d_model, HEAD_CLASSES, gain=2.5)
+    if spec.vocab_size > HEAD_CLASSES:
+        # Drawn after the head, so the first 320 ids keep the weights they always had.
+        extra = rng.normal(0.0, 0.5, size=(spec.vocab_size - HEAD_CLASSES, spec.d_model))
+        embedding = np.concatenate([embedding, _on_grid(extra)])
     return Weights(embedding=embedding, layers=tuple(layers), head=head)
 
 
@@ -117,8 +123,15 @@ class Model:
     one matrix; attention and the recurrent scan run per sequence over its own history.
     """
 
-    def __init__(self, spec: ModelSpec, weights: Weights, numerics: Numerics) -> None:
+    def __init__(
+        self,
+        spec: ModelSpec,
+        weights: Weights,
+        numerics: Numerics,
+        class_weight: NDArray[np.int64] | None = None,
+    ) -> None:
         self.spec = spec
+        self.class_weight = class_weight
         self.numerics = numerics
         dtype = numerics.dtype
         self.embedding = weights.embedding.astype(dtype)
@@ -153,8 +166,9 @@ class Model:
         return [final[bounds[i] : bounds[i + 1]] for i in range(len(states))], captured
 
     def logprobs(self, hidden: Array) -> Array:
-        """Log-probabilities over the vocabulary for each hidden row."""
-        return self.numerics.log_softmax(self.numerics.matmul(hidden, self.head))
+        """Class log-probabilities for each hidden row (per token: vocabulary.py)."""
+        logits = self.numerics.matmul(hidden, self.head)
+        return self.numerics.log_softmax(logits, self.class_weight)
 
     def _mlp(self, layer: LayerWeights, x: Array) -> Array:
         hidden = np.maximum(self.numerics.matmul(self.numerics.rms_norm(x), layer.mlp_in), 0)

@@ -59,7 +59,10 @@ class Numerics(Protocol):
 
     def attention(self, q: Array, k: Array, v: Array, mask: NDArray[np.bool_]) -> Array: ...
 
-    def log_softmax(self, logits: Array) -> Array: ...
+    def log_softmax(self, logits: Array, class_weight: NDArray[np.int64] | None = None) -> Array:
+        """Log-probabilities; with `class_weight`, column c stands for W[c] tokens sharing its
+        logit (vocabulary.py) and the result is normalised over all of them."""
+        ...
 
 
 class ExactNumerics:
@@ -87,9 +90,16 @@ class ExactNumerics:
         total = weights.sum(axis=-1, keepdims=True)
         return np.asarray(_exact_product(weights, _grid(v, QK_BITS)) / total * (2.0**-QK_BITS))
 
-    def log_softmax(self, logits: Array) -> Array:
+    def log_softmax(self, logits: Array, class_weight: NDArray[np.int64] | None = None) -> Array:
         top = logits.max(axis=-1, keepdims=True)
-        mass = _grid(np.exp(logits - top), VOCAB_PROB_BITS).sum(axis=-1, keepdims=True)
+        grid = _grid(np.exp(logits - top), VOCAB_PROB_BITS)
+        if class_weight is None:
+            mass = grid.sum(axis=-1, keepdims=True)
+        else:
+            # Up to 2**40 x a few hundred x 320 classes passes 2**53: summed in int64, exact
+            # in any order, then rounded once.
+            weighted = grid.astype(np.int64) * class_weight
+            mass = weighted.sum(axis=-1, keepdims=True).astype(np.float64)
         return np.asarray(logits - (top + np.log(mass * (2.0**-VOCAB_PROB_BITS))))
 
 
@@ -113,11 +123,12 @@ class BlasNumerics:
         weights = _masked_exp(scores, mask)
         return np.asarray((weights @ v) / weights.sum(axis=-1, keepdims=True), dtype=np.float32)
 
-    def log_softmax(self, logits: Array) -> Array:
+    def log_softmax(self, logits: Array, class_weight: NDArray[np.int64] | None = None) -> Array:
         shifted = logits - logits.max(axis=-1, keepdims=True)
-        return np.asarray(
-            shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True)), dtype=np.float32
-        )
+        exp = np.exp(shifted)
+        if class_weight is not None:
+            exp = exp * class_weight.astype(np.float32)
+        return np.asarray(shifted - np.log(exp.sum(axis=-1, keepdims=True)), dtype=np.float32)
 
 
 def _masked_exp(scores: Array, mask: NDArray[np.bool_]) -> Array:

@@ -7,7 +7,7 @@ layer answers them with 400 and keeps serving.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,8 +65,7 @@ def parse_generate(body: Any, limits: Limits) -> tuple[list[GenerateRequest], bo
         raise RequestError(
             "input_ids is required (this engine has no tokenizer, so `text` is not supported)"
         )
-    if body.get("stream"):
-        raise RequestError("stream is not supported by the reference engine; send stream: false")
+    _flag(body, "stream", False)
     prompts, batched = _prompts(body["input_ids"], limits)
     params = _per_prompt(body.get("sampling_params", {}), len(prompts), "sampling_params")
     logprob = _flag(body, "return_logprob", False)
@@ -187,6 +186,44 @@ def response(request: GenerateRequest, result: GenerateResult, rid: str) -> dict
             for logprob, token in zip(result.input_logprobs, tokens, strict=True)
         ]
     return {"text": "", "output_ids": list(result.output_ids), "meta_info": meta}
+
+
+# A streamed answer is cut into at most this many chunks per prompt (plus the final one), so
+# its size stays linear in the output however long the output is.
+MAX_STREAM_CHUNKS = 128
+
+
+def stream_chunks(
+    requests: Sequence[GenerateRequest], results: Sequence[GenerateResult], batched: bool
+) -> Iterator[dict[str, Any]]:
+    """`"stream": true` answers, as sglang streams them (incremental_streaming_output off):
+    each chunk is the answer so far (output_ids and logprobs cumulative, finish_reason null
+    until the last); a batch interleaves its prompts step by step, each chunk with its
+    prompt's `index`. The server sends each as `data: {json}` and ends with `data: [DONE]`."""
+    finals = [
+        response(request, result, secrets.token_hex(16))
+        for request, result in zip(requests, results, strict=True)
+    ]
+    longest = max(len(result.output_ids) for result in results)
+    stride = max(1, -(-longest // MAX_STREAM_CHUNKS))
+    cuts = [*range(stride, longest, stride), longest] if longest else [0]
+    finished = [False] * len(finals)
+    for cut in cuts:
+        for index, final in enumerate(finals):
+            if finished[index]:
+                continue
+            finished[index] = cut >= len(final["output_ids"])
+            chunk = final if finished[index] else _partial(final, cut)
+            yield {**chunk, "index": index} if batched else chunk
+
+
+def _partial(final: dict[str, Any], count: int) -> dict[str, Any]:
+    meta = dict(final["meta_info"])
+    meta["finish_reason"] = None
+    meta["completion_tokens"] = count
+    if "output_token_logprobs" in meta:
+        meta["output_token_logprobs"] = meta["output_token_logprobs"][:count]
+    return {"text": "", "output_ids": final["output_ids"][:count], "meta_info": meta}
 
 
 def responses(

@@ -17,7 +17,7 @@ import numpy as np
 
 from kl_bitexact.reference.numerics import Array
 from kl_bitexact.reference.run import Run
-from kl_bitexact.reference.sampling import noise, sample
+from kl_bitexact.reference.sampling import noise
 
 if TYPE_CHECKING:
     from kl_bitexact.reference.engine import ReferenceEngine
@@ -43,17 +43,17 @@ def _draft(engine: ReferenceEngine, runs: list[Run]) -> list[list[int]]:
         hidden, _ = engine.model.extend(states, [[t] for t in previous], [frozenset()] * len(runs))
         table = engine.model.logprobs(np.concatenate(hidden))
         for i, run in enumerate(runs):
-            previous[i] = _guess(table[i], run, run.position + step)
+            previous[i] = _guess(engine, table[i], run, run.position + step)
             proposals[i].append(previous[i])
     for state, (length, recurrent) in zip(states, saved, strict=True):
         state.rewind(length, recurrent)
     return proposals
 
 
-def _guess(logprobs: Array, run: Run, position: int) -> int:
+def _guess(engine: ReferenceEngine, logprobs: Array, run: Run, position: int) -> int:
     request = run.request
     blurred = logprobs + DRAFT_NOISE * noise(request.seed ^ DRAFT_SALT, position, logprobs.size)
-    return sample(blurred, request.temperature, request.seed, position)
+    return engine.vocabulary.sample(blurred, request.temperature, request.seed, position)
 
 
 def _verify(engine: ReferenceEngine, runs: list[Run], drafts: list[list[int]]) -> None:
