@@ -19,7 +19,7 @@ from kl_bitexact.registry.findings import Code, Finding
 from kl_bitexact.registry.lint import (
     SAFE_SUITE_NAME,
     allowlist_of,
-    dispatched_suites,
+    is_dispatched,
     known_runners,
 )
 from kl_bitexact.registry.model import SUITE_FILE_BACKEND, Registration
@@ -79,7 +79,6 @@ def plan(state: RepoState, only: str | None = None) -> FixPlan:
     """The edits that register each fixable suite (only `only`, when given)."""
     edits: list[Edit] = []
     declined: dict[str, str] = {}
-    dispatched = dispatched_suites(state)
     known = known_runners(state)
     for registration in state.registrations:
         if only is not None and registration.suite != only:
@@ -89,7 +88,9 @@ def plan(state: RepoState, only: str | None = None) -> FixPlan:
             declined.setdefault(registration.suite, reason)
             continue
         placement: list[MatrixAddition] = []
-        if registration.enabled and registration.suite not in dispatched:
+        if registration.enabled and not is_dispatched(
+            state, registration.suite, registration.backend
+        ):
             placement, why_not = _matrix_addition(state, registration)
             if not placement:
                 # Allowlisting a suite nothing will run would only hide the problem.

@@ -4,7 +4,6 @@ dispatched by a workflow, every dispatched suite has an enabled test (pure)."""
 from __future__ import annotations
 
 import re
-from collections import defaultdict
 from collections.abc import Iterable
 
 from kl_bitexact.errors import did_you_mean
@@ -41,14 +40,26 @@ def allowlist_of(state: RepoState, registration: Registration) -> tuple[Allowlis
     return state.yaml_allowlist, state.config.allowlist
 
 
-def dispatched_suites(state: RepoState) -> set[str]:
-    """Suite names some workflow runs, including suite files matched by a kl-bitexact glob."""
-    globbed = {
-        registration.suite
-        for registration in state.registrations
-        if registration.backend == SUITE_FILE_BACKEND and _globbed(state, registration.file)
-    }
-    return state.workflows.dispatched() | globbed
+def runs_of(state: RepoState, suite: str, backend: str | None) -> list[Dispatch]:
+    """The runs of `suite` that select `backend`'s registrations: the runner's `--hw` is
+    part of the match (a run whose backend cannot be read counts for every backend; a
+    `backend` of None: any run of the suite)."""
+    return [
+        d
+        for d in state.workflows.by_suite.get(suite, ())
+        if backend is None or d.backend is None or d.backend == backend
+    ]
+
+
+def is_dispatched(state: RepoState, suite: str, backend: str | None) -> bool:
+    """Whether some workflow runs `suite` for `backend` (suite files: also when a
+    kl-bitexact glob matches the file registering it)."""
+    if runs_of(state, suite, backend):
+        return True
+    return backend in (SUITE_FILE_BACKEND, None) and any(
+        r.backend == SUITE_FILE_BACKEND and r.suite == suite and _globbed(state, r.file)
+        for r in state.registrations
+    )
 
 
 def _globbed(state: RepoState, path: str) -> bool:
@@ -70,20 +81,18 @@ def _unsafe_names(registrations: Iterable[Registration]) -> list[Finding]:
 
 
 def _not_allowlisted(state: RepoState) -> list[Finding]:
-    dispatched = dispatched_suites(state)
     findings = []
     for registration in state.registrations:
         allowlist, where = allowlist_of(state, registration)
         if not allowlist.allows(registration.suite, registration.backend):
-            findings.append(_not_allowlisted_finding(state, registration, where, dispatched))
+            findings.append(_not_allowlisted_finding(state, registration, where))
     return findings
 
 
-def _not_allowlisted_finding(
-    state: RepoState, r: Registration, where: str, dispatched: set[str]
-) -> Finding:
-    runs = r.suite in dispatched
-    also = "" if runs else " and no workflow dispatches it"
+def _not_allowlisted_finding(state: RepoState, r: Registration, where: str) -> Finding:
+    runs = is_dispatched(state, r.suite, r.backend)
+    backend = "" if r.backend == SUITE_FILE_BACKEND else f" for {r.backend}"
+    also = "" if runs else f" and no workflow dispatches it{backend}"
     group = "NIGHTLY_SUITES" if r.nightly else "PER_COMMIT_SUITES"
     target = f"{group}[{r.backend}] in {where}" if where.endswith(".py") else where
     fix = (
@@ -122,56 +131,88 @@ def _not_allowlisted_finding(
 
 
 def _not_dispatched(state: RepoState) -> list[Finding]:
-    dispatched = dispatched_suites(state)
-    enabled = _enabled_count(state.registrations)
     entries = list(state.yaml_allowlist.entries)
     entries += list(state.python_allowlist.entries) if state.python_allowlist else []
     return [
-        _not_dispatched_finding(entry, enabled[entry.suite])
+        _not_dispatched_finding(entry, _enabled_files(state.registrations, entry))
         for entry in entries
-        if entry.suite not in dispatched
+        if not is_dispatched(state, entry.suite, entry.backend)
     ]
 
 
+def _enabled_files(registrations: Iterable[Registration], entry: AllowlistEntry) -> int:
+    """Enabled files registered to the entry's suite for its backend (YAML: any backend)."""
+    return len(
+        {
+            r.file
+            for r in registrations
+            if r.enabled
+            and r.suite == entry.suite
+            and (entry.backend is None or r.backend == entry.backend)
+        }
+    )
+
+
 def _not_dispatched_finding(entry: AllowlistEntry, enabled: int) -> Finding:
+    backend = f" {entry.backend}" if entry.backend else ""
     if enabled == 0:
         return warning(
             entry.file,
             entry.line,
             Code.NOT_DISPATCHED,
-            f"allowlisted suite {entry.suite!r} has no enabled test and no workflow runs it",
+            f"allowlisted{backend} suite {entry.suite!r} has no enabled{backend} test and no "
+            f"workflow runs it{' for' + backend if backend else ''}",
             "remove the stale entry, or register tests and dispatch the suite in a workflow",
         )
     return error(
         entry.file,
         entry.line,
         Code.NOT_DISPATCHED,
-        f"allowlisted suite {entry.suite!r} is dispatched by no workflow: its {enabled} "
-        "enabled test file(s) silently never run",
+        f"allowlisted{backend} suite {entry.suite!r} is dispatched by no workflow"
+        f"{' for' + backend if backend else ''}: its {enabled} enabled test file(s) "
+        "silently never run",
         "add the suite to a workflow matrix (stage + runner_config, or a `suite` entry) or a "
         "`--suite` argument (`kl-bitexact lint-ci --fix` adds a matrix entry)",
     )
 
 
 def _empty_dispatches(state: RepoState) -> list[Finding]:
-    """Dispatched suites without an enabled test (one finding per suite and workflow)."""
-    enabled = _enabled_count(state.registrations)
-    first: dict[tuple[str, str], Dispatch] = {}
+    """Runs that select no enabled test (one finding per suite, backend and workflow): the
+    runner selects by backend (`--hw`), suite and cadence (`--nightly`)."""
+    first: dict[tuple[str, str | None, str], Dispatch] = {}
     for dispatch in sorted(state.workflows.dispatches, key=lambda d: d.line):
-        first.setdefault((dispatch.suite, dispatch.file), dispatch)
+        first.setdefault((dispatch.suite, dispatch.backend, dispatch.file), dispatch)
     findings = [
-        error(
-            dispatch.file,
-            dispatch.line,
-            Code.EMPTY_SUITE,
-            f"the workflow runs suite {dispatch.suite!r}, which has no enabled test: it "
-            "reports green without testing anything",
-            "register tests to the suite (or re-enable them), or remove it from the workflow",
-        )
+        _empty_finding(dispatch)
         for dispatch in first.values()
-        if enabled[dispatch.suite] == 0
+        if not any(_selects(dispatch, r) for r in state.registrations)
     ]
     return findings + _empty_globs(state)
+
+
+def _selects(d: Dispatch, r: Registration) -> bool:
+    return (
+        r.enabled
+        and r.suite == d.suite
+        and (d.backend is None or r.backend == d.backend)
+        and (d.nightly is None or r.nightly == d.nightly)
+    )
+
+
+def _empty_finding(d: Dispatch) -> Finding:
+    run = f" for {d.backend}" if d.backend else ""
+    if d.nightly is not None:
+        run += " with --nightly" if d.nightly else " without --nightly"
+    test = f" {d.backend}" if d.backend else ""
+    cadence = "" if d.nightly is None else f" registered with nightly={d.nightly}"
+    return error(
+        d.file,
+        d.line,
+        Code.EMPTY_SUITE,
+        f"the workflow runs suite {d.suite!r}{run}, which has no enabled{test} test"
+        f"{cadence}: it reports green without testing anything",
+        "register tests to the suite (or re-enable them), or remove it from the workflow",
+    )
 
 
 def _empty_globs(state: RepoState) -> list[Finding]:
@@ -236,14 +277,6 @@ def _nothing_registered(state: RepoState) -> list[Finding]:
     ]
 
 
-def _enabled_count(registrations: Iterable[Registration]) -> dict[str, int]:
-    files: dict[str, set[str]] = defaultdict(set)
-    for registration in registrations:
-        if registration.enabled:
-            files[registration.suite].add(registration.file)
-    return defaultdict(int, {suite: len(found) for suite, found in files.items()})
-
-
 def _unresolved(state: RepoState) -> list[Finding]:
     return [
         warning(
@@ -261,11 +294,7 @@ def _unresolved(state: RepoState) -> list[Finding]:
 
 def _runner_dispatches(state: RepoState, r: Registration) -> list[Dispatch]:
     """Runs of the suite runner that select `r`'s suite for its backend."""
-    return [
-        d
-        for d in state.workflows.by_suite.get(r.suite, ())
-        if d.nightly is not None and d.backend in (None, r.backend)
-    ]
+    return [d for d in runs_of(state, r.suite, r.backend) if d.nightly is not None]
 
 
 def _cadence(state: RepoState) -> list[Finding]:

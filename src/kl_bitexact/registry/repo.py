@@ -14,6 +14,7 @@ from kl_bitexact.registry import (
     paths,
     scan,
     scancache,
+    shell,
     suitefiles,
     suiterunner,
     workflowcache,
@@ -204,11 +205,33 @@ def _runner_table(root: Path, relative: str) -> frozenset[str] | None:
     return frozenset(str(key) for key in table)
 
 
+class _Checkout:
+    """The repository's files for following commands: only regular files inside the root
+    (a path through a symlink out of it is absent), at most MAX_TEXT_BYTES of text."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def text(self, path: str) -> str | None:
+        if not self.is_file(path):
+            return None
+        try:
+            return read_text(self.root, path)
+        except ConfigError:
+            return None
+
+    def is_file(self, path: str) -> bool:
+        try:
+            return _present(self.root, path)
+        except (ConfigError, OSError):
+            return False
+
+
 def _workflows(root: Path, config: RegistryConfig, files: list[str]) -> Workflows:
     texts = [(path, read_text(root, path)) for path in files]
 
-    def compute() -> Workflows:
+    def compute(checkout: shell.Checkout) -> Workflows:
         documents = {path: yamlio.load(text, path) for path, text in texts}
-        return workflows.read_all(documents, config.suite_runners)
+        return workflows.read_all(documents, config.suite_runners, checkout)
 
-    return workflowcache.cached(root, texts, config.suite_runners, compute)
+    return workflowcache.cached(root, texts, config.suite_runners, compute, _Checkout(root))

@@ -1,11 +1,19 @@
-"""Find the scripts a `run:` block starts, with their arguments as the shell would pass
-them (pure).
+"""Find the scripts a `run:` block starts, with their arguments and working directory as the
+shell would pass them (pure).
 
 GitHub substitutes `${{ }}` before the shell runs, so the caller does that first; this
-module then follows the shell: `\\` continuations, `;`/`&&`/`||`/`|` separated commands,
-`cd DIR`, `VAR=value` and `export VAR=value` assignments, and `$VAR` / `${VAR}` / `"$VAR"`
-expansion from those assignments and the step's environment. A value it cannot know is
-kept as a marker so the caller can report it instead of taking it for a literal.
+module then follows the shell: `\\` continuations and quotes over several lines,
+`;`/`&&`/`||`/`|` separated commands, `cd DIR` / `pushd DIR`, `VAR=value` and
+`export VAR=value`, `$VAR` / `${VAR}` / `"$VAR"` / `${VAR:-default}` expansion from those
+assignments and the step's environment. Commands that run another command are followed
+into it: `env [X=Y] CMD`, `timeout N CMD`, `nohup`/`nice`/`sudo`/`stdbuf`/`time CMD`,
+`bash -c "SCRIPT"`, `docker exec [-w DIR] CONTAINER CMD` (DIR is a path in the container:
+the longest tail of it that is a file of the checkout is taken for that file, as a
+container sees the checkout mounted or copied somewhere), and a wrapper script of the
+repository (`bash scripts/ci/x.sh -w DIR python3 run_suite.py ...`) whose body passes its
+arguments on (`wrappers.py` reads it). A wrapper whose body cannot be read is reported as
+`Opaque` when the command it was given starts a suite runner; a value it cannot know is kept
+as a marker so the caller can report it instead of taking it for a literal.
 """
 
 from __future__ import annotations
@@ -13,8 +21,11 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from kl_bitexact.registry import wrappers
 
 # Marks text whose value is unknown (an unresolved `${{ }}` or shell variable).
 UNKNOWN_MARK = "\x00"
@@ -22,6 +33,42 @@ _VARIABLE = re.compile(r"\$(?:\{(\w+)(?::?-([^}]*))?\}|(\w+))")
 _SEPARATORS = {";", "&&", "||", "|", "&", "(", ")", "{", "}", "!"}
 _ASSIGNMENT = re.compile(r"[A-Za-z_]\w*=")
 _PYTHON = re.compile(r"python(?:\d+(?:\.\d+)?)?$")
+_SHELLS = {"bash", "sh", "dash", "zsh"}
+_KEYWORDS = {"if", "then", "else", "elif", "do", "while", "until", "!", "exec", "command"}
+# Commands that run the rest of their words as a command: options taking a value, and how
+# many operands come before the command (timeout's duration).
+_PREFIXES: dict[str, tuple[frozenset[str], int]] = {
+    "env": (frozenset({"-u", "--unset", "-C", "--chdir", "-S", "--split-string"}), 0),
+    "timeout": (frozenset({"-s", "--signal", "-k", "--kill-after"}), 1),
+    "nice": (frozenset({"-n", "--adjustment"}), 0),
+    "nohup": (frozenset(), 0),
+    "time": (frozenset(), 0),
+    "stdbuf": (frozenset({"-i", "-o", "-e"}), 0),
+    "sudo": (frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U"}), 0),
+}
+_DOCKER_VALUES = frozenset({"-e", "--env", "-u", "--user", "--env-file", "--detach-keys"})
+_MAX_DEPTH = 6  # wrappers within wrappers
+_MAX_QUOTED_LINES = 200  # a quote left open longer than this is not followed
+
+
+class Checkout(Protocol):
+    """The repository's files, as far as following a command needs them."""
+
+    def text(self, path: str) -> str | None:
+        """A repository file's text; None when absent or unreadable."""
+
+    def is_file(self, path: str) -> bool: ...
+
+
+class _NoCheckout:
+    def text(self, path: str) -> str | None:
+        return None
+
+    def is_file(self, path: str) -> bool:
+        return False
+
+
+NO_CHECKOUT: Checkout = _NoCheckout()
 
 
 @dataclass(frozen=True)
@@ -33,38 +80,192 @@ class Invocation:
     line: int  # 0-based line of the script where the command starts
 
 
+@dataclass(frozen=True)
+class Opaque:
+    """A wrapper given a suite runner's command whose body cannot be followed."""
+
+    wrapper: str
+    line: int
+    why: str
+
+
+@dataclass
+class Followed:
+    invocations: list[Invocation] = field(default_factory=list)
+    opaque: list[Opaque] = field(default_factory=list)
+
+
 def invocations(script: str, env: Mapping[str, str], cwd: str = "") -> list[Invocation]:
+    return follow(script, env, cwd).invocations
+
+
+def follow(
+    script: str,
+    env: Mapping[str, str],
+    cwd: str = "",
+    checkout: Checkout = NO_CHECKOUT,
+    runners: Collection[str] = (),
+) -> Followed:
+    """Every Python script `script` starts (wrappers followed), from `cwd`; `runners` are
+    the suite runners' paths, whose basename among a wrapper's arguments makes an
+    unreadable wrapper worth reporting."""
+    follower = _Follower(checkout, {posixpath.basename(r) for r in runners})
     # The checkout is the working directory a step starts in.
-    variables = {"GITHUB_WORKSPACE": ".", **env}
-    found: list[Invocation] = []
-    directory = cwd
-    for line, text in _logical_lines(script):
-        try:
-            lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
-            lexer.whitespace_split = True
-            lexer.commenters = "#"
-            tokens = list(lexer)
-        except ValueError:
-            continue  # unbalanced quotes: not something to guess about
-        for command in _commands(tokens):
-            directory = _run(command, variables, directory, line, found)
+    follower.script(script, {"GITHUB_WORKSPACE": ".", **env}, cwd, 0, 0)
+    return follower.out
+
+
+class _Follower:
+    def __init__(self, checkout: Checkout, runner_names: set[str]) -> None:
+        self.checkout = checkout
+        self.runner_names = runner_names
+        self.out = Followed()
+
+    def script(
+        self, text: str, variables: dict[str, str], directory: str, first: int, depth: int
+    ) -> None:
+        for line, tokens in _statements(text):
+            for command in _commands(tokens):
+                directory = self.run(command, variables, directory, first + line, depth)
+
+    def run(
+        self, command: list[str], variables: dict[str, str], directory: str, line: int, depth: int
+    ) -> str:
+        """Apply one simple command; returns the working directory after it."""
+        words = list(command)
+        if words[0] == "export":
+            words = words[1:]
+        assignments = []
+        while words and _ASSIGNMENT.match(words[0]):
+            assignments.append(words.pop(0))
+        if not words:
+            for assignment in assignments:  # `VAR=value` alone sets a shell variable
+                name, _, value = assignment.partition("=")
+                variables[name] = expand(value, variables)
+            return directory
+        words = [expand(word, variables) for word in words]
+        if words[0] in ("cd", "pushd"):
+            return _cd(directory, words[1]) if len(words) > 1 else UNKNOWN_MARK
+        self.execute(words, variables, directory, line, depth)
+        return directory
+
+    def execute(
+        self, words: list[str], variables: dict[str, str], directory: str, line: int, depth: int
+    ) -> None:
+        """Follow one command (already expanded) that runs in `directory`."""
+        while words and words[0] in _KEYWORDS:
+            words = words[1:]
+        if not words or depth > _MAX_DEPTH:
+            return
+        name = posixpath.basename(words[0])
+        if name in _PREFIXES:
+            rest, directory = _after_prefix(name, words[1:], directory)
+            self.execute(rest, variables, directory, line, depth + 1)
+        elif name == "docker" and words[1:2] == ["exec"]:
+            rest, directory = _after_docker_exec(words[2:])
+            self.execute(rest, variables, directory, line, depth + 1)
+        elif name in _SHELLS:
+            self._shell(words[1:], variables, directory, line, depth)
+        elif (script_at := _script_index(words)) is not None:
+            path = self.normalize(directory, words[script_at])
+            self.out.invocations.append(Invocation(path, tuple(words[script_at + 1 :]), line))
+        elif words[0].endswith(".sh") or ("/" in words[0] and not _PYTHON.match(name)):
+            self._wrapper(words[0], words[1:], directory, line, depth)
+
+    def _shell(
+        self, args: list[str], variables: dict[str, str], directory: str, line: int, depth: int
+    ) -> None:
+        """`bash [-opts] -c SCRIPT` or `bash [-opts] FILE ARGS`."""
+        for index, word in enumerate(args):
+            if word == "-c" or (word.startswith("-") and not word.startswith("--") and "c" in word):
+                if index + 1 < len(args):
+                    self.script(args[index + 1], dict(variables), directory, line, depth + 1)
+                return
+            if not word.startswith(("-", "+")):
+                self._wrapper(word, args[index + 1 :], directory, line, depth)
+                return
+
+    def _wrapper(self, path: str, args: list[str], directory: str, line: int, depth: int) -> None:
+        """A script of the repository started with a command among its arguments."""
+        if not self._starts_runner(args):
+            return
+        relative = self.normalize(directory, path)
+        if UNKNOWN_MARK in relative:
+            shown = relative.replace(UNKNOWN_MARK, "")
+            self.out.opaque.append(Opaque(shown, line, "its path is known only to the run"))
+            return
+        text = self.checkout.text(relative)
+        if text is None:
+            self.out.opaque.append(Opaque(relative, line, "it is not a readable file here"))
+            return
+        wrapper = wrappers.read(text)
+        if isinstance(wrapper, str):
+            self.out.opaque.append(Opaque(relative, line, wrapper))
+            return
+        values, command = wrapper.apply(args)
+        for commands in wrapper.commands:
+            here = directory
+            for each in commands:
+                words = wrappers.expand_command(each, command, lambda w: expand(w, values))
+                if words and words[0] in ("cd", "pushd"):
+                    here = _cd(here, words[1]) if len(words) > 1 else UNKNOWN_MARK
+                elif words:
+                    self.execute(words, dict(values), here, line, depth + 1)
+
+    def _starts_runner(self, args: list[str]) -> bool:
+        names = {posixpath.basename(word.replace(UNKNOWN_MARK, "")) for word in args}
+        if self.runner_names:
+            return bool(names & self.runner_names)
+        return any(name.endswith(".py") for name in names)
+
+    def normalize(self, directory: str, script: str) -> str:
+        """`script` run from `directory` as a repository path (UNKNOWN_MARK-prefixed when
+        that cannot be told)."""
+        script = _strip_workspace(script)
+        if UNKNOWN_MARK in script or (UNKNOWN_MARK in directory and not script.startswith("/")):
+            return UNKNOWN_MARK + script
+        path = posixpath.normpath(posixpath.join(directory, script))
+        if not path.startswith("/"):
+            return path
+        return self._in_checkout(path)
+
+    def _in_checkout(self, absolute: str) -> str:
+        """The longest tail of an absolute path that is a file of the checkout (a container
+        sees the checkout at a path of its own: /sglang-checkout/test/run_suite.py)."""
+        parts = absolute.strip("/").split("/")
+        for start in range(len(parts)):
+            tail = "/".join(parts[start:])
+            if self.checkout.is_file(tail):
+                return tail
+        return UNKNOWN_MARK + absolute
+
+
+def _statements(text: str) -> list[tuple[int, list[str]]]:
+    """(0-based first line, tokens) per logical line: `\\` continuations joined, and a
+    quote left open continued on the next lines (`bash -c "` over several lines)."""
+    found: list[tuple[int, list[str]]] = []
+    lines = text.splitlines()
+    index = 0
+    while index < len(lines):
+        start = index
+        joined = lines[index]
+        index += 1
+        while True:
+            while joined.endswith("\\") and index < len(lines):
+                joined = joined[:-1] + " " + lines[index]
+                index += 1
+            try:
+                lexer = shlex.shlex(joined, posix=True, punctuation_chars=True)
+                lexer.whitespace_split = True
+                lexer.commenters = "#"
+                found.append((start, list(lexer)))
+                break
+            except ValueError:  # an open quote: it continues on the next line
+                if index >= len(lines) or index - start > _MAX_QUOTED_LINES:
+                    break  # unbalanced quotes: not something to guess about
+                joined = joined + "\n" + lines[index]
+                index += 1
     return found
-
-
-def _logical_lines(script: str) -> list[tuple[int, str]]:
-    lines: list[tuple[int, str]] = []
-    pending: tuple[int, str] | None = None
-    for index, text in enumerate(script.splitlines()):
-        start, before = pending if pending else (index, "")
-        joined = before + text
-        if joined.endswith("\\"):
-            pending = (start, joined[:-1] + " ")
-            continue
-        pending = None
-        lines.append((start, joined))
-    if pending:
-        lines.append(pending)
-    return lines
 
 
 def _commands(tokens: list[str]) -> list[list[str]]:
@@ -75,35 +276,6 @@ def _commands(tokens: list[str]) -> list[list[str]]:
         else:
             commands[-1].append(token)
     return [command for command in commands if command]
-
-
-def _run(
-    command: list[str],
-    variables: dict[str, str],
-    directory: str,
-    line: int,
-    found: list[Invocation],
-) -> str:
-    """Apply one simple command; returns the working directory after it."""
-    words = list(command)
-    if words[0] == "export":
-        words = words[1:]
-    assignments = []
-    while words and _ASSIGNMENT.match(words[0]):
-        assignments.append(words.pop(0))
-    if not words:
-        for assignment in assignments:  # `VAR=value` alone sets a shell variable
-            name, _, value = assignment.partition("=")
-            variables[name] = expand(value, variables)
-        return directory
-    words = [expand(word, variables) for word in words]
-    if words[0] == "cd" and len(words) > 1:
-        return _cd(directory, words[1])
-    script_at = _script_index(words)
-    if script_at is not None:
-        path = _normalize(directory, words[script_at])
-        found.append(Invocation(path, tuple(words[script_at + 1 :]), line))
-    return directory
 
 
 def expand(word: str, variables: Mapping[str, str]) -> str:
@@ -118,13 +290,46 @@ def expand(word: str, variables: Mapping[str, str]) -> str:
     return _VARIABLE.sub(replace, word)
 
 
+def _after_prefix(name: str, words: list[str], directory: str) -> tuple[list[str], str]:
+    """The command `env`/`timeout`/... runs, and its working directory (`env -C DIR`)."""
+    with_value, operands = _PREFIXES[name]
+    index = 0
+    while index < len(words) and words[index].startswith("-") and words[index] != "-":
+        option, equals, value = words[index].partition("=")
+        if option in with_value and not equals:
+            value = words[index + 1] if index + 1 < len(words) else ""
+            index += 1
+        if option in ("-C", "--chdir") and name == "env":
+            directory = _cd(directory, value)
+        index += 1
+    if name == "env":
+        while index < len(words) and _ASSIGNMENT.match(words[index]):
+            index += 1
+    return words[index + operands :], directory
+
+
+def _after_docker_exec(words: list[str]) -> tuple[list[str], str]:
+    """`docker exec [OPTIONS] CONTAINER CMD...`: CMD, and the directory `-w` gives it (else
+    the container's own working directory, which the workflow cannot tell)."""
+    directory = UNKNOWN_MARK
+    index = 0
+    while index < len(words) and words[index].startswith("-"):
+        option, equals, value = words[index].partition("=")
+        if option in ("-w", "--workdir") or option in _DOCKER_VALUES:
+            if not equals:
+                value = words[index + 1] if index + 1 < len(words) else ""
+                index += 1
+            if option in ("-w", "--workdir"):
+                directory = _cd("", value)
+        index += 1
+    return words[index + 1 :], directory
+
+
 def _cd(directory: str, target: str) -> str:
-    if UNKNOWN_MARK in target:
+    if UNKNOWN_MARK in target or target in ("", "-", "~") or target.startswith("~"):
         return UNKNOWN_MARK
     target = _strip_workspace(target)
-    if target.startswith("/"):
-        return UNKNOWN_MARK  # outside the checkout: nothing there is the suite runner
-    if directory == UNKNOWN_MARK:
+    if not target.startswith("/") and directory == UNKNOWN_MARK:
         return directory
     return posixpath.normpath(posixpath.join(directory, target))
 
@@ -140,13 +345,6 @@ def _script_index(words: list[str]) -> int | None:
             if not words[index].startswith("-"):
                 return index if words[index].endswith(".py") else None
     return None
-
-
-def _normalize(directory: str, script: str) -> str:
-    script = _strip_workspace(script)
-    if UNKNOWN_MARK in directory or UNKNOWN_MARK in script or script.startswith("/"):
-        return UNKNOWN_MARK + script
-    return posixpath.normpath(posixpath.join(directory, script))
 
 
 def _strip_workspace(path: str) -> str:

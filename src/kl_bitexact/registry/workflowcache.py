@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kl_bitexact.registry import scancache
+from kl_bitexact.registry.shell import Checkout
 from kl_bitexact.registry.workflows import (
     Dispatch,
     MatrixTarget,
@@ -26,14 +27,47 @@ from kl_bitexact.registry.workflows import (
     Workflows,
 )
 
-FORMAT = "workflows-v1"
+FORMAT = "workflows-v2"
+
+
+class Recording:
+    """A checkout that remembers what was asked of it: the wrapper scripts read (by the hash
+    of their text) and the paths probed, so a cached result is used only while every
+    answer is still the same."""
+
+    def __init__(self, checkout: Checkout) -> None:
+        self.checkout = checkout
+        self.texts: dict[str, str | None] = {}
+        self.files: dict[str, bool] = {}
+
+    def text(self, path: str) -> str | None:
+        found = self.checkout.text(path)
+        self.texts[path] = _digest(found)
+        return found
+
+    def is_file(self, path: str) -> bool:
+        found = self.files[path] = self.checkout.is_file(path)
+        return found
+
+    def still_true(self, probes: Any) -> bool:
+        texts, files = probes["texts"], probes["files"]
+        return all(_digest(self.checkout.text(p)) == d for p, d in texts.items()) and all(
+            self.checkout.is_file(p) == bool(b) for p, b in files.items()
+        )
+
+
+def _digest(text: str | None) -> str | None:
+    if text is None:
+        return None
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
 def cached(
     root: Path,
     texts: Sequence[tuple[str, str]],
     runners: Sequence[str],
-    compute: Callable[[], Workflows],
+    compute: Callable[[Checkout], Workflows],
+    checkout: Checkout,
 ) -> Workflows:
     digest = hashlib.blake2b(digest_size=16)
     for part in (FORMAT, *runners, *(item for pair in texts for item in pair)):
@@ -41,30 +75,34 @@ def cached(
     key = digest.hexdigest()
     name = hashlib.blake2b(str(root.resolve()).encode(), digest_size=8).hexdigest()
     path = scancache.cache_dir() / "lint" / f"{name}-workflows.json"
-    found = _load(path, key)
+    recording = Recording(checkout)
+    found = _load(path, key, recording)
     if found is not None:
         return found
-    result = compute()
-    _save(path, key, result)
+    result = compute(recording)
+    _save(path, key, result, {"texts": recording.texts, "files": recording.files})
     return result
 
 
-def _load(path: Path, key: str) -> Workflows | None:
+def _load(path: Path, key: str, recording: Recording) -> Workflows | None:
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(document, dict) or document.get("key") != key:
             return None
+        if not recording.still_true(document["probes"]):
+            return None  # a wrapper script changed, or a probed path appeared or went
         return _decode(document["workflows"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None  # missing or damaged: computed again
 
 
-def _save(path: Path, key: str, found: Workflows) -> None:
+def _save(path: Path, key: str, found: Workflows, probes: dict[str, Any]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        entry = {"key": key, "probes": probes, "workflows": _encode(found)}
         with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(json.dumps({"key": key, "workflows": _encode(found)}, default=_sets))
+            out.write(json.dumps(entry, default=_sets))
         os.replace(temporary, path)
     except OSError:
         pass  # an unwritable cache only costs speed

@@ -144,20 +144,37 @@ class _Collector:
     matrices: list[tuple[str, str, Any, bool]] = field(default_factory=list)
 
 
-def read_workflow(text: str, path: str, runners: Sequence[str] = DEFAULT_RUNNERS) -> Workflows:
-    return read_all({path: yamlio.load(text, path)}, runners)
+def read_workflow(
+    text: str,
+    path: str,
+    runners: Sequence[str] = DEFAULT_RUNNERS,
+    checkout: shell.Checkout = shell.NO_CHECKOUT,
+) -> Workflows:
+    return read_all({path: yamlio.load(text, path)}, runners, checkout)
 
 
-def read_all(documents: Mapping[str, Any], runners: Sequence[str] = DEFAULT_RUNNERS) -> Workflows:
-    """Every workflow of the repository together (callers resolve reusable workflows)."""
-    return _Reader(documents, tuple(runner.removeprefix("./") for runner in runners)).read()
+def read_all(
+    documents: Mapping[str, Any],
+    runners: Sequence[str] = DEFAULT_RUNNERS,
+    checkout: shell.Checkout = shell.NO_CHECKOUT,
+) -> Workflows:
+    """Every workflow of the repository together (callers resolve reusable workflows);
+    `checkout` gives the wrapper scripts the workflows start, and which container paths
+    are files of the checkout."""
+    runner_paths = tuple(runner.removeprefix("./") for runner in runners)
+    return _Reader(documents, runner_paths, checkout).read()
 
 
 class _Reader:
-    def __init__(self, documents: Mapping[str, Any], runners: tuple[str, ...]) -> None:
+    def __init__(
+        self, documents: Mapping[str, Any], runners: tuple[str, ...], checkout: shell.Checkout
+    ) -> None:
         self.documents = {path: doc for path, doc in documents.items() if isinstance(doc, dict)}
         self.runners = runners
+        self.checkout = checkout
         self.out = _Collector()
+        # wrapper -> (file, line, why) of each run that could not be followed through it
+        self.opaque: dict[str, list[tuple[str, int, str]]] = {}
         self.callers: dict[str, list[tuple[str, str, Any]]] = {}
         for path, document in self.documents.items():
             for job_id, job in _jobs(document):
@@ -174,8 +191,19 @@ class _Reader:
             tuple(dict.fromkeys(self.out.globs)),
             frozenset(self.out.runner_configs),
             tuple(self._targets()),
-            tuple(self.out.unresolved.values()),
+            tuple(self.out.unresolved.values()) + tuple(self._opaque_wrappers()),
         )
+
+    def _opaque_wrappers(self) -> Iterator[Unresolved]:
+        """One warning per wrapper that could not be followed, where it is first used."""
+        for wrapper, uses in sorted(self.opaque.items()):
+            places = sorted(set(uses))
+            file, line, why = places[0]
+            others = len({(f, n) for f, n, _ in places}) - 1
+            also = f"; used the same way at {others} other place(s)" if others else ""
+            yield Unresolved(
+                file, line, f"the wrapper {wrapper} (its body cannot be followed: {why}{also})"
+            )
 
     # --- inputs ------------------------------------------------------------------------
 
@@ -306,11 +334,19 @@ class _Reader:
                 )
             else:
                 env[key] = expressions.to_text(value)
-        for invocation in shell.invocations(
-            text, env, _working_directory(self.documents[path], job, step)
-        ):
+        followed = shell.follow(
+            text,
+            env,
+            _working_directory(self.documents[path], job, step),
+            self.checkout,
+            self.runners,
+        )
+        for invocation in followed.invocations:
             line = first + invocation.line
             self._runner_call(invocation, unknown, path, job_id, line, inputs, combo_line)
+        for opaque in followed.opaque:
+            wrapper = _unmarked(opaque.wrapper, unknown)
+            self.opaque.setdefault(wrapper, []).append((path, first + opaque.line, opaque.why))
 
     def _runner_call(
         self,
