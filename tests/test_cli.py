@@ -18,6 +18,7 @@ SUBCOMMANDS = [
     "serve-reference",
     "report",
     "publish",
+    "history",
     "lint-ci",
     "shard",
     "prove-plan",
@@ -197,3 +198,11 @@ def test_run_loads_no_other_engine_check_or_command_helper():
         "kl_bitexact.action.proof_jobs",
     }
     assert sorted(unneeded & modules) == []
+
+
+def test_history_offline_loads_no_github_client():
+    """`history --history-dir` (and report's) reads files: PyGithub and requests load only
+    when a history is fetched."""
+    modules = modules_after(main_code(["history", "--help"]))
+    assert "kl_bitexact.commands.history" in modules
+    assert not {"github", "requests"} & {name.split(".")[0] for name in modules}

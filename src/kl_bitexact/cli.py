@@ -50,6 +50,11 @@ COMMANDS: tuple[Command | LazyCommand, ...] = (
     _lazy("report", "report", "render results as the PR comment Markdown and decide the gate"),
     _lazy("publish", "publish", "post the sticky PR comment and set the merge gate"),
     _lazy(
+        "history",
+        "history",
+        "every test's numbers across the base branch's recent runs (new or known failures)",
+    ),
+    _lazy(
         "lint_ci",
         "lint-ci",
         "lint CI registration: every test's suite is allowlisted and dispatched",

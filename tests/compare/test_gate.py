@@ -177,18 +177,23 @@ def test_flaky_tests_executed_and_are_named_in_the_reasons():
 @pytest.mark.parametrize(
     ("text", "parsed"),
     [
-        ("regression", (FailOn.REGRESSION, False)),
-        ("never", (FailOn.NEVER, False)),
-        ("flaky", (FailOn.REGRESSION, True)),
-        ("failure,flaky", (FailOn.FAILURE, True)),
-        (" flaky , never ", (FailOn.NEVER, True)),
+        ("regression", (FailOn.REGRESSION, False, False)),
+        ("never", (FailOn.NEVER, False, False)),
+        ("flaky", (FailOn.REGRESSION, True, False)),
+        ("failure,flaky", (FailOn.FAILURE, True, False)),
+        (" flaky , never ", (FailOn.NEVER, True, False)),
+        ("allow-known", (FailOn.REGRESSION, False, True)),
+        ("failure,allow-known,flaky", (FailOn.FAILURE, True, True)),
     ],
 )
 def test_fail_on_parses_a_mode_and_flaky(text, parsed):
-    assert parse_fail_on(text) == parsed
+    choice = parse_fail_on(text)
+    assert (choice.mode, choice.flaky, choice.allow_known) == parsed
 
 
-@pytest.mark.parametrize("text", ["always", "regression,failure", "flaky,flakey"])
+@pytest.mark.parametrize(
+    "text", ["always", "regression,failure", "flaky,flakey", "allow-known-flaky"]
+)
 def test_fail_on_refuses_anything_else(text):
     with pytest.raises(ValueError, match="is not one of regression, failure, never"):
         parse_fail_on(text)

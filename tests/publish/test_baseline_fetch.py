@@ -238,7 +238,7 @@ def test_a_member_holding_more_than_it_declares_is_not_read_past_its_word(tmp_pa
     archive = tmp_path / "a.zip"
     archive.write_bytes(data[:size_field] + (10).to_bytes(4, "little") + data[size_field + 4 :])
     with pytest.raises(ConfigError, match=r"r\.json cannot be read \(BadZipFile"):
-        baseline_fetch._load_archive(archive, NAME, max_total=100)
+        baseline_fetch.load_archive(archive, NAME, max_total=100)
 
 
 @pytest.mark.parametrize(

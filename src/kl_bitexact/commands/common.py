@@ -18,7 +18,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from kl_bitexact.action import proof_jobs, shards
-from kl_bitexact.compare.gate import FailOn, Policy, parse_fail_on
+from kl_bitexact.compare.gate import FailOnChoice, Policy, parse_fail_on
+from kl_bitexact.compare.history import DEFAULT_RUNS as DEFAULT_HISTORY_RUNS
+from kl_bitexact.compare.history import FETCH_SECONDS, History
+from kl_bitexact.compare.history import MAX_RUNS as MAX_HISTORY_RUNS
 from kl_bitexact.errors import ConfigError, ExitCode
 from kl_bitexact.report import render
 from kl_bitexact.results import io as results_io
@@ -92,11 +95,13 @@ def add_policy_arguments(parser: argparse.ArgumentParser, *, publishes: bool = F
     parser.add_argument(
         "--fail-on",
         type=_argument_type(parse_fail_on),
-        default=(FailOn.REGRESSION, False),
-        metavar="MODE[,flaky]",
+        default=FailOnChoice(),
+        metavar="MODE[,flaky][,allow-known]",
         help="what fails the gate: regression, failure or never; add ',flaky' for a test "
-        "whose repeats (run --repeat) disagree to gate even when every repeat passed "
-        "(default: regression)",
+        "whose repeats (run --repeat) disagree to gate even when every repeat passed; add "
+        "',allow-known' for a red test that already failed or was flaky in the base branch's "
+        "recent runs (--history-dir, --fetch-history) not to gate, while a test that never "
+        "failed there still does (default: regression)",
     )
     parser.add_argument(
         "--strict", action="store_true", help="an unexpected green test fails the gate"
@@ -123,6 +128,76 @@ def add_policy_arguments(parser: argparse.ArgumentParser, *, publishes: bool = F
         metavar="OWNER/NAME",
         help=f"{target}the repository of short #N blockers (default: $GITHUB_REPOSITORY)",
     )
+
+
+def add_history_arguments(parser: argparse.ArgumentParser) -> None:
+    """--history-dir and --history-runs: the base branch's recent runs (report, publish,
+    history)."""
+    parser.add_argument(
+        "--history-dir",
+        type=Path,
+        metavar="DIR",
+        help="the base branch's recent runs, offline: one results file per run in DIR "
+        "(ordered by their run.started_at; what `kl-bitexact history` caches is such a "
+        "directory). Each test that needs attention is then said to be new (never failed "
+        "there) or known (failed there), with its trend",
+    )
+    parser.add_argument(
+        "--history-runs",
+        type=_argument_type(history_runs),
+        default=DEFAULT_HISTORY_RUNS,
+        metavar="N",
+        help=f"how many of the newest runs the history holds (1 to {MAX_HISTORY_RUNS}; "
+        "default: %(default)s)",
+    )
+
+
+def add_history_fetch_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where fetched history is kept and how long a fetch may take (publish, history)."""
+    parser.add_argument(
+        "--history-cache",
+        type=Path,
+        metavar="DIR",
+        help="keep the fetched runs' archives here, so a second fetch (another job on the "
+        "same machine, a later publish) downloads only new runs; an archive is reused only "
+        "when its SHA-256 is the digest GitHub lists for it (default: "
+        "$XDG_CACHE_HOME/kl-bitexact/history, else ~/.cache/kl-bitexact/history)",
+    )
+    parser.add_argument(
+        "--history-timeout",
+        type=_argument_type(_seconds),
+        default=FETCH_SECONDS,
+        metavar="SECONDS",
+        help="stop downloading after this long and use the runs fetched so far, saying so "
+        "(default: %(default)s)",
+    )
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise ValueError(f"{text!r} is not a positive number of seconds")
+    return value
+
+
+def history_runs(text: str) -> int:
+    """`--history-runs N`, 1 to MAX_HISTORY_RUNS; a ValueError says what is accepted."""
+    value = int(text) if text.strip().isdigit() else 0
+    if not 1 <= value <= MAX_HISTORY_RUNS:
+        raise ValueError(f"{text!r} is not a whole number from 1 to {MAX_HISTORY_RUNS}")
+    return value
+
+
+def history_from_dir(directory: Path | None, runs: int) -> History | None:
+    """The history `--history-dir` names, or None when none is given."""
+    if directory is None:
+        return None
+    from kl_bitexact.compare import history_dir
+
+    return history_dir.load(directory, runs)
 
 
 def _argument_type(parse: Callable[[str], T]) -> Callable[[str], T]:
@@ -164,9 +239,14 @@ def load_results(paths: Sequence[Path], expected_shards: Sequence[str]) -> Resul
 
 def policy(args: argparse.Namespace) -> Policy:
     """The gate policy from `add_policy_arguments`' options."""
-    mode, flaky = args.fail_on
+    choice: FailOnChoice = args.fail_on
     return Policy(
-        mode, args.strict, args.allow_unknown_blockers, flaky=flaky, proof_strict=args.proof_strict
+        choice.mode,
+        args.strict,
+        args.allow_unknown_blockers,
+        flaky=choice.flaky,
+        proof_strict=args.proof_strict,
+        allow_known=choice.allow_known,
     )
 
 

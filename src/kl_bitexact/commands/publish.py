@@ -28,8 +28,9 @@ from kl_bitexact.compare import baseline
 from kl_bitexact.compare.baseline import Baseline
 from kl_bitexact.compare.comparison import Comparison, compare
 from kl_bitexact.compare.gate import Policy
+from kl_bitexact.compare.history import History
 from kl_bitexact.errors import ConfigError
-from kl_bitexact.publish import baseline_fetch, status, sticky
+from kl_bitexact.publish import baseline_fetch, history_fetch, status, sticky
 from kl_bitexact.publish import blocker_lookup as blocker_states
 from kl_bitexact.publish.client import (
     ClientSettings,
@@ -55,6 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "event saw, else the PR's current head)",
     )
     _add_baseline_arguments(parser)
+    _add_history_arguments(parser)
     _add_blocker_arguments(parser)
     parser.add_argument(
         "--comment-author",
@@ -105,6 +107,19 @@ def _add_baseline_arguments(parser: argparse.ArgumentParser) -> None:
         "default: push). Runs of other events, runs of another repository's code (a fork "
         "PR whose branch has the same name) and commits not on the branch never do",
     )
+
+
+def _add_history_arguments(parser: argparse.ArgumentParser) -> None:
+    common.add_history_arguments(parser)
+    parser.add_argument(
+        "--fetch-history",
+        action="store_true",
+        help="fetch the history: the results artifacts of the newest --history-runs runs "
+        "of the baseline's workflow on the PR's base branch, chosen by the baseline's rules "
+        "(--baseline-event; this repository's code; a commit on the branch), whatever their "
+        "conclusion, each archive bounded as the baseline's; progress on stderr",
+    )
+    common.add_history_fetch_arguments(parser)
 
 
 def _add_blocker_arguments(parser: argparse.ArgumentParser) -> None:
@@ -160,6 +175,32 @@ class BaselineSource:
 
 
 @dataclass(frozen=True)
+class HistorySource:
+    """Where the base branch's recent runs come from: a directory, a fetch, or nowhere."""
+
+    directory: Path | None
+    fetch: bool
+    runs: int
+    cache: Path | None
+    timeout_s: float
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> HistorySource:
+        if args.fetch_history and args.history_dir is not None:
+            raise ConfigError(
+                "--fetch-history and --history-dir both give the history",
+                hint="pass one: --history-dir DIR reads it offline, --fetch-history from GitHub",
+            )
+        return cls(
+            args.history_dir,
+            args.fetch_history,
+            args.history_runs,
+            args.history_cache,
+            args.history_timeout,
+        )
+
+
+@dataclass(frozen=True)
 class Options:
     """Everything `publish` was asked to do, read once from the command line."""
 
@@ -175,6 +216,7 @@ class Options:
     pr: int | None
     sha: str | None
     baseline: BaselineSource
+    base_history: HistorySource
     blockers: Path | None
     blockers_out: Path | None
     blocker_repos: tuple[str, ...]
@@ -204,6 +246,7 @@ class Options:
                 args.baseline_artifact,
                 tuple(args.baseline_event or baseline_fetch.DEFAULT_EVENTS),
             ),
+            base_history=HistorySource.from_args(args),
             blockers=args.blockers,
             blockers_out=args.blockers_out,
             blocker_repos=tuple(args.blocker_repo or ()),
@@ -253,6 +296,7 @@ def _run(
         default_repo=target.repository,
         proof=common.load_proof(options.proof, options.expected_proofs),
         blocker_reasons=blockers.reasons,
+        history=_history(options, client, target, pull.base.ref),
     )
     # The summary and annotations come first: if GitHub then refuses the comment (a
     # read-only token on a fork PR), the report is still on the run's page.
@@ -290,20 +334,39 @@ def _baseline(
 ) -> Baseline:
     if not source.fetch:
         return baseline.load(source.file)
-    if not source.workflow:
-        raise ConfigError(
-            "--fetch-baseline needs the workflow whose runs hold the baseline",
-            hint="pass --baseline-workflow FILE.yml (GitHub Actions sets GITHUB_WORKFLOW_REF)",
-        )
     return baseline_fetch.fetch(
         client,
         target.repository,
-        source.workflow,
+        _workflow(source, "--fetch-baseline"),
         branch,
         source.artifact,
         target.token,
         events=source.events,
     )
+
+
+def _history(
+    options: Options, client: Github, target: PullRequestTarget, branch: str
+) -> History | None:
+    source = options.base_history
+    if not source.fetch:
+        return common.history_from_dir(source.directory, source.runs)
+    workflow = _workflow(options.baseline, "--fetch-history")
+    wanted = baseline_fetch.Wanted(
+        target.repository, workflow, branch, options.baseline.artifact, options.baseline.events
+    )
+    bounds = history_fetch.Bounds(runs=source.runs, deadline_s=source.timeout_s)
+    cache = source.cache or history_fetch.default_cache()
+    return history_fetch.fetch(client, wanted, target.token, cache, bounds)
+
+
+def _workflow(source: BaselineSource, option: str) -> str:
+    if not source.workflow:
+        raise ConfigError(
+            f"{option} needs the workflow whose runs hold the baseline",
+            hint="pass --baseline-workflow FILE.yml (GitHub Actions sets GITHUB_WORKFLOW_REF)",
+        )
+    return source.workflow
 
 
 def _blocker_states(

@@ -62,6 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help='append the job summary to FILE (in Actions: --job-summary "$GITHUB_STEP_SUMMARY")',
     )
+    common.add_history_arguments(parser)
     add_policy_arguments(parser)
 
 
@@ -92,7 +93,16 @@ def _compare(args: argparse.Namespace) -> Comparison:
     states = _blocker_states(args.blockers) if args.blockers else None
     base = baseline.load(args.baseline)
     proof = common.load_proof(args.proof or (), args.expected_proofs)
-    return compare(head, base, blockers=states, policy=policy, default_repo=args.repo, proof=proof)
+    history = common.history_from_dir(args.history_dir, args.history_runs)
+    return compare(
+        head,
+        base,
+        blockers=states,
+        policy=policy,
+        default_repo=args.repo,
+        proof=proof,
+        history=history,
+    )
 
 
 def _findings(path: Path) -> tuple[Finding, ...]:

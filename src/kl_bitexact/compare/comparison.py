@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from kl_bitexact.compare import gate
@@ -23,6 +23,7 @@ from kl_bitexact.compare.baseline import Baseline
 from kl_bitexact.compare.blockers import BlockerState
 from kl_bitexact.compare.consistency import judged_by_numbers
 from kl_bitexact.compare.gate import RED, Decision, Policy, Verdict
+from kl_bitexact.compare.history import History, Standing, lets_through
 from kl_bitexact.compare.proof import Outcome, Proof, prove
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.results.model import Results, Status, TestResult
@@ -66,6 +67,11 @@ class TestDelta:
     verdict: Verdict | None  # None for removed tests
     blockers: tuple[Blocker, ...] = ()
     gating: bool = False
+    # Against the base branch's recent runs (`--history-dir`, `--fetch-history`); None
+    # when no history was given. `known_let_through`: it would gate, but it already failed
+    # there and the policy lets such tests through (`--fail-on ...,allow-known`).
+    standing: Standing | None = None
+    known_let_through: bool = False
 
     @property
     def kl_change(self) -> float | None:
@@ -85,6 +91,8 @@ class Comparison:
     # `--proof`: each new or changed test run on the base revision too (compare/proof.py);
     # None when no proof run was given.
     proofs: tuple[Proof, ...] | None = None
+    # The base branch's recent runs (compare/history.py); None when none was asked for.
+    history: History | None = None
 
     @property
     def outcomes(self) -> Counter[Outcome]:
@@ -112,6 +120,7 @@ def compare(
     default_repo: str | None = None,
     proof: Results | None = None,
     blocker_reasons: Mapping[str, str] | None = None,
+    history: History | None = None,
 ) -> Comparison:
     """Compare `head` with `base` and decide the gate.
 
@@ -120,6 +129,8 @@ def compare(
     completes short `#N` references. `proof`: the new and changed tests run on the base
     revision (`run --prove-base`), each judged against its head result. `blocker_reasons`:
     why a reference's state is unknown (canonical `owner/repo#N` keys), shown with it.
+    `history`: the base branch's recent runs; each test's standing against them, and
+    under `--fail-on ...,allow-known` a known failure does not gate.
     """
     policy = policy or Policy()
     baseline = base if isinstance(base, Baseline) else Baseline.of(base)
@@ -137,13 +148,17 @@ def compare(
         else:
             lost = _no_verdict(test.id, test.check, head)
             deltas.append(_delta(suite, lost, (suite, test), baseline, resolve, policy))
+    if history is not None:
+        deltas = [_against_history(delta, history, policy) for delta in deltas]
     proofs = None
     if proof is not None:
         verdicts = {d.id: d.verdict for d in deltas if d.verdict is not None}
         proofs = prove(proof, head, verdicts, strict=policy.proof_strict)
     unproven = sum(1 for p in proofs or () if p.gating)
     decision = gate.decide(_gating(deltas), _executed(head), policy, unproven)
-    return Comparison(head, baseline, tuple(deltas), decision, policy, blockers is not None, proofs)
+    return Comparison(
+        head, baseline, tuple(deltas), decision, policy, blockers is not None, proofs, history
+    )
 
 
 def _index(results: Results | None) -> dict[str, tuple[str, TestResult]]:
@@ -174,6 +189,18 @@ def _delta(
         verdict, gating = Verdict.INFRA, policy.fail_on is not gate.FailOn.NEVER
     transition = transition_of(test, base_test, have_base)
     return TestDelta(suite, test.id, test, base_test, transition, verdict, blockers, gating)
+
+
+def _against_history(delta: TestDelta, history: History, policy: Policy) -> TestDelta:
+    standing = history.standing(delta.id)
+    let_through = (
+        delta.gating
+        and delta.head is not None
+        and delta.verdict is not None
+        and lets_through(policy, delta.verdict, delta.head, standing)
+    )
+    gating = delta.gating and not let_through
+    return replace(delta, standing=standing, known_let_through=let_through, gating=gating)
 
 
 def _no_verdict(test_id: str, check: str, head: Results) -> TestResult:

@@ -70,6 +70,9 @@ class FailOn(str, Enum):
 
 # `--fail-on MODE,flaky`: a flaky test gates even when every repeat passed.
 FLAKY = "flaky"
+# `--fail-on MODE,allow-known`: a red test that already failed (or was flaky) in the base
+# branch's recent runs (compare/history.py) does not gate; a test new to failing still does.
+ALLOW_KNOWN = "allow-known"
 
 
 @dataclass(frozen=True)
@@ -79,23 +82,39 @@ class Policy:
     allow_unknown: bool = False  # a blocker of unknown state does not gate
     flaky: bool = False  # a flaky test whose repeats all passed gates too
     proof_strict: bool = False  # a new test not shown to detect anything gates (`prove: strict`)
+    allow_known: bool = False  # a red test known to fail on the base branch's history passes
 
     @property
     def fail_on_text(self) -> str:
         """`--fail-on` as given: `regression`, `failure,flaky`, ..."""
-        return self.fail_on.value + (f",{FLAKY}" if self.flaky else "")
+        return self.fail_on.value + "".join(
+            f",{word}" for word, on in ((FLAKY, self.flaky), (ALLOW_KNOWN, self.allow_known)) if on
+        )
 
 
-def parse_fail_on(text: str) -> tuple[FailOn, bool]:
-    """`regression`, `failure`, `never`, optionally with `,flaky`; `flaky` alone means
-    `regression,flaky`. Raises ValueError naming what is accepted."""
+@dataclass(frozen=True)
+class FailOnChoice:
+    """`--fail-on` parsed: the mode and its modifiers."""
+
+    mode: FailOn = FailOn.REGRESSION
+    flaky: bool = False
+    allow_known: bool = False
+
+
+def parse_fail_on(text: str) -> FailOnChoice:
+    """`regression`, `failure`, `never`, optionally with `,flaky` and `,allow-known`;
+    modifiers alone mean `regression` with them. Raises ValueError naming what is
+    accepted."""
     words = [word.strip() for word in text.split(",") if word.strip()]
-    flaky = FLAKY in words
-    modes = [word for word in words if word != FLAKY]
+    modifiers = (FLAKY, ALLOW_KNOWN)
+    modes = [word for word in words if word not in modifiers]
     allowed = ", ".join(mode.value for mode in FailOn)
     if len(modes) > 1 or any(m not in {mode.value for mode in FailOn} for m in modes):
-        raise ValueError(f"{text!r} is not one of {allowed} (optionally with ',{FLAKY}')")
-    return FailOn(modes[0]) if modes else FailOn.REGRESSION, flaky
+        raise ValueError(
+            f"{text!r} is not one of {allowed} (optionally with ',{FLAKY}' and ',{ALLOW_KNOWN}')"
+        )
+    mode = FailOn(modes[0]) if modes else FailOn.REGRESSION
+    return FailOnChoice(mode, FLAKY in words, ALLOW_KNOWN in words)
 
 
 def verdict(test: TestResult, states: Sequence[BlockerState]) -> Verdict:

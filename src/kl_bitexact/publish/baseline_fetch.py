@@ -24,6 +24,7 @@ from pathlib import Path
 from github import Github, GithubException
 from github.Artifact import Artifact
 from github.GithubObject import NotSet
+from github.PaginatedList import PaginatedList
 from github.Repository import Repository
 from github.WorkflowRun import WorkflowRun
 
@@ -101,8 +102,8 @@ def fetch(
             search = _newest_artifact(client, wanted)
             if search.artifact is None:
                 return Baseline(None, _none_found(wanted, search.passed_over))
-            location = _download_location(client, search.artifact)
-        return Baseline.of(_fetch_archive(location, search.artifact, token))
+            location = download_location(client, search.artifact)
+        return Baseline.of(fetch_archive(location, search.artifact, token))
     except (GitHubError, ConfigError) as error:
         return Baseline(None, f"fetching the baseline failed: {error.message}")
 
@@ -120,17 +121,23 @@ def _none_found(wanted: Wanted, passed_over: list[str]) -> str:
     return why
 
 
-def _newest_artifact(client: Github, wanted: Wanted) -> _Search:
-    repo = client.get_repo(wanted.repository)
+def listed_runs(repo: Repository, wanted: Wanted, status: str) -> PaginatedList[WorkflowRun]:
+    """The workflow's runs on the branch, newest first, as GitHub lists them: still to be
+    judged one by one (`distrust`, `off_branch`), since the filters are only GitHub's."""
     # One trusted event: let GitHub filter, so other events' runs cannot crowd the window.
     event = wanted.events[0] if len(wanted.events) == 1 else NotSet
-    runs = repo.get_workflow(wanted.workflow).get_runs(
-        branch=wanted.branch, event=event, status="success"
+    return repo.get_workflow(wanted.workflow).get_runs(
+        branch=wanted.branch, event=event, status=status
     )
+
+
+def _newest_artifact(client: Github, wanted: Wanted) -> _Search:
+    repo = client.get_repo(wanted.repository)
+    runs = listed_runs(repo, wanted, "success")
     search = _Search()
     for run in islice(runs, MAX_RUNS):  # newest first
-        artifact = _named_artifact(run, wanted.artifact)
-        why = _distrust(run, wanted) or (artifact and _off_branch(repo, run, wanted.branch))
+        artifact = named_artifact(run, wanted.artifact)
+        why = distrust(run, wanted) or (artifact and off_branch(repo, run, wanted.branch))
         if why:
             search.passed_over.append(f"run {run.id}: {why}")
         elif artifact is not None:
@@ -139,14 +146,14 @@ def _newest_artifact(client: Github, wanted: Wanted) -> _Search:
     return search
 
 
-def _named_artifact(run: WorkflowRun, name: str) -> Artifact | None:
+def named_artifact(run: WorkflowRun, name: str) -> Artifact | None:
     for artifact in run.get_artifacts():
         if artifact.name == name and not artifact.expired:
             return artifact
     return None
 
 
-def _distrust(run: WorkflowRun, wanted: Wanted) -> str | None:
+def distrust(run: WorkflowRun, wanted: Wanted) -> str | None:
     """Why `run` is not the base branch's own run, from its fields alone (no request)."""
     if run.event not in wanted.events:
         return f"a {run.event} event"
@@ -159,7 +166,7 @@ def _distrust(run: WorkflowRun, wanted: Wanted) -> str | None:
     return None
 
 
-def _off_branch(repo: Repository, run: WorkflowRun, branch: str) -> str | None:
+def off_branch(repo: Repository, run: WorkflowRun, branch: str) -> str | None:
     """Why the run's commit is not on the branch's history, if it is not (one request)."""
     try:
         status = repo.compare(branch, run.head_sha).status
@@ -170,7 +177,7 @@ def _off_branch(repo: Repository, run: WorkflowRun, branch: str) -> str | None:
     return None if status in ON_BRANCH else f"commit {run.head_sha[:12]} not on {branch}"
 
 
-def _download_location(client: Github, artifact: Artifact) -> str:
+def download_location(client: Github, artifact: Artifact) -> str:
     """GitHub answers the archive URL with a redirect to short-lived blob storage."""
     if artifact.size_in_bytes > MAX_ARCHIVE_BYTES:
         raise GitHubError(
@@ -184,15 +191,15 @@ def _download_location(client: Github, artifact: Artifact) -> str:
     return str(location)
 
 
-def _fetch_archive(location: str, artifact: Artifact, token: str) -> results.Results:
+def fetch_archive(location: str, artifact: Artifact, token: str) -> results.Results:
     with tempfile.TemporaryDirectory(prefix="kl-bitexact-baseline-") as scratch:
         archive = Path(scratch) / "artifact.zip"
         with translated(f"downloading artifact {artifact.name}", token):
-            _download(location, archive, artifact.name)
-        return _load_archive(archive, artifact.name)
+            download(location, archive, artifact.name)
+        return load_archive(archive, artifact.name)
 
 
-def _download(location: str, target: Path, name: str) -> None:
+def download(location: str, target: Path, name: str) -> None:
     """Stream the archive to disk, stopping at the size bound; no token is sent."""
     with blob_session().get(location, stream=True, timeout=60) as answer:
         answer.raise_for_status()
@@ -210,7 +217,7 @@ def _bounded(chunks: Iterator[bytes], name: str) -> Iterator[bytes]:
         yield chunk
 
 
-def _load_archive(archive: Path, name: str, *, max_total: int | None = None) -> results.Results:
+def load_archive(archive: Path, name: str, *, max_total: int | None = None) -> results.Results:
     """Every *.json member is a results file (one per shard); merged into one.
 
     Members are decoded from memory, never extracted: no member name chooses a path, and

@@ -282,6 +282,7 @@ def as_json(comparison: Comparison) -> dict[str, Any]:
             "allow_unknown": comparison.policy.allow_unknown,
             "flaky": comparison.policy.flaky,
             "proof_strict": comparison.policy.proof_strict,
+            "allow_known": comparison.policy.allow_known,
         },
         "baseline": {
             "available": baseline.results is not None,
@@ -306,4 +307,7 @@ def _test_json(delta: TestDelta) -> dict[str, Any]:
         "kl_div": head.kl_div if head else None,
         "base_kl_div": base.kl_div if base else None,
         "blocked_by": {b.ref or b.text: b.state.value for b in delta.blockers},
+        # Against the base branch's history (null without one): new, known or unseen.
+        "history": delta.standing.value if delta.standing else None,
+        "known_let_through": delta.known_let_through,
     }

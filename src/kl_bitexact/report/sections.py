@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from kl_bitexact.compare.blockers import effective_state
 from kl_bitexact.compare.comparison import Blocker, Comparison, TestDelta, Transition
 from kl_bitexact.compare.gate import SEVERITY, Verdict
-from kl_bitexact.report import charts, proofs
+from kl_bitexact.report import charts, history, proofs
 from kl_bitexact.report.budget import Block, Section
 from kl_bitexact.report.wording import ICON, LABEL, TRANSITION, measured
 from kl_bitexact.results.formats import MISSING, fmt_kl, plural
@@ -44,6 +44,7 @@ def body(comparison: Comparison, findings: Sequence[Finding]) -> list[Section]:
     attention, others = _split_rows(comparison.deltas)
     return [
         _attention_table(attention),
+        history.section(comparison, attention, ATTENTION, NOTES),
         proofs.section(comparison, GATING, NOTES),
         _blocked_section(comparison),
         _warnings_section(comparison.deltas),

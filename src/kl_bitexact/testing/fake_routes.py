@@ -7,12 +7,13 @@ PyGithub follows them back here.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qs, unquote
+from urllib.parse import parse_qs, quote, unquote
 
 from kl_bitexact.testing.fake_state import Comment, Pull, Repo, Run, World, now_iso
 from kl_bitexact.testing.openapi_spec import load_spec
@@ -114,15 +115,18 @@ def list_comments(world: World, call: Call, match: re.Match[str]) -> Answer:
     return Answer(200, body, {"Link": links} if links else {})
 
 
-def _links(url: str, page: int, per_page: int, total: int) -> str:
-    """RFC 8288 Link header as GitHub writes it for page-numbered lists."""
+def _links(url: str, page: int, per_page: int, total: int, keep: str = "") -> str:
+    """RFC 8288 Link header as GitHub writes it for page-numbered lists; `keep`: the
+    request's filters (`branch=main&event=push&`), which every page carries on."""
     last = max(1, -(-total // per_page))
     relations = []
     if page < last:
         relations += [("next", page + 1), ("last", last)]
     if page > 1:
         relations += [("first", 1), ("prev", page - 1)]
-    return ", ".join(f'<{url}?per_page={per_page}&page={n}>; rel="{rel}"' for rel, n in relations)
+    return ", ".join(
+        f'<{url}?{keep}per_page={per_page}&page={n}>; rel="{rel}"' for rel, n in relations
+    )
 
 
 def create_comment(world: World, call: Call, match: re.Match[str]) -> Answer:
@@ -306,8 +310,17 @@ def list_workflow_runs(world: World, call: Call, match: re.Match[str]) -> Answer
     chunk = runs[(page - 1) * per_page : page * per_page]
     body = {"total_count": len(runs), "workflow_runs": [_run_json(call, repo, r) for r in chunk]}
     url = f"{_repo_url(call, repo)}/actions/workflows/{match['workflow']}/runs"
-    links = _links(url, page, per_page, len(runs))
+    links = _links(url, page, per_page, len(runs), _filters(call, RUN_FILTERS))
     return Answer(200, body, {"Link": links} if links else {})
+
+
+# The workflow-runs filters the fake honours; GitHub documents more (actor, created, ...).
+RUN_FILTERS = ("branch", "event", "status")
+
+
+def _filters(call: Call, names: tuple[str, ...]) -> str:
+    given = [(name, call.param(name)) for name in names]
+    return "".join(f"{name}={quote(value, safe='')}&" for name, value in given if value)
 
 
 def _run_matches(run: Run, workflow: str, call: Call) -> bool:
@@ -385,6 +398,9 @@ def list_run_artifacts(world: World, call: Call, match: re.Match[str]) -> Answer
     wanted = call.param("name")
     found = [artifact for artifact in found if wanted in (None, artifact.name)]
     base = _repo_url(call, repo)
+    per_page = min(int(call.param("per_page") or DEFAULT_PER_PAGE), MAX_PER_PAGE)
+    page = int(call.param("page") or 1)
+    chunk = found[(page - 1) * per_page : page * per_page]
     artifacts = [
         merged(
             component(load_spec(), "artifact"),
@@ -395,11 +411,15 @@ def list_run_artifacts(world: World, call: Call, match: re.Match[str]) -> Answer
                 "expired": artifact.expired,
                 "url": f"{base}/actions/artifacts/{artifact.id}",
                 "archive_download_url": f"{base}/actions/artifacts/{artifact.id}/zip",
+                # GitHub's SHA-256 of the archive, as the download's bytes hash to.
+                "digest": "sha256:" + hashlib.sha256(artifact.archive).hexdigest(),
             },
         )
-        for artifact in found
+        for artifact in chunk
     ]
-    return Answer(200, {"total_count": len(artifacts), "artifacts": artifacts})
+    links = _links(f"{base}/actions/runs/{run_id}/artifacts", page, per_page, len(found))
+    body = {"total_count": len(found), "artifacts": artifacts}
+    return Answer(200, body, {"Link": links} if links else {})
 
 
 def download_artifact(world: World, call: Call, match: re.Match[str]) -> Answer:

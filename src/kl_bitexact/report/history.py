@@ -1,0 +1,258 @@
+"""The base branch's history in words: one line per test that needs attention, a compact
+trend, the terminal's table and the JSON of `kl-bitexact history` (pure).
+
+A trend is text, readable without a picture: one glyph per run, oldest first (✓ passed,
+✗ failed, ~ flaky, ! error, - not run or skipped, _: the run did not report the test),
+then each number that changed across the runs, run by run. Healthy tests get none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from kl_bitexact.compare.comparison import Comparison, TestDelta
+from kl_bitexact.compare.gate import ALLOW_KNOWN
+from kl_bitexact.compare.history import History, Point, Run, Standing, TestHistory
+from kl_bitexact.report.budget import Block, Section
+from kl_bitexact.report.wording import ICON
+from kl_bitexact.results.formats import fmt_kl, plural
+from kl_bitexact.results.model import Status
+from kl_bitexact.untrusted import escape
+
+GLYPH = {
+    Status.PASSED: "✓",
+    Status.FAILED: "✗",
+    Status.FLAKY: "~",
+    Status.ERROR: "!",
+    Status.NOT_RUN: "-",
+    Status.SKIPPED: "-",
+}
+ABSENT = "_"
+# A trend shows at most this many of the newest runs (the history may hold 100).
+TREND_RUNS = 30
+MAX_NOTES = 3
+
+
+@dataclass(frozen=True)
+class Style:
+    """How untrusted words are written: Markdown for the comment, plain for a terminal."""
+
+    text: Callable[[str, int], str]
+    code: Callable[[str, int], str]
+    strong: Callable[[str], str]
+
+
+COMMENT = Style(escape.text, escape.code, lambda word: f"**{word}**")
+TERMINAL = Style(escape.terminal, escape.terminal, lambda word: word)
+
+
+# --- the comment ------------------------------------------------------------------------
+
+
+def section(comparison: Comparison, rows: Sequence[TestDelta], gating: int, other: int) -> Section:
+    """'On main': for each row needing attention, new or known, and its trend."""
+    history = comparison.history
+    if history is None:
+        return Section([])
+    blocks = [
+        Block(gating if d.gating else other, partial(_item, d, history), "history lines")
+        for d in rows
+        if d.head is not None and d.standing is not None
+    ]
+    return Section(blocks, head=_head(comparison, history))
+
+
+def _head(comparison: Comparison, history: History) -> str:
+    runs = len(history.runs)
+    title = f"\n### On {escape.text(history.branch, 80)}: the last {plural(runs, 'run')}\n\n"
+    let_through = sum(1 for d in comparison.deltas if d.known_let_through)
+    lines = []
+    if let_through:
+        lines.append(
+            f"{plural(let_through, 'known failure')} on {escape.text(history.branch, 80)} let "
+            f"through (`--fail-on ...,{ALLOW_KNOWN}`): red here, and red there before this PR.\n"
+        )
+    lines += [f"> {escape.text(note, 400)}\n" for note in history.notes[:MAX_NOTES]]
+    if len(history.notes) > MAX_NOTES:
+        lines.append(f"> … {len(history.notes) - MAX_NOTES} more notes\n")
+    return title + "".join(lines) + ("\n" if lines else "")
+
+
+def _item(delta: TestDelta, history: History) -> str:
+    assert delta.verdict is not None and delta.standing is not None
+    test = f"{escape.code(delta.id, 160)} ({escape.text(delta.suite, 80)})"
+    words = standing_line(delta.standing, history, delta.id, COMMENT)
+    line = f"- {ICON[delta.verdict]} {test}: {words}"
+    if delta.known_let_through:
+        line += " · let through"
+    found = history.of(delta.id)
+    present = found is not None and found.present
+    trend = f"\n  {trend_text(found, history, COMMENT)}" if found is not None and present else ""
+    return line + trend + "\n"
+
+
+def standing_line(standing: Standing, history: History, test_id: str, style: Style) -> str:
+    """`new: never failed in the last 20 runs of main`, `known: failed 6 of ...`."""
+    branch = style.text(history.branch, 80)
+    found = history.of(test_id)
+    if standing is Standing.UNSEEN or found is None:
+        runs = plural(len(history.runs), "run")
+        return f"{style.strong('unseen')}: in none of the last {runs} of {branch}"
+    runs = _of_runs(found, history, branch)
+    if standing is Standing.NEW:
+        return f"{style.strong('new')}: never failed in {runs}"
+    return f"{style.strong('known')}: {_failed(found, history, runs, style)}"
+
+
+def _failed(found: TestHistory, history: History, runs: str, style: Style) -> str:
+    first = history.commit_at(found.first_failure)
+    at = f", first at {style.code(first[:7], 12)}" if first else ""
+    flaky = f" ({found.flaky} flaky)" if found.flaky else ""
+    return f"failed {found.failed} of {runs}{flaky}{at}"
+
+
+def _of_runs(found: TestHistory, history: History, branch: str) -> str:
+    if found.present == len(history.runs):
+        return f"the last {plural(len(history.runs), 'run')} of {branch}"
+    return f"the {found.present} of the last {len(history.runs)} runs of {branch} that ran it"
+
+
+def trend_text(found: TestHistory, history: History, style: Style) -> str:
+    """Glyphs per run, then each changed number run by run, then where it first changed."""
+    points = found.points[-TREND_RUNS:]
+    shown = (
+        f"last {len(points)} of {len(found.points)}, " if len(points) < len(found.points) else ""
+    )
+    glyphs = "".join(ABSENT if p is None else GLYPH[p.status] for p in points)
+    quoted = f"`{glyphs}`" if style is COMMENT else f"[{glyphs}]"
+    parts = [f"{quoted} ({shown}oldest → newest)"]
+    parts += [f"{name} {series}" for name, series in _changed_series(points)]
+    if found.changed:
+        first = history.commit_at(found.changes[0])
+        at = f", first at {style.code(first[:7], 12)}" if first else ""
+        parts.append(f"numbers changed in {plural(len(found.changes), 'run')}{at}")
+    else:
+        parts.append(f"numbers identical in all {plural(found.present, 'run')}")
+    return " · ".join(parts)
+
+
+def _changed_series(points: Sequence[Point | None]) -> list[tuple[str, str]]:
+    """Each number that is not the same in every run, as `name v1 v2 ...` (· where the
+    run did not report it)."""
+    kl = [None if p is None else p.kl for p in points]
+    found = []
+    if len({v for v in kl if v is not None}) > 1:
+        found.append(("avg KL", _series([None if v is None else fmt_kl(v) for v in kl])))
+    differing = [None if p is None else (p.mismatched, p.tokens) for p in points]
+    hits = [None if p is None else (p.hits, p.hits_total) for p in points]
+    for name, pairs in (("differing", differing), ("cache hits", hits)):
+        counted = _count_series(name, pairs)
+        if counted is not None:
+            found.append(counted)
+    return found
+
+
+def _count_series(
+    name: str, pairs: Sequence[tuple[int | None, int | None] | None]
+) -> tuple[str, str] | None:
+    """Counts out of totals that changed; a constant total is named once, `(of 32)`."""
+    known = [pair for pair in pairs if pair is not None and pair[0] is not None]
+    if len(set(known)) <= 1:
+        return None
+    totals = {pair[1] for pair in known}
+    if len(totals) == 1:
+        values = [None if p is None or p[0] is None else str(p[0]) for p in pairs]
+        return f"{name} (of {totals.pop()})", _series(values)
+    values = [None if p is None or p[0] is None else f"{p[0]}/{p[1]}" for p in pairs]
+    return name, _series(values)
+
+
+def _series(values: Sequence[str | None]) -> str:
+    return " ".join("·" if value is None else value for value in values)
+
+
+# --- the terminal and JSON (`kl-bitexact history`) ----------------------------------------
+
+
+def terminal_lines(history: History, *, show_all: bool = False) -> list[str]:
+    """What `kl-bitexact history` prints: the window, then each test that failed or
+    changed (every test with `show_all`), then how many were steady."""
+    lines = [_window(history)]
+    lines += [f"  note: {escape.terminal(note, 400)}" for note in history.notes]
+    tests = list(history.tests.values()) if show_all else history.attention
+    tests.sort(key=lambda t: (-t.failed, -len(t.changes), t.suite, t.id))
+    for test in tests:
+        lines.append("")
+        lines.append(f"{escape.terminal(test.id, 200)} ({escape.terminal(test.suite, 80)})")
+        lines.append(f"  {_summary(test, history)}")
+        lines.append(f"  {trend_text(test, history, TERMINAL)}")
+    steady = sum(1 for test in history.tests.values() if test.steady)
+    if history.runs:
+        lines.append("")
+        lines.append(
+            f"{plural(len(history.tests), 'test')}: {len(history.attention):,} failed or "
+            f"changed, {steady:,} steady (identical numbers in every run that ran them)"
+        )
+    return lines
+
+
+def _window(history: History) -> str:
+    runs = history.runs
+    branch = escape.terminal(history.branch, 80)
+    if not runs:
+        return f"history of {branch}: no runs"
+    return f"history of {branch}: {plural(len(runs), 'run')}, {_when(runs[0])} → {_when(runs[-1])}"
+
+
+def _when(run: Run) -> str:
+    commit = escape.terminal((run.commit or "?")[:7], 12)
+    return f"{commit} ({escape.terminal(run.created_at or 'time unknown', 40)})"
+
+
+def _summary(test: TestHistory, history: History) -> str:
+    if not test.failed:
+        return f"never failed in {plural(test.present, 'run')}"
+    return _failed(test, history, plural(test.present, "run"), TERMINAL)
+
+
+def as_json(history: History, *, show_all: bool = True) -> dict[str, Any]:
+    """The history for machines: the runs (oldest first) and each test's facts and points."""
+    tests = list(history.tests.values()) if show_all else history.attention
+    return {
+        "branch": history.branch,
+        "runs": [
+            {"run_id": r.run_id, "commit": r.commit, "created_at": r.created_at, "source": r.source}
+            for r in history.runs
+        ],
+        "notes": list(history.notes),
+        "tests": [_test_json(test, history) for test in tests],
+    }
+
+
+def _test_json(test: TestHistory, history: History) -> dict[str, Any]:
+    changes = test.changes
+    return {
+        "suite": test.suite,
+        "id": test.id,
+        "runs": test.present,
+        "failed": test.failed,
+        "flaky": test.flaky,
+        "changed": bool(changes),
+        "first_failure_commit": history.commit_at(test.first_failure),
+        "first_change_commit": history.commit_at(changes[0] if changes else None),
+        "points": [None if p is None else _point_json(p) for p in test.points],
+    }
+
+
+def _point_json(point: Point) -> dict[str, Any]:
+    return {
+        "status": point.status.value,
+        "kl_div": point.kl,
+        "mismatched": point.mismatched,
+        "tokens": point.tokens,
+        "cache_hits": point.hits,
+        "cache_total": point.hits_total,
+    }

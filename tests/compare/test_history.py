@@ -1,0 +1,149 @@
+"""The history (pure): each test's numbers across main's runs, its standing, and the
+`allow-known` gate."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from history_runs import FLAKY_ID, RUNS, STEADY_ID, commit, main_run, pr_run, results, when
+
+from kl_bitexact.compare import history, history_dir
+from kl_bitexact.compare.blockers import BlockerState
+from kl_bitexact.compare.comparison import compare
+from kl_bitexact.compare.gate import FailOn, Policy, Verdict
+from kl_bitexact.compare.history import Run, Standing
+from kl_bitexact.errors import ConfigError, ExitCode
+from kl_bitexact.results import io as results_io
+from kl_bitexact.results import model as r
+
+
+def _history(count: int = RUNS) -> history.History:
+    runs = [(Run(commit(i), when(i), 100 + i), main_run(i)) for i in range(count)]
+    return history.build("main", list(reversed(runs)))  # any order: sorted by time
+
+
+def test_a_flaky_test_is_known_with_its_count_and_first_failing_commit() -> None:
+    built = _history()
+    flaky = built.of(FLAKY_ID)
+    assert flaky is not None
+    assert (flaky.present, flaky.failed, flaky.flaky) == (20, 10, 0)
+    assert built.commit_at(flaky.first_failure) == commit(1)
+    assert flaky.changes == tuple(range(1, 20)) and flaky.changed
+    assert built.standing(FLAKY_ID) is Standing.KNOWN
+
+
+def test_a_steady_test_is_new_and_a_test_in_no_run_is_unseen() -> None:
+    built = _history()
+    steady = built.of(STEADY_ID)
+    assert steady is not None and steady.steady and not steady.changed
+    assert built.standing(STEADY_ID) is Standing.NEW
+    assert built.standing("added-by-the-pr") is Standing.UNSEEN
+    assert [t.id for t in built.attention] == [FLAKY_ID]
+
+
+def test_numbers_that_change_without_failing_are_a_change_not_a_failure() -> None:
+    runs = []
+    for i in range(4):
+        test = r.TestResult(
+            id="t", check="match", status=r.Status.PASSED, kl_div=0.0 if i < 2 else 1e-12
+        )
+        runs.append((Run(commit(i), f"2026-05-01T0{i}:00:00Z"), results(test)))
+    built = history.build("main", runs)
+    found = built.of("t")
+    assert found is not None and found.failed == 0
+    assert found.changes == (2,) and built.commit_at(found.changes[0]) == commit(2)
+    assert built.standing("t") is Standing.NEW
+
+
+def test_an_error_on_main_does_not_make_a_test_known() -> None:
+    errored = r.TestResult(id="t", check="match", status=r.Status.ERROR, message="server died")
+    built = history.build("main", [(Run(commit(0), "2026-05-01T00:00:00Z"), results(errored))])
+    assert built.standing("t") is Standing.NEW
+
+
+def _compare(
+    policy: Policy, built: history.History | None
+) -> dict[str, tuple[Verdict, bool, bool]]:
+    comparison = compare(pr_run(), main_run(RUNS - 1), policy=policy, history=built)
+    return {
+        d.id: (d.verdict, d.gating, d.known_let_through)
+        for d in comparison.deltas
+        if d.verdict is not None
+    }
+
+
+def test_allow_known_lets_the_known_flaky_test_through_and_the_new_failure_still_gates() -> None:
+    built = _history()
+    strict = _compare(Policy(FailOn.REGRESSION), built)
+    # The newest main run (19) had 16/32 too: still failing, excused by the base already.
+    assert strict[FLAKY_ID] == (Verdict.STILL_FAILING, False, False)
+    assert strict[STEADY_ID] == (Verdict.REGRESSION, True, False)
+    failure = _compare(Policy(FailOn.FAILURE), built)
+    assert failure[FLAKY_ID] == (Verdict.STILL_FAILING, True, False)  # default: strict
+    known = _compare(Policy(FailOn.FAILURE, allow_known=True), built)
+    assert known[FLAKY_ID] == (Verdict.STILL_FAILING, False, True)
+    assert known[STEADY_ID] == (Verdict.REGRESSION, True, False)
+    comparison = compare(pr_run(), None, policy=Policy(allow_known=True), history=built)
+    by_id = {d.id: d for d in comparison.deltas}
+    assert by_id[FLAKY_ID].known_let_through and not by_id[FLAKY_ID].gating
+    assert by_id[STEADY_ID].gating and by_id[STEADY_ID].standing is Standing.NEW
+    assert comparison.decision.exit_code is ExitCode.GATE_FAILED
+    assert comparison.decision.reasons == ("1 failing test without a base result",)
+
+
+def test_allow_known_without_a_history_lets_nothing_through() -> None:
+    assert _compare(Policy(FailOn.FAILURE, allow_known=True), None)[FLAKY_ID][1] is True
+
+
+def test_a_blocked_test_is_never_let_through_by_its_history() -> None:
+    head = pr_run()
+    suite = head.suites[0]
+    blocked = dataclasses.replace(suite.tests[0], blocked_by=("#12",))
+    head = dataclasses.replace(head, suites=(dataclasses.replace(suite, tests=(blocked,)),))
+    comparison = compare(
+        head,
+        None,
+        policy=Policy(FailOn.FAILURE, allow_known=True),
+        history=_history(),
+        blockers={"octo/engine#12": BlockerState.MERGED},
+        default_repo="octo/engine",
+    )
+    (delta,) = comparison.deltas
+    assert delta.gating and not delta.known_let_through
+
+
+# --- the offline directory -----------------------------------------------------------------
+
+
+def test_a_history_dir_is_read_newest_n_in_time_order(tmp_path: Path) -> None:
+    for i in range(RUNS):
+        # File names in no particular order: the time inside decides.
+        results_io.write_atomic(main_run(i), tmp_path / f"run-{1000 - i}.json")
+    (tmp_path / "notes.txt").write_text("not a results file")
+    built = history_dir.load(tmp_path, 5)
+    assert built.branch == "main"
+    assert [run.commit for run in built.runs] == [commit(i) for i in range(15, 20)]
+    assert [run.run_id for run in built.runs] == [985, 984, 983, 982, 981]
+
+
+def test_a_bad_file_in_a_history_dir_is_left_out_and_said_so(tmp_path: Path) -> None:
+    results_io.write_atomic(main_run(0), tmp_path / "run-1.json")
+    (tmp_path / "run-2.json").write_text('{"schema_version": 99}')
+    (tmp_path / "run-3.json").symlink_to(tmp_path / "run-1.json")
+    built = history_dir.load(tmp_path, 20)
+    assert len(built.runs) == 1
+    assert [note.split(":")[0] for note in built.notes] == [
+        "run-2.json left out",
+        "run-3.json left out",
+    ]
+
+
+def test_a_history_dir_that_is_not_one_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not a directory"):
+        history_dir.load(tmp_path / "missing", 20)
+    for i in range(history_dir.MAX_FILES + 1):
+        (tmp_path / f"{i}.json").write_text("{}")
+    with pytest.raises(ConfigError, match="over the limit of 400"):
+        history_dir.load(tmp_path, 20)

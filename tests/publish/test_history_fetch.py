@@ -1,0 +1,231 @@
+"""Fetching the history: the base branch's last N runs, their artifacts once each, bounded
+and refused as the baseline's are."""
+
+from __future__ import annotations
+
+import io
+import os
+import zipfile
+from pathlib import Path
+
+import pytest
+import requests
+from gh_constants import FAST, REPO, TOKEN
+from history_runs import FLAKY_ID, RUNS, STEADY_ID, commit, kl_test, main_run_bytes, results, when
+
+from kl_bitexact.compare import history_dir
+from kl_bitexact.compare.history import History
+from kl_bitexact.publish import baseline_fetch, history_fetch
+from kl_bitexact.publish.baseline_fetch import Wanted
+from kl_bitexact.publish.client import Target, connect
+from kl_bitexact.results import io as results_io
+from kl_bitexact.testing.fake_github import FakeGitHub
+from kl_bitexact.testing.fake_state import Fault, Run
+
+NAME = "kl-bitexact-results"
+
+
+def _seed(fake_github: FakeGitHub, count: int = RUNS) -> None:
+    for i in range(count):
+        run = Run(
+            id=500 + i,
+            workflow="ci.yml",
+            head_sha=commit(i),
+            created_at=when(i),
+            # A run whose gate failed is exactly what the history must see.
+            conclusion="failure" if i % 2 else "success",
+        )
+        fake_github.world.add_run(REPO, run, {"results.json": main_run_bytes(i)}, NAME)
+
+
+def _fetch(
+    target: Target,
+    cache: Path,
+    bounds: history_fetch.Bounds | None = None,
+    events: tuple[str, ...] = ("push",),
+    said: list[str] | None = None,
+) -> History:
+    client = connect(target, FAST)
+    wanted = Wanted(REPO, "ci.yml", "main", NAME, events)
+    say = said.append if said is not None else (lambda line: None)
+    return history_fetch.fetch(client, wanted, TOKEN, cache, bounds, say=say)
+
+
+def _blob_requests(fake_github: FakeGitHub) -> int:
+    return sum(1 for entry in fake_github.world.requests if entry["path"].endswith("/zip"))
+
+
+def test_the_last_runs_of_any_conclusion_oldest_first_with_progress(
+    fake_github: FakeGitHub, target: Target, tmp_path: Path
+) -> None:
+    _seed(fake_github, 25)
+    said: list[str] = []
+    history = _fetch(target, tmp_path, history_fetch.Bounds(runs=20), said=said)
+    assert [run.commit for run in history.runs] == [commit(i) for i in range(5, 25)]
+    assert [run.run_id for run in history.runs] == list(range(505, 525))
+    flaky = history.of(FLAKY_ID)
+    assert flaky is not None and (flaky.failed, flaky.present) == (10, 20)
+    assert history.standing(STEADY_ID).value == "new"
+    assert said[0].startswith("20 runs of main: 0 cached, downloading 20 (")
+    assert said[0].endswith("; at most 536.9 MB and 300 s)")
+    assert said[1].startswith("run 524 (1 of 20, ") and said[-2].startswith("run 505 (20 of 20, ")
+    assert (
+        said[-1]
+        == f"cached in {tmp_path}/octo_engine/ci.yml/main/{NAME} (--history-dir reads it offline)"
+    )
+    assert history.notes == ()
+
+
+def test_a_second_fetch_downloads_nothing_and_the_cache_reads_offline(
+    fake_github: FakeGitHub, target: Target, tmp_path: Path
+) -> None:
+    _seed(fake_github)
+    first = _fetch(target, tmp_path)
+    assert _blob_requests(fake_github) == RUNS
+    said: list[str] = []
+    second = _fetch(target, tmp_path, said=said)
+    assert _blob_requests(fake_github) == RUNS and said == []  # all cached: nothing to say
+    assert [r.commit for r in second.runs] == [r.commit for r in first.runs]
+    directory = history_fetch.cache_dir(tmp_path, Wanted(REPO, "ci.yml", "main", NAME))
+    assert directory == tmp_path / "octo_engine" / "ci.yml" / "main" / NAME
+    offline = history_dir.load(directory, RUNS)
+    assert [r.commit for r in offline.runs] == [r.commit for r in first.runs]
+    assert offline.of(FLAKY_ID) == first.of(FLAKY_ID)
+
+
+def test_a_tampered_cache_is_not_believed(
+    fake_github: FakeGitHub, target: Target, tmp_path: Path
+) -> None:
+    _seed(fake_github)
+    _fetch(target, tmp_path)
+    directory = history_fetch.cache_dir(tmp_path, Wanted(REPO, "ci.yml", "main", NAME))
+    # A PR's code on a self-hosted runner rewrites a cached run: the steady test "failed".
+    poisoned = results_io.dumps(results(kl_test(STEADY_ID, red=True), sha=commit(3)))
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as bundle:
+        bundle.writestr("results.json", poisoned)
+    (directory / "run-503.zip").write_bytes(buffer.getvalue())
+    (directory / "run-503.json").write_text(poisoned)
+    history = _fetch(target, tmp_path)
+    assert _blob_requests(fake_github) == RUNS + 1  # that run, downloaded again
+    steady = history.of(STEADY_ID)
+    assert steady is not None and steady.failed == 0
+    assert "hicache::prefill_kl" in (directory / "run-503.json").read_text()
+    assert history_dir.load(directory, RUNS).of(STEADY_ID) == steady  # rewritten too
+
+
+def test_runs_that_are_not_the_base_branchs_own_are_passed_over(
+    fake_github: FakeGitHub, target: Target, tmp_path: Path
+) -> None:
+    _seed(fake_github, 3)
+    world = fake_github.world
+    poison = {"results.json": results_io.dumps(results(kl_test("poison", True))).encode()}
+    late = "2026-06-01T00:00:00Z"
+    hostile = [
+        Run(id=901, workflow="ci.yml", event="pull_request", head_repository="fork/engine"),
+        Run(id=902, workflow="ci.yml", event="push", head_repository="fork/engine"),
+        Run(id=903, workflow="ci.yml", branch="feature"),
+        Run(id=904, workflow="ci.yml", head_sha="f" * 40),
+    ]
+    for run in hostile:
+        run.created_at = late
+        world.add_run(REPO, run, poison, NAME)
+    world.repos[REPO].branches["main"].remove("f" * 40)  # force-pushed away
+    history = _fetch(target, tmp_path, events=("push", "schedule"))
+    assert [run.run_id for run in history.runs] == [500, 501, 502]
+    assert "poison" not in history.tests
+    (only, passed) = history.notes
+    assert only.startswith("only 3 of the 20 runs asked for: ci.yml runs of a push or schedule")
+    assert passed == (
+        "passed over: run 904: commit ffffffffffff not on main; run 902: code from fork/engine; "
+        "run 901: a pull_request event"
+    )
+
+
+def test_a_huge_or_malformed_artifact_is_left_out_and_said_so(
+    fake_github: FakeGitHub, target: Target, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _seed(fake_github, 4)
+    artifacts = fake_github.world.repos[REPO].artifacts
+    artifacts[1].archive = b"this is not a zip"
+    artifacts[2].archive = _zip({"results.json": b"[" * 100_000 + b"]" * 100_000})
+    artifacts[3].archive = _zip({"results.json": main_run_bytes(3), "x.bin": os.urandom(4000)})
+    monkeypatch.setattr(baseline_fetch, "MAX_ARCHIVE_BYTES", 3000)
+    history = _fetch(target, tmp_path)
+    assert [run.run_id for run in history.runs] == [500]
+    (_, passed) = history.notes
+    assert "run 503: artifact kl-bitexact-results is" in passed and "over the 3000-byte" in passed
+    assert "run 502: kl-bitexact-results/results.json: schema_version None" in passed
+    assert "run 501: artifact kl-bitexact-results: not a zip archive" in passed
+    assert not any(
+        entry["path"].endswith(f"/{artifacts[3].id}/zip") for entry in fake_github.world.requests
+    )
+    directory = history_fetch.cache_dir(tmp_path, Wanted(REPO, "ci.yml", "main", NAME))
+    assert sorted(path.name for path in directory.iterdir()) == ["run-500.json", "run-500.zip"]
+
+
+def _zip(members: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as bundle:
+        for name, data in members.items():
+            bundle.writestr(name, data)
+    return buffer.getvalue()
+
+
+def test_the_bytes_and_time_bounds_keep_the_newest_runs(
+    fake_github: FakeGitHub, target: Target, tmp_path: Path
+) -> None:
+    _seed(fake_github, 5)
+    sizes = [len(artifact.archive) for artifact in fake_github.world.repos[REPO].artifacts]
+    budget = history_fetch.Bounds(max_total_bytes=sizes[4] + sizes[3])  # the two newest
+    history = _fetch(target, tmp_path / "a", budget)
+    assert [run.run_id for run in history.runs] == [503, 504]
+    assert "run 502: left out: over the history's" in history.notes[-1]
+    history = _fetch(target, tmp_path / "b", history_fetch.Bounds(deadline_s=1e-9))
+    assert history.runs == ()
+    assert "run 504: left out: the history's 1e-09 s were spent" in history.notes[-1]
+
+
+def test_github_refusing_the_list_is_a_note_not_a_failure(
+    fake_github: FakeGitHub, target: Target, tmp_path: Path
+) -> None:
+    _seed(fake_github, 2)
+    fake_github.add_fault(Fault("GET", "/runs$", 404, {"message": "Not Found"}))
+    history = _fetch(target, tmp_path)
+    assert history.runs == ()
+    assert history.notes == (
+        "fetching the history failed: GitHub answered 404 while listing the runs of ci.yml on "
+        "main: Not Found",
+    )
+
+
+def test_the_local_github_pages_runs_and_artifacts_keeping_the_filters(
+    fake_github: FakeGitHub,
+) -> None:
+    _seed(fake_github, 5)
+    fake_github.world.add_run(REPO, Run(id=990, workflow="ci.yml", branch="feature"), {}, NAME)
+    session = requests.Session()
+    session.headers["Authorization"] = f"token {TOKEN}"
+    url = f"{fake_github.url}/repos/{REPO}/actions/workflows/ci.yml/runs"
+    seen: list[int] = []
+    page = session.get(url, params={"branch": "main", "event": "push", "per_page": "2"})
+    while True:
+        seen += [run["id"] for run in page.json()["workflow_runs"]]
+        if "next" not in page.links:
+            break
+        assert "branch=main&event=push&" in page.links["next"]["url"]
+        page = session.get(page.links["next"]["url"])
+    assert seen == [504, 503, 502, 501, 500]
+    world = fake_github.world
+    for n in range(3):
+        world.repos[REPO].artifacts.append(
+            type(world.repos[REPO].artifacts[0])(
+                id=7000 + n, run_id=500, name=f"extra-{n}", archive=b""
+            )
+        )
+    listed = session.get(
+        f"{fake_github.url}/repos/{REPO}/actions/runs/500/artifacts", params={"per_page": "3"}
+    )
+    assert [a["name"] for a in listed.json()["artifacts"]] == [NAME, "extra-0", "extra-1"]
+    assert listed.json()["total_count"] == 4 and "next" in listed.links
+    assert listed.json()["artifacts"][0]["digest"].startswith("sha256:")
