@@ -280,6 +280,18 @@ def test_workflow_commands_escape_and_cap_per_level():
     assert all("\n" not in line for line in lines)
 
 
+def test_annotations_carry_no_html_mention_or_issue_reference():
+    # Issue 30, item 9: raw <img>, <script> and @mentions reached the annotations, which
+    # the docs promise carry none.
+    hostile = '<img src=x onerror="alert(1)"> ping @octo-org/team and #12 <script>x()</script>'
+    head = results(red_hicache(f"t::{hostile}", message=hostile))
+    [line] = render.workflow_commands(compare(head, None))
+    shown = line.replace("%3A", ":").replace("%2C", ",").replace("%25", "%")
+    assert "<" not in shown and ">" not in shown
+    assert not MENTION.search(shown) and not ISSUE_REF.search(shown)
+    assert "\u2039img src=x" in shown and "@\u2060octo-org/team" in shown  # still readable
+
+
 # --- JSON -------------------------------------------------------------------------------
 
 

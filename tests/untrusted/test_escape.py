@@ -91,17 +91,40 @@ def runner_unescape(value: str, *, property_: bool) -> str:
     return value
 
 
+def readable(value: str) -> str:
+    """What a reader makes of an annotation: the look-alike quotes as angle brackets, the
+    word joiners unseen."""
+    return value.replace("\u2060", "").replace("\u2039", "<").replace("\u203a", ">")
+
+
+def assert_plain(annotation: str) -> None:
+    """No tag, mention or issue reference for whatever renders the annotation (issue 30)."""
+    assert "<" not in annotation and ">" not in annotation
+    assert_no_autolinks(annotation)
+
+
 @given(hostile)
 def test_command_data_round_trips_and_stays_on_one_line(value: str):
     escaped = escape.command_data(value)
     assert "\n" not in escaped and "\r" not in escaped
     # What shows, kept; what hides or reorders text (U+202E in an annotation), gone.
-    assert runner_unescape(escaped, property_=False) == shown(value)
+    unescaped = runner_unescape(escaped, property_=False)
+    assert readable(unescaped) == readable(shown(value))
+    assert_plain(unescaped)
 
 
 @given(hostile)
 def test_command_property_round_trips_without_separators(value: str):
     escaped = escape.command_property(value)
+    assert not set(escaped) & set("\r\n:,")
+    unescaped = runner_unescape(escaped, property_=True)
+    assert readable(unescaped) == readable(shown(value))
+    assert_plain(unescaped)
+
+
+@given(hostile)
+def test_a_file_property_keeps_the_path_as_it_is(value: str):
+    escaped = escape.command_file(value)
     assert not set(escaped) & set("\r\n:,")
     assert runner_unescape(escaped, property_=True) == shown(value)
 
@@ -109,3 +132,7 @@ def test_command_property_round_trips_without_separators(value: str):
 def test_command_examples():
     assert escape.command_property("a:b,c%\n") == "a%3Ab%2Cc%25%0A"
     assert escape.command_data("50%\r\n::set-env") == "50%25%0D%0A::set-env"
+    assert escape.command_data('<img src=x onerror="alert(1)"> @octocat #7') == (
+        '\u2039img src=x onerror="alert(1)"\u203a @\u2060octocat #\u20607'
+    )
+    assert escape.command_file("node_modules/@types/a<b>.py") == "node_modules/@types/a<b>.py"

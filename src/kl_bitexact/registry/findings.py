@@ -103,7 +103,7 @@ def to_github(findings: Sequence[Finding]) -> str:
     """GitHub workflow commands: one `::error file=F,line=L,title=T::message` per finding."""
     lines = []
     for finding in findings:
-        properties = [f"file={escape.command_property(finding.file)}"]
+        properties = [f"file={escape.command_file(finding.file)}"]
         if finding.line:
             properties.append(f"line={finding.line}")
         properties.append(f"title={escape.command_property('kl-bitexact ' + finding.code)}")

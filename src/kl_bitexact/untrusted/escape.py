@@ -116,16 +116,34 @@ def terminal(value: str, limit: int = 400) -> str:
 
 _DATA = str.maketrans({"%": "%25", "\r": "%0D", "\n": "%0A"})
 _PROPERTY = str.maketrans({"%": "%25", "\r": "%0D", "\n": "%0A", ":": "%3A", ",": "%2C"})
+# An annotation is plain text where GitHub shows it, but it travels on (the checks API,
+# tools that render it as Markdown): no tag, mention or issue reference survives in it
+# (issue 30). Angle brackets become look-alike quotes, which no renderer reads as a tag
+# and no reader misreads; mentions and references are broken as in a comment.
+_PLAIN = str.maketrans(
+    {"<": "\u2039", ">": "\u203a", "@": "@" + WORD_JOINER, "#": "#" + WORD_JOINER}
+)
 
 
 def command_data(value: str) -> str:
-    """The message of a workflow command (an annotation): one line, nothing hidden."""
-    return _visible(value).translate(_DATA)
+    """The message of a workflow command (an annotation): one line, nothing hidden, no
+    HTML tag, mention or issue reference."""
+    return _plain(value).translate(_DATA)
 
 
 def command_property(value: str) -> str:
-    """A property (`title=`, `file=`) of a workflow command: no separators, nothing hidden."""
+    """A `title=` of a workflow command: as `command_data`, and no separators."""
+    return _plain(value).translate(_PROPERTY)
+
+
+def command_file(value: str) -> str:
+    """A `file=` of a workflow command: the path as it is (the annotation must land on
+    that file), only its separators and hidden characters escaped."""
     return _visible(value).translate(_PROPERTY)
+
+
+def _plain(value: str) -> str:
+    return _break_autolinks(_visible(value).translate(_PLAIN))
 
 
 def _visible(value: str) -> str:
