@@ -131,16 +131,23 @@ def pull_request_event(
 
 
 def run_act(
-    repo: Path, event: dict[str, Any], github: FakeGitHub, scratch: Path, venvs: Path
+    repo: Path,
+    event: dict[str, Any],
+    github: FakeGitHub,
+    scratch: Path,
+    venvs: Path,
+    *,
+    event_name: str = "pull_request",
+    caller: str = CALLER,
 ) -> ActRun:
     event_file, artifacts = scratch / "event.json", scratch / "artifacts"
     event_file.write_text(json.dumps(event))
     artifacts.mkdir()
     release = release_copy(scratch / "kl-bitexact")
-    workflow_ref = f"{REPOSITORY}/.github/workflows/{CALLER}@refs/pull/{PR_NUMBER}/merge"
+    workflow_ref = f"{REPOSITORY}/.github/workflows/{caller}@refs/pull/{PR_NUMBER}/merge"
     # fmt: off
     command = [
-        act_binary(), "pull_request", "--eventpath", str(event_file),
+        act_binary(), event_name, "--eventpath", str(event_file),
         "--action-cache-path", str(scratch / "act-cache"),
         "--platform", "ubuntu-latest=-self-hosted",
         "--platform", "self-hosted=-self-hosted",
@@ -180,10 +187,10 @@ def fake_github() -> Iterator[FakeGitHub]:
     assert server.world.violations == [], server.world.violations
 
 
-def seed(github: FakeGitHub, head: str, baseline: dict[str, str]) -> None:
+def seed(github: FakeGitHub, head: str, baseline: dict[str, str], caller: str = CALLER) -> None:
     """The open PR, and a successful run of the caller on main holding the baseline."""
     run = {
-        "workflow": CALLER,
+        "workflow": caller,
         "branch": "main",
         "artifact": {"name": "kl-bitexact-results", "files": baseline},
     }
@@ -337,3 +344,75 @@ def test_a_new_test_red_on_base_green_on_head_is_shown_proven(cli, fake_github, 
     assert ids_in(run.artifact("kl-bitexact-single-job-proof") / "results.json") == {
         proof_repo.NEW_TEST
     }
+
+
+# A caller that runs the reusable workflow after another workflow's run (here: the PR's
+# "tests"), as a repository that gates GPU time on its cheap checks does.
+FOLLOW_UP = "bitexact-after-tests.yml"
+FOLLOW_UP_CALLER = f"""name: bit-exact after tests
+on:
+  workflow_run:
+    workflows: [tests]
+    types: [completed]
+permissions: {{}}
+jobs:
+  bitexact:
+    uses: org/kl-bitexact/.github/workflows/kl-bitexact.yml@v1
+    permissions:
+      actions: read
+      contents: read
+      issues: read
+      pull-requests: write
+      statuses: write
+    with:
+      suites: {" ".join(SUITES)}
+      runs-on: '["self-hosted", "b200"]'
+"""
+
+
+def test_under_workflow_run_the_status_lands_on_the_tested_pr_head(
+    cli, fake_github, tmp_path, venvs
+):
+    # Issue 30, item 1: under workflow_run the checkouts took `pull_request.head.sha ||
+    # github.sha`, the default branch's head, and publish never compared commits.
+    repo, main = engine_repository(tmp_path / "engine")
+    (repo / ".github" / "workflows" / FOLLOW_UP).write_text(FOLLOW_UP_CALLER)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "GPU suites after the tests")
+    main = git(repo, "rev-parse", "HEAD")
+    git(repo, "checkout", "-q", "-b", "feature")
+    (repo / "README").write_text("the PR's change\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "the PR")
+    pr_head = git(repo, "rev-parse", "HEAD")
+    git(repo, "checkout", "-q", "main")  # act's github.sha: the default branch's head
+    seed(fake_github, pr_head, main_branch_results(cli, repo, tmp_path), caller=FOLLOW_UP)
+
+    event = {
+        "action": "completed",
+        "workflow_run": {
+            "id": 9001,
+            "name": "tests",
+            "event": "pull_request",
+            "conclusion": "success",
+            "head_sha": pr_head,
+            "head_branch": "feature",
+            "head_repository": {"full_name": REPOSITORY},
+            "pull_requests": [
+                {"number": PR_NUMBER, "head": {"sha": pr_head}, "base": {"ref": "main"}}
+            ],
+        },
+        "repository": {"full_name": REPOSITORY},
+    }
+    run = run_act(
+        repo, event, fake_github, tmp_path, venvs, event_name="workflow_run", caller=FOLLOW_UP
+    )
+
+    assert run.returncode == 0, run.excerpt()
+    for name in SHARDS:  # each shard tested the PR's head, not main's
+        tested = json.loads((run.artifact(f"results-{name}") / "results.json").read_text())
+        assert tested["run"]["commit"] == pr_head != main
+    [status] = [s for s in arrived(fake_github)["statuses"] if s["context"] == "kl-bitexact"]
+    assert (status["state"], status["sha"]) == ("success", pr_head)
+    [body] = comments_on_the_pr(fake_github)
+    assert "gate passed" in body

@@ -188,14 +188,20 @@ def test_run_job_waits_for_the_trust_decision():
     assert jobs["plan"]["steps"][0]["with"]["command"] == "trust"
     checkout = jobs["shards"]["steps"][0]
     assert checkout["uses"].startswith("actions/checkout@")
-    # The approved head, never the default (the base branch under pull_request_target).
-    assert checkout["with"]["ref"] == "${{ github.event.pull_request.head.sha || github.sha }}"
+    # The approved head the trust step named, never the default (the base branch under
+    # pull_request_target, the default branch's head under workflow_run: issue 30).
+    assert checkout["with"]["ref"] == "${{ needs.plan.outputs.head-sha }}"
+    assert jobs["plan"]["outputs"]["head-sha"] == "${{ steps.trust.outputs.head-sha }}"
+    for job_id, step in workflow_steps(load(REUSABLE)):
+        ref = step.get("with", {}).get("ref", "")
+        if step.get("uses", "").startswith("actions/checkout@") and "base.sha" not in ref:
+            assert "head-sha" in ref, f"{job_id}: a checkout of the head not by head-sha: {ref}"
     assert checkout["with"]["persist-credentials"] is False
 
 
 def test_publish_runs_always_and_expects_every_shard():
     publish = load(REUSABLE)["jobs"]["publish"]
-    assert publish["if"] == "always()"
+    assert publish["if"] == "always() && needs.plan.outputs.head-sha != ''"
     step = next(s for s in publish["steps"] if s.get("id") == "publish")
     assert step["with"]["expected-shards"] == "${{ needs.plan.outputs.matrix }}"
 

@@ -314,25 +314,48 @@ def test_untrusted_reason_names_the_label():
 # --- the step, as action.yml runs it ------------------------------------------------------
 
 
-def test_trust_step_writes_outputs_and_summary(cli, tmp_path):
-    event = tmp_path / "event.json"
-    event.write_text(json.dumps(pr_event("fork/r", "NONE", "labeled", "run-ci")))
-    out, summary = tmp_path / "output", tmp_path / "summary"
+def trust_step(cli, tmp_path, event_name: str, event: dict):
+    path, out, summary = tmp_path / "event.json", tmp_path / "output", tmp_path / "summary"
+    path.write_text(json.dumps(event))
     finished = cli(
         ["action"],
         env={
             **env(command="trust"),
-            "GITHUB_EVENT_NAME": "pull_request",
-            "GITHUB_EVENT_PATH": str(event),
+            "GITHUB_EVENT_NAME": event_name,
+            "GITHUB_EVENT_PATH": str(path),
             "GITHUB_REPOSITORY": "o/r",
+            "GITHUB_SHA": "c" * 40,  # under workflow_run: the default branch's head
             "GITHUB_OUTPUT": str(out),
             "GITHUB_STEP_SUMMARY": str(summary),
         },
     )
+    return finished, out.read_text(), summary.read_text() if summary.exists() else ""
+
+
+def test_trust_step_writes_outputs_and_summary(cli, tmp_path):
+    event = pr_event("fork/r", "NONE", "labeled", "run-ci")
+    event["pull_request"]["head"]["sha"] = "a" * 40
+    finished, written, summary = trust_step(cli, tmp_path, "pull_request", event)
     assert finished.returncode == 0, finished.stderr
-    written = out.read_text()
     assert "\ntrue\n" in written.split("trusted<<", 1)[1]
-    assert "applied the `run-ci` label" in summary.read_text()
+    assert f"\n{'a' * 40}\n" in written.split("head-sha<<", 1)[1]
+    assert "applied the `run-ci` label" in summary
+
+
+def test_trust_step_names_the_workflow_runs_head_not_the_default_branch(cli, tmp_path):
+    # Issue 30, item 1: the checkouts took `pull_request.head.sha || github.sha`, the
+    # default branch's head under workflow_run.
+    event = {"workflow_run": {"head_sha": "b" * 40, "head_repository": {"full_name": "o/r"}}}
+    finished, written, _ = trust_step(cli, tmp_path, "workflow_run", event)
+    assert finished.returncode == 0, finished.stderr
+    assert f"\n{'b' * 40}\n" in written.split("head-sha<<", 1)[1]
+
+
+def test_trust_step_refuses_an_event_that_names_no_commit_by_name(cli, tmp_path):
+    finished, written, _ = trust_step(cli, tmp_path, "issue_comment", {"issue": {"number": 7}})
+    assert finished.returncode == 2
+    assert "the issue_comment event is not one kl-bitexact can test" in finished.stderr
+    assert "\nerror\n" in written.split("conclusion<<", 1)[1] and "head-sha" not in written
 
 
 def test_bad_input_still_sets_conclusion_and_exits_2(cli, tmp_path):

@@ -130,8 +130,61 @@ def test_the_status_goes_to_the_commit_that_was_tested(
     Path(env["GITHUB_EVENT_PATH"]).write_text(
         json.dumps({"pull_request": {"number": 7, "head": {"sha": tested}}})
     )
-    assert cli.main(["publish", str(_write(tmp_path / "r.json", _test("t::a")))]) == 0
+    results = _write(tmp_path / "r.json", _test("t::a"), commit=tested)
+    assert cli.main(["publish", str(results)]) == 0
     assert [s["sha"] for s in _statuses(fake_github)] == [tested]
+
+
+@pytest.mark.parametrize("event", ["pull_request", "workflow_run", "--sha"])
+def test_results_of_another_commit_mark_nothing_and_both_shas_are_named(
+    fake_github: FakeGitHub,
+    env: dict[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    event: str,
+) -> None:
+    # Issue 30, item 1: under workflow_run the reusable workflow checked out the default
+    # branch (github.sha) and a PR head got `success` for it.
+    default_branch, pr_head = "c" * 40, "a" * 40
+    payloads = {
+        "pull_request": {"pull_request": {"number": 7, "head": {"sha": pr_head}}},
+        "workflow_run": {"workflow_run": {"head_sha": pr_head, "pull_requests": [{"number": 7}]}},
+        "--sha": {"pull_request": {"number": 7}},
+    }
+    Path(env["GITHUB_EVENT_PATH"]).write_text(json.dumps(payloads[event]))
+    results = _write(tmp_path / "r.json", _test("t::a"), commit=default_branch)
+    extra = ["--sha", pr_head] if event == "--sha" else []
+    assert cli.main(["publish", str(results), *extra]) == 2
+    error = capsys.readouterr().err
+    assert f"the results tested commit {default_branch}, but the status would go to {pr_head}" in (
+        error
+    )
+    assert _statuses(fake_github) == [] and _comments(fake_github) == []
+
+
+def test_shards_of_two_commits_are_refused(
+    fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    one = _write(tmp_path / "results-a" / "results.json", _test("t::a"))
+    other = _write(tmp_path / "results-b" / "results.json", _test("t::b"), commit="e" * 40)
+    assert cli.main(["publish", str(one), str(other)]) == 2
+    assert f"tested commit {HEAD_SHA} but {other} tested {'e' * 40}" in capsys.readouterr().err
+    assert _statuses(fake_github) == []
+
+
+def test_results_with_no_commit_may_mark_a_failure_never_a_pass(
+    fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    green = tmp_path / "green.json"
+    suite = r.SuiteResult("s", r.ServerInfo("reference"), (_test("t::a"),))
+    results_io.write_atomic(r.Results(suites=(suite,)), green)
+    assert cli.main(["publish", str(green)]) == 2
+    assert "record no tested commit (run.commit), so a pass cannot go to" in (
+        capsys.readouterr().err
+    )
+    # Every shard missing: nothing was tested, and the failure says so on the PR head.
+    assert cli.main(["publish", "--expected-shards", '["s-0"]']) == 2
+    assert [(s["sha"], s["state"]) for s in _statuses(fake_github)] == [(HEAD_SHA, "error")]
 
 
 def test_fork_safe_stage_2_sets_the_status_on_the_tested_commit_not_the_prs_new_head(

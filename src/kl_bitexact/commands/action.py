@@ -31,6 +31,7 @@ from kl_bitexact.action.inputs import ActionInputs, env_name, read_inputs
 from kl_bitexact.commands import Command
 from kl_bitexact.errors import ConfigError, ExitCode, FatalError
 from kl_bitexact.publish.client import pr_from_event
+from kl_bitexact.results import commit
 from kl_bitexact.results import io as results_io
 from kl_bitexact.results import model as results_model
 from kl_bitexact.run import clean_env
@@ -286,16 +287,22 @@ def prove_plan_step(inputs: ActionInputs) -> StepResult:
 
 
 def trust_step(inputs: ActionInputs) -> StepResult:
+    """May this event run the PR's code, and on which commit (`head-sha`: what every
+    checkout of the PR's code uses, and `publish` marks). An event that names no commit
+    to test is refused by name (issue 30)."""
     event_path = os.environ.get("GITHUB_EVENT_PATH", "")
     event = json.loads(Path(event_path).read_text(encoding="utf-8")) if event_path else {}
+    event_name = os.environ.get("GITHUB_EVENT_NAME", "")
+    head = commit.event_head(event_name, event, os.environ.get("GITHUB_SHA"))
     verdict = trust.decide(
-        os.environ.get("GITHUB_EVENT_NAME", ""),
-        event,
-        os.environ.get("GITHUB_REPOSITORY", ""),
-        inputs.trusted_label,
+        event_name, event, os.environ.get("GITHUB_REPOSITORY", ""), inputs.trusted_label
     )
-    print(f"trusted={str(verdict.trusted).lower()}: {verdict.reason}")
-    values = {"trusted": str(verdict.trusted).lower(), "trust-reason": verdict.reason}
+    print(f"trusted={str(verdict.trusted).lower()}: {verdict.reason}; commit {head}")
+    values = {
+        "trusted": str(verdict.trusted).lower(),
+        "trust-reason": verdict.reason,
+        "head-sha": head,
+    }
     return StepResult(0, outputs=values, summary=f"kl-bitexact trust: {verdict.reason}\n")
 
 

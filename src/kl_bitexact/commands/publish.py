@@ -42,6 +42,7 @@ from kl_bitexact.publish.client import (
 )
 from kl_bitexact.registry import findings_file as findings
 from kl_bitexact.report import render
+from kl_bitexact.results import io as results_io
 from kl_bitexact.results import model as results
 
 
@@ -287,6 +288,11 @@ def _run(
     found: tuple[findings.Finding, ...],
 ) -> int:
     pull = _pull(client, target)
+    marked = target.head_sha or pull.head.sha
+    proof = common.load_proof(options.proof, options.expected_proofs)
+    tested = results_io.tested_commit([("results", head), ("proof", proof or results.Results())])
+    # Before anything is fetched or written: results of another commit mark nothing.
+    status.refuse_other_commit(tested, marked)
     blockers = _blocker_states(options, client, target, head)
     comparison = compare(
         head,
@@ -294,16 +300,17 @@ def _run(
         blockers=blockers.states,
         policy=options.policy,
         default_repo=target.repository,
-        proof=common.load_proof(options.proof, options.expected_proofs),
+        proof=proof,
         blocker_reasons=blockers.reasons,
         history=_history(options, client, target, pull.base.ref),
     )
+    status.refuse_unbound_pass(tested, marked, comparison.decision)
     # The summary and annotations come first: if GitHub then refuses the comment (a
     # read-only token on a fork PR), the report is still on the run's page.
     for command in render.workflow_commands(comparison) if options.annotations else ():
         print(command)
     _write_summary(os.environ, render.job_summary(comparison, findings=found))
-    published = _publish(options, target, client, pull, comparison, found)
+    published = _publish(options, target, client, pull, marked, comparison, found)
     # Contract: `kl-bitexact action` (action.yml's publish step) reads the comment id here.
     print(
         f"kl-bitexact: comment {published.comment.action} (id {published.comment.comment_id}); "
@@ -390,13 +397,13 @@ def _publish(
     target: PullRequestTarget,
     client: Github,
     pull: PullRequest,
+    sha: str,
     comparison: Comparison,
     found: tuple[findings.Finding, ...],
 ) -> Published:
     links = render.Links.from_env()
     budget = render.COMMENT_LIMIT - sticky.HISTORY_RESERVE
     body = render.comment(comparison, key=options.key, findings=found, links=links, budget=budget)
-    sha = target.head_sha or pull.head.sha
     history = f"updated for {sha[:12]}" if options.history else None
     with translated(f"writing the sticky comment on #{target.number}", target.token):
         author = sticky.publishing_login(client, options.comment_author)

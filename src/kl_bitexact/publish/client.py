@@ -29,10 +29,10 @@ from urllib3.exceptions import HTTPError as Urllib3Error
 from urllib3.exceptions import MaxRetryError, ResponseError
 
 from kl_bitexact.errors import ConfigError, GitHubError, network_reason
+from kl_bitexact.results.commit import FULL_SHA, payload_head
 
 DEFAULT_API_URL = "https://api.github.com"
 _REPOSITORY = re.compile(r"^[\w.-]+/[\w.-]+$")
-_SHA = re.compile(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
 # GitHub caps list pages at 100; fewer round trips on a PR with hundreds of comments.
 PER_PAGE = 100
 
@@ -139,7 +139,7 @@ def resolve_target(
             hint="pass --repo OWNER/NAME, e.g. --repo sgl-project/sglang",
         )
     url = (api_url or env.get("GITHUB_API_URL") or DEFAULT_API_URL).rstrip("/")
-    if head_sha is not None and not _SHA.match(head_sha):
+    if head_sha is not None and not FULL_SHA.match(head_sha):
         raise ConfigError(
             f"--sha {head_sha!r}: not a full commit SHA (40 hexadecimal digits)",
             hint='pass the whole SHA, e.g. --sha "$(git rev-parse HEAD)", or leave --sha out',
@@ -152,7 +152,7 @@ def resolve_target(
     # the old commit's verdict).
     named_by_option = isinstance(event.get("workflow_run"), dict) and _event_pr(event) is None
     if pr_number is None or number == _event_pr(event) or named_by_option:
-        head_sha = head_sha or _event_head_sha(event)
+        head_sha = head_sha or payload_head(event)
     return Target(url, repository, token, number, head_sha)
 
 
@@ -170,16 +170,6 @@ def read_event(event_path: str | None) -> Mapping[str, Any]:
 def pr_from_event(event_path: str | None) -> int | None:
     """The pull request number of the triggering event, if the event has one."""
     return _event_pr(read_event(event_path))
-
-
-def _event_head_sha(event: Mapping[str, Any]) -> str | None:
-    pull, run = event.get("pull_request"), event.get("workflow_run")
-    head = pull.get("head") if isinstance(pull, dict) else None
-    candidates = (
-        head.get("sha") if isinstance(head, dict) else None,
-        run.get("head_sha") if isinstance(run, dict) else None,
-    )
-    return next((sha for sha in candidates if isinstance(sha, str) and _SHA.match(sha)), None)
 
 
 def _event_pr(event: Mapping[str, Any]) -> int | None:

@@ -11,7 +11,7 @@ from github import Github
 from github.GithubObject import NotSet
 
 from kl_bitexact.compare.gate import Decision
-from kl_bitexact.errors import ExitCode
+from kl_bitexact.errors import ExitCode, FatalError
 from kl_bitexact.publish.client import PullRequestTarget, translated
 
 CONTEXT = "kl-bitexact"
@@ -41,6 +41,29 @@ def verdict_line(decision: Decision) -> str:
     if len(line) > MAX_DESCRIPTION:
         line = line[: MAX_DESCRIPTION - 1] + "…"
     return line
+
+
+def refuse_other_commit(tested: str | None, marked: str) -> None:
+    """A verdict goes only to the commit it is about (issue 30, item 1): results that
+    tested another commit are refused, naming both."""
+    if tested is not None and tested != marked:
+        raise FatalError(
+            f"the results tested commit {tested}, but the status would go to {marked}: "
+            "kl-bitexact marks only the commit that was tested",
+            hint="the run jobs must check out the commit the event names (the PR head; under "
+            "workflow_run, workflow_run.head_sha), or pass --sha with the commit they tested",
+        )
+
+
+def refuse_unbound_pass(tested: str | None, marked: str, decision: Decision) -> None:
+    """Results that record no commit (every shard missing, say) may mark a failure, which
+    can only hold a merge back, never a pass."""
+    if tested is None and decision.exit_code == ExitCode.GATE_PASSED:
+        raise FatalError(
+            f"the results record no tested commit (run.commit), so a pass cannot go to {marked}",
+            hint="publish the results.json files `kl-bitexact run`/`pytest` wrote in the "
+            "checkout of that commit",
+        )
 
 
 def post(

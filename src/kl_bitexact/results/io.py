@@ -166,10 +166,31 @@ def merge(sources: Sequence[tuple[str, Results]]) -> Results:
             seen[test.id] = source
     first = sources[0][1]
     run = dataclasses.replace(
-        first.run, shard=None, started_at=_earliest(sources), finished=_finished(sources)
+        first.run,
+        commit=tested_commit(sources),
+        shard=None,
+        started_at=_earliest(sources),
+        finished=_finished(sources),
     )
     suites = join_by_name(s for _, r in sources for s in r.suites)
     return Results(run=run, suites=suites, plan=_joined_plan(sources))
+
+
+def tested_commit(sources: Sequence[tuple[str, Results]]) -> str | None:
+    """The one commit the sources tested (those that record none, like a missing shard's
+    stand-in, aside); shards of different commits are no one verdict (issue 30)."""
+    commits: dict[str, str] = {}
+    for source, results in sources:
+        if results.run.commit is not None:
+            commits.setdefault(results.run.commit, source)
+    if len(commits) > 1:
+        (one, first), (other, second) = list(commits.items())[:2]
+        raise ConfigError(
+            f"{first} tested commit {one} but {second} tested {other}: results of different "
+            "commits are not one run",
+            hint="merge the results of one commit's run jobs only",
+        )
+    return next(iter(commits), None)
 
 
 def _finished(sources: Sequence[tuple[str, Results]]) -> bool | None:

@@ -7,8 +7,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import Enum
+from pathlib import Path
 
 from kl_bitexact import __version__
+from kl_bitexact.results.commit import checkout_commit
 
 SCHEMA_VERSION = 1
 TOOL_NAME = "kl-bitexact"
@@ -179,10 +181,13 @@ class Results:
         return tuple(item for item in self.plan or () if item.id not in reported)
 
 
-def current_run_info() -> RunInfo:
-    """This run's commit and ref as GitHub Actions sets them, and its start time."""
+def current_run_info(checkout: Path | None = None) -> RunInfo:
+    """This run's start time, its ref as GitHub Actions sets it, and the commit it tests:
+    the one checked out in `checkout` (default: the working directory), else GITHUB_SHA
+    (commit.py says why the checkout comes first)."""
+    tested = checkout_commit(Path.cwd() if checkout is None else checkout)
     return RunInfo(
-        commit=os.environ.get("GITHUB_SHA"),
+        commit=tested or os.environ.get("GITHUB_SHA"),
         ref=os.environ.get("GITHUB_REF"),
         started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
