@@ -17,13 +17,15 @@ results on main say nothing about the test's own numbers, so they never make it 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from kl_bitexact.compare.gate import UNEXCUSED_RED, Policy, Verdict
-from kl_bitexact.results.model import Results, Status, TestResult
+from kl_bitexact.results.model import Status, TestResult
 
+R = TypeVar("R")
 # The runs of the base branch the history covers by default, and at most: each is one
 # artifact to download once, and a trend of more than 100 runs is no longer compact.
 DEFAULT_RUNS = 20
@@ -36,9 +38,47 @@ FETCH_SECONDS = 300.0
 FAILED_ON_BASE = frozenset({Status.FAILED, Status.FLAKY})
 
 
-@dataclass(frozen=True)
-class Point:
-    """One test in one base-branch run: the numbers that should repeat bit for bit."""
+class _Exact(Protocol):
+    @property
+    def tokens(self) -> int: ...
+    @property
+    def mismatched(self) -> int: ...
+
+
+class _Hits(Protocol):
+    @property
+    def hit(self) -> int: ...
+    @property
+    def total(self) -> int: ...
+
+
+class Measured(Protocol):
+    """What the history reads of one test: a `TestResult`, or the lighter view
+    `history_dir` decodes (the same names)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def status(self) -> Status: ...
+    @property
+    def kl_div(self) -> float | None: ...
+    @property
+    def exact(self) -> _Exact | None: ...
+    @property
+    def cache_hits(self) -> _Hits | None: ...
+
+
+class RunResults(Protocol):
+    """One run's tests, by suite: `Results`, or `history_dir`'s lighter view."""
+
+    def all_tests(self) -> Iterable[tuple[Any, Measured]]: ...
+
+
+class Point(NamedTuple):
+    """One test in one base-branch run: the numbers that should repeat bit for bit.
+
+    A named tuple, not a dataclass: a history of 20 runs of 1,000 tests is 20,000 of them,
+    and a tuple is built in a fraction of the time."""
 
     status: Status
     kl: float | None = None
@@ -48,7 +88,7 @@ class Point:
     hits_total: int | None = None
 
     @classmethod
-    def of(cls, test: TestResult) -> Point:
+    def of(cls, test: Measured) -> Point:
         exact, hits = test.exact, test.cache_hits
         return cls(
             test.status,
@@ -66,7 +106,7 @@ class Point:
     @property
     def numbers(self) -> tuple[float | None, int | None, int | None, int | None, int | None]:
         """What must be identical from one run to the next (the status follows from it)."""
-        return (self.kl, self.mismatched, self.tokens, self.hits, self.hits_total)
+        return self[1:]
 
 
 @dataclass(frozen=True)
@@ -168,31 +208,50 @@ class History:
         return [test for test in self.tests.values() if not test.steady]
 
 
-def build(branch: str, runs: Sequence[tuple[Run, Results]], notes: Iterable[str] = ()) -> History:
+def build(
+    branch: str, runs: Sequence[tuple[Run, RunResults]], notes: Iterable[str] = ()
+) -> History:
     """The history of `runs` (any order; sorted oldest first by their time, then id)."""
     ordered = sorted(runs, key=lambda item: (item[0].created_at or "", item[0].run_id or 0))
-    columns: list[dict[str, tuple[str, Point]]] = [
-        {test.id: (suite.name, Point.of(test)) for suite, test in results.all_tests()}
+    columns = tuple(
+        {test.id: (suite.name, test) for suite, test in results.all_tests()}
         for _, results in ordered
-    ]
-    suites: dict[str, str] = {}
-    for column in columns:
-        for test_id, (suite, _) in column.items():
-            suites.setdefault(test_id, suite)
-    tests = {
-        test_id: TestHistory(
-            suite, test_id, tuple(_point(column.get(test_id)) for column in columns)
-        )
-        for test_id, suite in suites.items()
-    }
-    return History(branch, tuple(run for run, _ in ordered), tests, tuple(notes))
+    )
+    return History(branch, tuple(run for run, _ in ordered), _Tests(columns), tuple(notes))
 
 
-def _point(entry: tuple[str, Point] | None) -> Point | None:
-    return None if entry is None else entry[1]
+class _Tests(Mapping[str, TestHistory]):
+    """Each test's history, built when it is first asked for: `report` asks only for the
+    tests that need attention, not for every test of every run."""
+
+    def __init__(self, columns: tuple[dict[str, tuple[str, Measured]], ...]) -> None:
+        self._columns = columns
+        self._ids = list(dict.fromkeys(test_id for column in columns for test_id in column))
+        self._built: dict[str, TestHistory] = {}
+
+    def __getitem__(self, test_id: str) -> TestHistory:
+        found = self._built.get(test_id)
+        if found is None:
+            entries = [column.get(test_id) for column in self._columns]
+            suites = [entry[0] for entry in entries if entry is not None]
+            if not suites:
+                raise KeyError(test_id)
+            suite = suites[0]
+            points = tuple(None if e is None else Point.of(e[1]) for e in entries)
+            found = self._built[test_id] = TestHistory(suite, test_id, points)
+        return found
+
+    def __contains__(self, test_id: object) -> bool:
+        return any(test_id in column for column in self._columns)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ids)
+
+    def __len__(self) -> int:
+        return len(self._ids)
 
 
-def newest(runs: Sequence[tuple[Run, Results]], count: int) -> list[tuple[Run, Results]]:
+def newest(runs: Sequence[tuple[Run, R]], count: int) -> list[tuple[Run, R]]:
     """The `count` newest of `runs`."""
     ordered = sorted(runs, key=lambda item: (item[0].created_at or "", item[0].run_id or 0))
     return ordered[-count:] if count > 0 else []
