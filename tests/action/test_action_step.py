@@ -54,11 +54,32 @@ def test_inputs_are_parsed():
     assert inputs.args == ("--select", "decode")
 
 
-@pytest.mark.parametrize("value", ["flaky", "failure,flaky", "regression, flaky"])
+@pytest.mark.parametrize(
+    "value", ["flaky", "failure,flaky", "regression, flaky", "failure,allow-known"]
+)
 def test_fail_on_takes_flaky_beside_a_mode(value):
     inputs = read_inputs(env(fail_on=value))
     assert inputs.fail_on == value
     assert argv.report_argv(inputs, [], Path("c.md"), None)[-2:] == ["--fail-on", value]
+
+
+@pytest.mark.parametrize(("value", "runs"), [("", 20), ("0", 0), ("5", 5), ("100", 100)])
+def test_history_runs_fetches_that_many_runs_beside_the_baseline_or_none(value, runs):
+    inputs = read_inputs(env(command="publish", baseline="fetch", history_runs=value))
+    assert inputs.history_runs == runs
+    published = argv.publish_argv(inputs, [Path("r.json")])
+    fetches = ["--fetch-history", "--history-runs", str(runs)]
+    assert (published[4:7] == fetches) is bool(runs)
+    assert ("--fetch-history" in published) is bool(runs)
+    # A baseline file, or report: nothing is fetched, history included.
+    given = read_inputs(env(command="publish", baseline="b.json", history_runs=value))
+    assert "--fetch-history" not in argv.publish_argv(given, [Path("r.json")])
+
+
+@pytest.mark.parametrize("value", ["101", "-1", "x", "2.5"])
+def test_history_runs_out_of_range_is_refused(value):
+    with pytest.raises(ConfigError, match="action input `history-runs`"):
+        read_inputs(env(history_runs=value))
 
 
 def test_expected_shards_accepts_the_shard_matrix():
@@ -141,6 +162,9 @@ def test_publish_fetches_the_baseline_and_report_cannot():
         "r.json",
         "--annotations",
         "--fetch-baseline",
+        "--fetch-history",
+        "--history-runs",
+        "20",
         "--fail-on",
         "never",
     ]

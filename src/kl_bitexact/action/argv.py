@@ -55,6 +55,8 @@ def publish_argv(
     argv = ["publish", *map(str, results), "--annotations"]
     if inputs.baseline == FETCH_BASELINE:
         argv.append("--fetch-baseline")
+        if inputs.history_runs:  # the same runs' artifacts, the last N of them
+            argv += ["--fetch-history", "--history-runs", str(inputs.history_runs)]
     elif inputs.baseline:
         argv += ["--baseline", inputs.baseline]
     argv += _expected_shards(inputs)

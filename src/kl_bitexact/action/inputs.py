@@ -9,6 +9,8 @@ from pathlib import Path
 from kl_bitexact.action import proof_jobs, shards
 from kl_bitexact.action.proof_jobs import ProofJob
 from kl_bitexact.compare.gate import parse_fail_on
+from kl_bitexact.compare.history import DEFAULT_RUNS as DEFAULT_HISTORY_RUNS
+from kl_bitexact.compare.history import MAX_RUNS as MAX_HISTORY_RUNS
 from kl_bitexact.errors import ConfigError
 
 COMMANDS = ("run", "publish", "report", "lint-ci", "shard", "trust", "prove-plan")
@@ -26,6 +28,8 @@ class ActionInputs:
     base_url: str = ""
     results_dir: Path = Path("kl-bitexact-results")
     baseline: str = ""
+    # publish with `baseline: fetch`: the base branch's last N runs (0: no history)
+    history_runs: int = DEFAULT_HISTORY_RUNS
     github_token: str = ""
     fail_on: str = "regression"
     comment: bool = True
@@ -60,6 +64,7 @@ def read_inputs(environ: Mapping[str, str]) -> ActionInputs:
         base_url=get("base-url"),
         results_dir=Path(get("results-dir", "kl-bitexact-results")),
         baseline=get("baseline"),
+        history_runs=_history_runs(get("history-runs", str(DEFAULT_HISTORY_RUNS))),
         github_token=environ.get(env_name("github-token"), ""),
         fail_on=_fail_on(get("fail-on", "regression")),
         comment=_boolean("comment", get("comment", "true")),
@@ -93,6 +98,18 @@ def _fail_on(value: str) -> str:
     except ValueError as error:
         raise ConfigError(f"action input `fail-on`: {error}", hint=_HINT) from None
     return value
+
+
+def _history_runs(value: str) -> int:
+    if value == "0":
+        return 0
+    if not value.isdigit() or not 1 <= int(value) <= MAX_HISTORY_RUNS:
+        raise ConfigError(
+            f"action input `history-runs`: {value!r} is not 0 (no history) or a whole number "
+            f"from 1 to {MAX_HISTORY_RUNS}",
+            hint=_HINT,
+        )
+    return int(value)
 
 
 def _boolean(name: str, value: str) -> bool:
