@@ -97,6 +97,7 @@ exit codes:
        or no test executed at all)
   3    internal error in kl-bitexact (a bug; a crash log is written)
   129  hung up (SIGHUP)
+  141  standard output closed (`kl-bitexact run | head -1`: SIGPIPE)
   130  interrupted (Ctrl-C, SIGINT)
   143  terminated (SIGTERM, e.g. a cancelled CI job)
        on any of these, launched servers are stopped and what finished is written
@@ -141,7 +142,10 @@ def _chosen(argv: Sequence[str]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
     if words == ["--version"]:  # asked before every deploy and in bug reports: no parser needed
-        print(f"kl-bitexact {__version__}")
+        try:
+            print(f"kl-bitexact {__version__}", flush=True)
+        except BrokenPipeError:
+            return _stdout_closed()
         return 0
     args = build_parser(_chosen(words)).parse_args(words)
     if getattr(args, "clean_environment", False):
@@ -182,7 +186,11 @@ def _handle(args: argparse.Namespace) -> int:
 
     try:
         with signals.routed():
-            return int(args.handler(args))
+            code = int(args.handler(args))
+            sys.stdout.flush()  # a closed stdout is found here, not at interpreter exit
+            return code
+    except BrokenPipeError:
+        return _stdout_closed()
     except FatalError as error:
         _print_fatal(error)
         return int(error.exit_code)
@@ -194,6 +202,22 @@ def _handle(args: argparse.Namespace) -> int:
         return int(ExitCode.INTERRUPTED)
     except Exception as error:
         return _report_bug(error)
+
+
+def _stdout_closed() -> int:
+    """The reader of standard output went away (`kl-bitexact run | head -1`): stop quietly,
+    as a process that SIGPIPE ends would (exit 141), with nothing more written to the pipe.
+    `run` has stopped its servers and written what finished on the way here. Standard
+    output now points at /dev/null, so the interpreter's last flush finds nothing to fail."""
+    import contextlib
+
+    from kl_bitexact.errors import ExitCode
+
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return int(ExitCode.STDOUT_CLOSED)
 
 
 def _print_fatal(error: FatalError) -> None:

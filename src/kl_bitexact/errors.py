@@ -25,6 +25,7 @@ class ExitCode(IntEnum):
     # 128 + the signal's number, as shells report a process ended by that signal.
     HANGUP = 129  # SIGHUP: the terminal or session went away
     INTERRUPTED = 130  # SIGINT: Ctrl-C
+    STDOUT_CLOSED = 141  # SIGPIPE: standard output's reader went away (`| head -1`)
     TERMINATED = 143  # SIGTERM: a CI runner cancelling the job, `kill`
 
 

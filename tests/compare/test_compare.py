@@ -14,7 +14,7 @@ from kl_bitexact.compare.baseline import Baseline
 from kl_bitexact.compare.blockers import BlockerState
 from kl_bitexact.compare.comparison import Transition, compare, transition_of
 from kl_bitexact.compare.gate import FailOn, Policy, Verdict
-from kl_bitexact.errors import ExitCode
+from kl_bitexact.errors import ConfigError, ExitCode
 from kl_bitexact.results import io as results_io
 from kl_bitexact.results import model as r
 from kl_bitexact.suite.references import BlockerRef
@@ -143,9 +143,20 @@ def test_baseline_of_another_schema_version_is_a_reason(tmp_path: Path):
     assert "schema_version 2 is not supported" in loaded.unavailable
 
 
-def test_missing_baseline_file_is_a_reason(tmp_path: Path):
-    loaded = baseline.load(tmp_path / "nope.json")
-    assert loaded.results is None and "does not exist" in loaded.unavailable
+def test_missing_baseline_file_is_an_error(tmp_path: Path):
+    with pytest.raises(ConfigError, match=r"nope\.json: no such file"):
+        baseline.load(tmp_path / "nope.json")
+
+
+def test_a_notice_only_for_a_baseline_asked_for_and_unavailable():
+    assert baseline.notice(Baseline()) is None  # none asked for
+    assert baseline.notice(Baseline(results())) is None
+    # The reason can quote the file: no terminal control sequence reaches stderr.
+    line = baseline.notice(Baseline(None, "b.json: schema_version 2 is not supported\x1b[2J"))
+    assert (
+        line
+        == "kl-bitexact: no deltas: baseline unavailable: b.json: schema_version 2 is not supported"
+    )
 
 
 def test_readable_baseline_loads(tmp_path: Path):

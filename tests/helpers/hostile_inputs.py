@@ -58,6 +58,11 @@ def deep_json(depth: int = 100_000) -> str:
     return "[" * depth + "]" * depth
 
 
+# Deep inside a test, under a key the schema does not know: the decoder that skips it
+# recursed past Python's limit (exit 3, issue 30).
+DEEP_IN_A_TEST = results(extra="@").replace('"@"', deep_json())
+
+
 @dataclass(frozen=True)
 class Case:
     name: str
@@ -117,10 +122,15 @@ def _device(d: Path) -> list[str]:
 CASES: tuple[Case, ...] = (
     _report("results nested 100k deep", deep_json(), "results.json: "),
     _report("results integer of 5000 digits", HUGE_INT_RESULTS, "out of range"),
+    _report("results nested 100k deep in a test", DEEP_IN_A_TEST, "nested more than 64 levels"),
     Case("results is a FIFO", _fifo, "not a regular file (a FIFO)"),
     # A results file is never read through a symlink (issue 14, case 9), wherever it points.
     Case("results links to /dev/zero", _dev_zero, "a symbolic link, not a results file"),
     Case("results is /dev/zero", _device, "not a regular file (a character device)"),
+    # `import-junit --out DIR` writes DIR/results.json: DIR itself was an internal error.
+    Case(
+        "results is a directory", lambda d: ["report", str(d)], "not a regular file (a directory)"
+    ),
     _report_with("--findings", "findings.json", deep_json(), "nested more than"),
     _report_with("--blockers", "deep.json", deep_json(), "nested more than"),
     _report_with("--blockers", "list.json", "[]", "blocker states"),
@@ -140,6 +150,7 @@ CASES += (
     ),
     _report_with("--baseline", "deep-base.json", deep_json(), "baseline unavailable", GATE),
     _report_with("--baseline", "int-base.json", HUGE_INT_RESULTS, "out of range", GATE),
+    _report_with("--baseline", "deep-in-a-test.json", DEEP_IN_A_TEST, "nested more than", GATE),
 )
 
 

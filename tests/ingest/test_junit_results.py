@@ -151,6 +151,9 @@ def test_recorded_result_is_validated():
         to_test(case(properties=[recorded(kl_div="big")]), Options())
     with pytest.raises(ConfigError, match="is not JSON"):
         to_test(case(properties=[(prop.RESULT, "{")]), Options())
+    # Past Python's recursion limit: was a RecursionError, an internal error (issue 30).
+    with pytest.raises(ConfigError, match="nested more than 64 levels deep"):
+        to_test(case(properties=[(prop.RESULT, "[" * 100_000 + "]" * 100_000)]), Options())
 
 
 def test_blocked_by_from_marker_property():

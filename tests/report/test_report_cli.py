@@ -92,11 +92,23 @@ def test_baseline_deltas_and_an_unsupported_baseline(cli, tmp_path: Path):
     assert "baseline unavailable:" in done.stdout and "schema&#95;version 2" in done.stdout
 
 
-def test_missing_baseline_is_reported_not_fatal(cli, tmp_path: Path):
+def test_a_baseline_file_that_does_not_exist_is_an_error_naming_it(cli, tmp_path: Path):
+    # It printed nothing and exited 0: no deltas, and no word why outside the comment.
     head = write_results(tmp_path / "head.json", check_result("a"))
-    done = cli(["report", str(head), "--baseline", str(tmp_path / "none.json")], env=NO_GITHUB)
+    done = cli(["report", str(head), "--baseline", "nothere.json"], cwd=tmp_path, env=NO_GITHUB)
+    assert done.returncode == 2 and done.stdout == ""
+    assert "kl-bitexact: error: --baseline nothere.json: no such file" in done.stderr
+
+
+def test_an_unusable_baseline_is_a_notice_on_stderr_not_fatal(cli, tmp_path: Path):
+    head = write_results(tmp_path / "head.json", check_result("a"))
+    base = tmp_path / "base.json"
+    base.write_text('{"schema_version": 2}')
+    done = cli(["report", str(head), "--baseline", str(base)], env=NO_GITHUB)
     assert done.returncode == 0, done.stderr
-    assert "baseline unavailable:" in done.stdout and "does not exist" in done.stdout
+    assert "baseline unavailable:" in done.stdout
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("kl-bitexact: no deltas: baseline unavailable: ") and str(base) in line
 
 
 def test_shards_are_merged(cli, tmp_path: Path):
@@ -132,6 +144,7 @@ def test_expected_shards_with_no_results_at_all_reports_every_shard(cli, tmp_pat
     [
         ([], "no results given"),
         (["--expected-shards", "[1"], "argument --expected-shards: not JSON"),
+        (["--expected-shards", "[" * 100_000], "argument --expected-shards: nested more than 64"),
         (["--expected-shards", '["../x"]'], "'../x' is not a shard name"),
     ],
 )
@@ -298,6 +311,7 @@ def test_expected_proofs_a_proof_job_that_reported_nothing_could_not_prove(cli, 
     ("matrix", "message"),
     [
         ("[1", "not JSON"),
+        ("[" * 100_000, "nested more than 64 levels deep"),  # argv: at most 128 KiB
         ('["proof-a"]', "expected a prove-plan matrix"),
         ('{"include": [{"name": "../x", "suite": "s", "tests": ["t"]}]}', "not a proof job name"),
         ('{"include": [{"name": "proof-s", "suite": "s", "tests": [7]}]}', "not a short string"),

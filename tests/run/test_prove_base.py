@@ -76,3 +76,50 @@ def test_a_base_that_cannot_run_the_test_could_not_prove(cli, tmp_path):
     assert head.returncode == 0 and reported.returncode == 0, reported.stderr
     assert "**could not prove** - the base run errored" in reported.stdout
     assert "not gating" in reported.stdout
+
+
+def test_prove_plan_with_nothing_new_says_so_on_stderr(cli, tmp_path):
+    repo = proof_repo.create(tmp_path / "engine")
+    same = cli(["prove-plan", "--base", str(repo.path), "--suite", proof_repo.SUITE], cwd=repo.path)
+    assert same.returncode == 0 and json.loads(same.stdout) == {"include": []}
+    assert f"prove-plan: suite {proof_repo.SUITE}: no test added or changed" in same.stderr
+
+
+def test_prove_plan_of_an_unknown_suite_is_an_error_with_did_you_mean(cli, tmp_path):
+    # It printed {"include":[]} and exited 0: no new test was ever proven, and nobody knew.
+    repo = proof_repo.create(tmp_path / "engine")
+    typo = proof_repo.SUITE.replace("b200", "b20")
+    done = cli(["prove-plan", "--base", str(repo.path), "--suite", typo], cwd=repo.path)
+    assert done.returncode == 2 and done.stdout == ""
+    assert f"--suite {typo}: no file registers this suite" in done.stderr
+    assert f"hint: did you mean '{proof_repo.SUITE}'?" in done.stderr
+
+
+def test_prove_plan_of_a_suite_outside_the_suite_folder_names_its_file(cli, tmp_path):
+    repo = proof_repo.create(tmp_path / "engine")
+    (repo.path / "ci").mkdir()
+    (repo.path / proof_repo.SUITE_FILE).rename(repo.path / "ci" / "engine.yaml")
+    done = cli(["prove-plan", "--base", str(repo.path), "--suite", proof_repo.SUITE], cwd=repo.path)
+    assert done.returncode == 2, done.stderr
+    assert (
+        f"--suite {proof_repo.SUITE}: defined in ci/engine.yaml, outside the files" in done.stderr
+    )
+    assert "registry.suite-files" in done.stderr
+
+
+def test_prove_plan_says_why_a_symlinked_suite_file_escaping_the_checkout_is_not_read(
+    cli, tmp_path
+):
+    # It printed an empty plan, exit 0, no word (issue 30, item 9).
+    repo = proof_repo.create(tmp_path / "engine")
+    base = proof_repo.checkout(repo, repo.base, tmp_path / "base")
+    outside = tmp_path / "elsewhere.yaml"
+    (repo.path / proof_repo.SUITE_FILE).rename(outside)
+    (repo.path / proof_repo.SUITE_FILE).symlink_to(outside)
+    done = cli(["prove-plan", "--base", str(base), "--suite", proof_repo.SUITE], cwd=repo.path)
+    assert done.returncode == 2, done.stderr
+    assert (
+        f"prove-plan: {proof_repo.SUITE_FILE}: resolves outside the checkout (a symlink), so it "
+        "is not read" in done.stderr
+    )
+    assert f"not read: {proof_repo.SUITE_FILE} (outside the checkout)" in done.stderr

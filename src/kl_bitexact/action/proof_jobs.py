@@ -17,6 +17,7 @@ from typing import Any
 
 from kl_bitexact.action.shards import check_name
 from kl_bitexact.results.model import Results, ServerInfo, Status, SuiteResult, TestResult
+from kl_bitexact.untrusted import jsonfile
 
 # Ids are rendered (escaped) in the comment; bounded like any untrusted string.
 MAX_TEST_ID = 1000
@@ -37,7 +38,7 @@ def parse_matrix(value: str) -> tuple[ProofJob, ...]:
     if not value:
         return ()
     try:
-        document: Any = json.loads(value)
+        document: Any = jsonfile.loads(value)
     except json.JSONDecodeError as error:
         raise ValueError(f"not JSON ({error.msg})") from None
     include = document.get("include") if isinstance(document, dict) else None

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kl_bitexact.results.model import Results, RunInfo, ServerInfo, Status, SuiteResult, TestResult
+from kl_bitexact.untrusted import jsonfile
 
 ARTIFACT_PREFIX = "results-"
 _SHARD_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")
@@ -25,7 +26,7 @@ def parse_names(value: str) -> tuple[str, ...]:
     if not value:
         return ()
     try:
-        document: Any = json.loads(value)
+        document: Any = jsonfile.loads(value)
     except json.JSONDecodeError as error:
         raise ValueError(f"not JSON ({error.msg})") from None
     if isinstance(document, dict) and isinstance(document.get("include"), list):

@@ -30,7 +30,7 @@ from kl_bitexact.action import outputs, shards, trust
 from kl_bitexact.action.inputs import ActionInputs, env_name, read_inputs
 from kl_bitexact.commands import Command
 from kl_bitexact.errors import ConfigError, ExitCode, FatalError
-from kl_bitexact.publish.client import pr_from_event
+from kl_bitexact.publish.client import pr_from_event, read_event
 from kl_bitexact.results import commit
 from kl_bitexact.results import io as results_io
 from kl_bitexact.results import model as results_model
@@ -291,7 +291,7 @@ def trust_step(inputs: ActionInputs) -> StepResult:
     checkout of the PR's code uses, and `publish` marks). An event that names no commit
     to test is refused by name (issue 30)."""
     event_path = os.environ.get("GITHUB_EVENT_PATH", "")
-    event = json.loads(Path(event_path).read_text(encoding="utf-8")) if event_path else {}
+    event = read_event(event_path or None)
     event_name = os.environ.get("GITHUB_EVENT_NAME", "")
     head = commit.event_head(event_name, event, os.environ.get("GITHUB_SHA"))
     verdict = trust.decide(

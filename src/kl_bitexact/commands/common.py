@@ -293,6 +293,13 @@ def cycle_collector_paused(
     return handle
 
 
+def say_notice(line: str | None) -> None:
+    """A line on stderr that says why a command found less to do than asked (no deltas, no
+    test to prove): standard output stays the command's product (Markdown, a matrix)."""
+    if line:
+        print(line, file=sys.stderr)
+
+
 def write_output(path: Path, text: str, *, append: bool = False) -> None:
     """Write (a new file in the path's place) or append (to a regular file only): never
     through a symlink or into a FIFO a run of PR code left there (issue 14, case 9)."""

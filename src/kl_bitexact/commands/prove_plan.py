@@ -19,9 +19,9 @@ from pathlib import Path
 
 from kl_bitexact.commands import Command
 from kl_bitexact.commands.common import add_repository_arguments, reads_python
-from kl_bitexact.errors import ConfigError
+from kl_bitexact.errors import ConfigError, did_you_mean
 from kl_bitexact.registry import config, pychanges, repo
-from kl_bitexact.registry.model import SUITE_FILE_BACKEND
+from kl_bitexact.registry.model import SUITE_FILE_BACKEND, Registration
 from kl_bitexact.suite import changes
 from kl_bitexact.suite import load as suite_file
 
@@ -50,11 +50,18 @@ def handle(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"--base {args.base}: not a directory", hint="check out the base revision there"
         )
-    state = repo.read(args.root, config.load(args.root, args.config))
+    settings = config.load(args.root, args.config)
+    state = repo.read(args.root, settings)
+    unread = repo.unread_files(state)
+    for path in unread:  # an escaping symlink: its suite is silently never proven otherwise
+        say(
+            f"{path}: resolves outside the checkout (a symlink), so it is not read: a suite "
+            "registered there is not proven"
+        )
     base = args.base.resolve()
     include = []
     for name in args.suite:
-        members = [r for r in state.registrations if r.suite == name and r.enabled]
+        members = _members(args.root, settings, state, name, unread)
         yaml_files = sorted({r.file for r in members if r.backend == SUITE_FILE_BACKEND})
         tests = _changed(args.root, yaml_files, base)
         python = _python_changes(
@@ -64,10 +71,51 @@ def handle(args: argparse.Namespace) -> int:
         if tests:
             files = yaml_files + sorted(python)
             include.append({"suite": name, "name": f"proof-{name}", "files": files, "tests": tests})
+        elif members:
+            say(f"suite {name}: no test added or changed against {args.base}: nothing to prove")
     print(json.dumps({"include": include}, separators=(",", ":")))
     for entry in include:
         print(f"{entry['suite']}: {', '.join(entry['tests'])}", file=sys.stderr)
     return 0
+
+
+def say(line: str) -> None:
+    print(f"prove-plan: {line}", file=sys.stderr)
+
+
+def _members(
+    root: Path, settings: config.RegistryConfig, state: repo.RepoState, name: str, unread: list[str]
+) -> list[Registration]:
+    """The enabled registrations of suite `name`; a name registered nowhere is an error
+    (it printed an empty plan and passed: no new test was ever proven, issue 27)."""
+    named = [r for r in state.registrations if r.suite == name]
+    if not named:
+        raise _unknown_suite(root, settings, state, name, unread)
+    enabled = [r for r in named if r.enabled]
+    if not enabled:
+        say(f"suite {name}: every file registered to it is disabled: nothing to prove")
+    return enabled
+
+
+def _unknown_suite(
+    root: Path, settings: config.RegistryConfig, state: repo.RepoState, name: str, unread: list[str]
+) -> ConfigError:
+    stray = repo.stray_suite_files(root, settings, name)
+    read = ", ".join([*settings.suite_files, *settings.registered])
+    if stray:
+        return ConfigError(
+            f"--suite {name}: defined in {', '.join(stray)}, outside the files prove-plan "
+            f"reads ({read})",
+            hint="move the suite file there, or add its folder to `registry.suite-files` in "
+            ".kl-bitexact.yaml",
+        )
+    known = sorted({r.suite for r in state.registrations})
+    not_read = f"; not read: {', '.join(unread)} (outside the checkout)" if unread else ""
+    return ConfigError(
+        f"--suite {name}: no file registers this suite ({read}){not_read}",
+        hint=did_you_mean(name, known)
+        or (f"registered suites: {_some(known)}" if known else "no suite is registered"),
+    )
 
 
 def _changed(root: Path, files: list[str], base: Path) -> list[str]:
@@ -102,3 +150,8 @@ COMMAND = Command(
     add_arguments=add_arguments,
     handler=handle,
 )
+
+
+def _some(names: list[str], shown: int = 8) -> str:
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more

@@ -294,9 +294,11 @@ def _run(
     # Before anything is fetched or written: results of another commit mark nothing.
     status.refuse_other_commit(tested, marked)
     blockers = _blocker_states(options, client, target, head)
+    base = _baseline(options.baseline, client, target, pull.base.ref)
+    common.say_notice(baseline.notice(base))
     comparison = compare(
         head,
-        _baseline(options.baseline, client, target, pull.base.ref),
+        base,
         blockers=blockers.states,
         policy=options.policy,
         default_repo=target.repository,

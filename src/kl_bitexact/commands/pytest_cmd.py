@@ -252,7 +252,7 @@ def _prove(args: argparse.Namespace, pytest_args: list[str]) -> int:
     junit_path.unlink(missing_ok=True)
     if not units:
         write_and_list(Results(run=current_run_info()), out / "results.json")
-        print("kl-bitexact: no new or changed test to prove")
+        print(f"kl-bitexact: no new or changed test to prove against {base}", file=sys.stderr)
         return int(ExitCode.GATE_PASSED)
     for unit in units:
         print(f"to prove: {unit}")

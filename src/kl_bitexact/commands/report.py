@@ -29,8 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--baseline",
         type=Path,
         metavar="BASE.json",
-        help="results of the base branch, for KL deltas (missing or unreadable: reported, "
-        "not fatal)",
+        help="results of the base branch, for KL deltas (a file that does not exist is an "
+        "error; one that cannot be used is reported in the comment, not fatal)",
     )
     parser.add_argument(
         "--blockers",
@@ -92,6 +92,7 @@ def _compare(args: argparse.Namespace) -> Comparison:
     policy = common.policy(args)
     states = _blocker_states(args.blockers) if args.blockers else None
     base = baseline.load(args.baseline)
+    common.say_notice(baseline.notice(base))
     proof = common.load_proof(args.proof or (), args.expected_proofs)
     history = common.history_from_dir(args.history_dir, args.history_runs)
     return compare(

@@ -7,6 +7,7 @@ import dataclasses
 import fnmatch
 import os
 import secrets
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -123,7 +124,11 @@ def run(args: argparse.Namespace) -> int:
         if not suites:
             _write_outputs(Results(run=current_run_info()), out)
             written = out / "results.json"
-            reporter.say(f"kl-bitexact: no new or changed test to prove; wrote {written}")
+            print(
+                f"kl-bitexact: no new or changed test to prove against {args.prove_base}; "
+                f"wrote {written}",
+                file=sys.stderr,
+            )
             return int(ExitCode.GATE_PASSED)
     plan = Plan(
         tuple(suites),

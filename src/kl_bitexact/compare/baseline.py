@@ -1,7 +1,10 @@
 """The base branch's results, or the reason there are none.
 
-A missing or unreadable baseline is reported as such ("baseline unavailable: ..."), never
-read as an empty run, and never stops the report: the head's own verdicts still stand.
+A file named that does not exist is a usage error (a typo: the report would otherwise show
+no deltas and say why only inside the comment, issue 27). A baseline that exists but
+cannot be used (another schema version, damaged), or that GitHub has none of yet
+(`publish --fetch-baseline`), is reported as such ("baseline unavailable: ..."), never read
+as an empty run, and never stops the report: the head's own verdicts still stand.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from pathlib import Path
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.results import io as results_io
 from kl_bitexact.results.model import Results
+from kl_bitexact.untrusted import escape
 
 
 @dataclass(frozen=True)
@@ -25,12 +29,27 @@ class Baseline:
 
 
 def load(path: Path | None) -> Baseline:
-    """The baseline at `path`; a missing file or another schema version is a reason."""
+    """The baseline at `path`; another schema version or a damaged file is a reason, a
+    missing file an error."""
     if path is None:
         return Baseline()
-    if not path.exists():
-        return Baseline(None, f"{path} does not exist (no successful run on the base branch?)")
+    if not path.exists() and not path.is_symlink():
+        raise ConfigError(
+            f"--baseline {path}: no such file",
+            hint="pass the base branch's results.json, or leave --baseline out for a report "
+            "without deltas (`publish --fetch-baseline` finds it on GitHub)",
+        )
     try:
         return Baseline.of(results_io.load(path))
     except ConfigError as error:
         return Baseline(None, error.message)
+
+
+def notice(found: Baseline) -> str | None:
+    """The one line a terminal gets when a baseline was asked for and cannot be used (the
+    comment says it too, but nobody reads a comment they did not post)."""
+    if found.results is not None or found.unavailable == Baseline().unavailable:
+        return None
+    return (
+        f"kl-bitexact: no deltas: baseline unavailable: {escape.terminal(found.unavailable, 400)}"
+    )

@@ -37,6 +37,7 @@ from kl_bitexact.results.model import (
     SuiteResult,
     TestResult,
 )
+from kl_bitexact.untrusted import jsonfile
 
 # sglang's kl_test_utils asserts `kept > 0.5 * total`; its output never prints the ratio.
 SGLANG_MIN_CACHE_HIT_RATIO = 0.5
@@ -173,10 +174,15 @@ def _recorded(case: JUnitCase, nodeid: str) -> TestResult | None:
 
 def _parse_json(text: str, nodeid: str, name: str) -> Any:
     try:
-        return json.loads(text)
+        return jsonfile.loads(text)
     except json.JSONDecodeError as error:
         raise ConfigError(
             f"{nodeid}: JUnit property {name} is not JSON ({error.msg} at column {error.colno})",
+            hint="record metrics through the kl_bitexact pytest plugin, not by hand",
+        ) from None
+    except ValueError as error:  # nested too deep, an integer too long
+        raise ConfigError(
+            f"{nodeid}: JUnit property {name}: {error}",
             hint="record metrics through the kl_bitexact pytest plugin, not by hand",
         ) from None
 

@@ -10,7 +10,6 @@ rebuilt from status and GitHub's `message` field, and every message is scrubbed 
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from collections.abc import Iterator, Mapping
@@ -30,6 +29,7 @@ from urllib3.exceptions import MaxRetryError, ResponseError
 
 from kl_bitexact.errors import ConfigError, GitHubError, network_reason
 from kl_bitexact.results.commit import FULL_SHA, payload_head
+from kl_bitexact.untrusted import jsonfile
 
 DEFAULT_API_URL = "https://api.github.com"
 _REPOSITORY = re.compile(r"^[\w.-]+/[\w.-]+$")
@@ -161,7 +161,7 @@ def read_event(event_path: str | None) -> Mapping[str, Any]:
     if not event_path:
         return {}
     try:
-        event = json.loads(Path(event_path).read_text(encoding="utf-8"))
+        event = jsonfile.loads(Path(event_path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
         raise ConfigError(f"{event_path}: cannot read the GitHub event file ({error})") from None
     return event if isinstance(event, dict) else {}

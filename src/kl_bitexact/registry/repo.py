@@ -235,3 +235,35 @@ def _workflows(root: Path, config: RegistryConfig, files: list[str]) -> Workflow
         return workflows.read_all(documents, config.suite_runners, checkout)
 
     return workflowcache.cached(root, texts, config.suite_runners, compute, _Checkout(root))
+
+
+def unread_files(state: RepoState) -> list[str]:
+    """Registered-file candidates not read because they resolve outside the root (a
+    symlink): any suite registered there is invisible to lint-ci, shard and prove-plan."""
+    outside = findings.Code.OUTSIDE_ROOT.value
+    return [f.path for f in state.files if any(x.code == outside for x in f.findings)]
+
+
+# YAML files looked through for a suite the configured globs miss (an error's path only).
+MAX_STRAY_FILES = 2000
+
+
+def stray_suite_files(root: Path, config: RegistryConfig, suite: str) -> list[str]:
+    """YAML files outside `registry.suite-files` that define the kl-bitexact suite `suite`
+    (a mapping with `tests:` registered under that name): a suite that exists but is not
+    where shard and prove-plan read suites."""
+    listing = paths.list_files(
+        root, ("**/*.yaml", "**/*.yml"), (*config.exclude, *config.suite_files)
+    )
+    found = []
+    for path in listing.files[:MAX_STRAY_FILES]:
+        text, _ = read_optional(root, path)
+        if text is None or "tests" not in text:
+            continue
+        try:
+            scanned = suitefiles.scan_suite_file(text, path)
+        except ConfigError:
+            continue  # not a suite file at all
+        if any(r.suite == suite for r in scanned.registrations):
+            found.append(path)
+    return found

@@ -88,7 +88,7 @@ def loads(raw: bytes, path: Path) -> Results:
     try:
         return strict.decode(raw)
     except msgspec.ValidationError as error:
-        raise _invalid(error, _version_in(raw), str(path)) from None
+        raise _invalid(error, _version_in(raw, path), str(path)) from None
     except msgspec.DecodeError as error:  # after ValidationError, its subclass
         document = parse_refused(raw, error, path, "results file")
     except RecursionError:
@@ -115,10 +115,14 @@ class _VersionOnly(msgspec.Struct):
     schema_version: Any = None
 
 
-def _version_in(raw: bytes) -> Any:
-    """The document's schema_version, read again only to word an error."""
+def _version_in(raw: bytes, path: Path) -> Any:
+    """The document's schema_version, read again only to word an error. Skipping the other
+    members recurses too: a member nested past the recursion limit is the error to report
+    (it was exit 3, issue 30)."""
     try:
         return msgspec.json.decode(raw, type=_VersionOnly).schema_version
+    except RecursionError:
+        raise too_deep(path, "results file") from None
     except msgspec.MsgspecError:
         return None
 

@@ -161,6 +161,8 @@ def why_stopped(stop: BaseException) -> str:
         return f"interrupted: {stop.name} before this test finished"
     if isinstance(stop, KeyboardInterrupt):
         return "interrupted: SIGINT before this test finished"
+    if isinstance(stop, BrokenPipeError):
+        return "stopped before this test finished: standard output was closed"
     detail = stop.message if isinstance(stop, FatalError) else f"{type(stop).__name__}: {stop}"
     return f"run aborted before this test finished: {detail}"
 

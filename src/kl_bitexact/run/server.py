@@ -217,11 +217,12 @@ def launch(
     try:
         starting.guard = Watchdog(process.pid, log_path, teardown)
         wait_healthy(starting, spec.startup_timeout, label, progress)
+        launch_s = time.monotonic() - started
+        # Inside: saying so can fail too (a closed stdout), and then nobody else stops it.
+        progress(f"{label}: server up in {launch_s:.1f} s")
     except BaseException as error:
         starting.stop(why=stop_reason(error))
         raise
-    launch_s = time.monotonic() - started
-    progress(f"{label}: server up in {launch_s:.1f} s")
     return Server(
         url,
         process=process,
@@ -237,6 +238,8 @@ def stop_reason(error: BaseException) -> str:
     if isinstance(error, KeyboardInterrupt):
         name = getattr(error, "name", "SIGINT")
         return f"kl-bitexact run received {name}; finished results are kept"
+    if isinstance(error, BrokenPipeError):
+        return "kl-bitexact run's standard output was closed; finished results are kept"
     if isinstance(error, ServerError):
         return f"it did not start: {error.message.splitlines()[0]}"
     return f"kl-bitexact run failed ({type(error).__name__}: {error})"

@@ -57,12 +57,13 @@ def read_bounded(
         if error.errno == errno.ELOOP and not follow_symlinks:
             raise ConfigError(f"{path}: a symbolic link, not a {what}", hint=hint) from None
         raise ConfigError(f"{path}: cannot read {what} ({error.strerror})", hint=hint) from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):  # before fdopen, which refuses a directory itself
+        os.close(fd)
+        raise ConfigError(
+            f"{path}: not a regular file ({_kind(info.st_mode)}), so not a {what}", hint=hint
+        )
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ConfigError(
-                f"{path}: not a regular file ({_kind(info.st_mode)}), so not a {what}", hint=hint
-            )
         if info.st_size > max_bytes:
             raise ConfigError(
                 f"{path}: {info.st_size} bytes is over the {max_bytes}-byte limit for {what}"
@@ -202,17 +203,48 @@ def too_deep(path: Path, what: str) -> ConfigError:
     return ConfigError(f"{path}: nested more than {MAX_DEPTH} levels deep: not a {what}")
 
 
+class TooDeep(ValueError):
+    """JSON text nested deeper than MAX_DEPTH (a ValueError, as the parsers' own errors)."""
+
+    def __init__(self) -> None:
+        super().__init__(f"nested more than {MAX_DEPTH} levels deep")
+
+
+def loads(text: str | bytes) -> Any:
+    """JSON text that is not a file (an action input, a JUnit property, an event payload)
+    parsed with the file readers' bounds: nesting at most MAX_DEPTH, integers of at most
+    MAX_INT_DIGITS digits. Every error is a ValueError (json.JSONDecodeError, TooDeep):
+    Python's parser recurses, and past its recursion limit it raised RecursionError, which
+    every caller took for a bug (exit 3)."""
+    try:
+        document = json.loads(text, parse_int=_bounded_int)
+    except RecursionError:
+        raise TooDeep() from None
+    except _TooLong as long:
+        raise ValueError(f"an integer of {long.digits} digits") from None
+    if _deeper_than_allowed(document):
+        raise TooDeep()
+    return document
+
+
 def check_depth(document: Any, path: Path, what: str) -> None:
-    """Refuse a document nested deeper than MAX_DEPTH (walked without recursion)."""
+    """Refuse a document nested deeper than MAX_DEPTH."""
+    if _deeper_than_allowed(document):
+        raise too_deep(path, what)
+
+
+def _deeper_than_allowed(document: Any) -> bool:
+    """Whether `document` nests deeper than MAX_DEPTH (walked without recursion)."""
     stack: list[tuple[Any, int]] = [(document, 1)]
     while stack:
         node, depth = stack.pop()
         if depth > MAX_DEPTH:
-            raise too_deep(path, what)
+            return True
         if isinstance(node, dict):
             stack.extend((value, depth + 1) for value in node.values())
         elif isinstance(node, list):
             stack.extend((value, depth + 1) for value in node)
+    return False
 
 
 def parse_refused(raw: bytes, error: msgspec.DecodeError, path: Path, what: str) -> Any:

@@ -61,7 +61,7 @@ class JsonClient:
             return None
         try:
             return response.json()
-        except ValueError as error:
+        except (ValueError, RecursionError) as error:  # RecursionError: nested too deep
             raise EngineError(
                 f"{self.url(path)} did not answer JSON: {response.text[:ERROR_BODY_CHARS]}"
             ) from error

@@ -197,7 +197,7 @@ class SglangEngine:
 def _json_of(response: requests.Response, url: str) -> Any:
     try:
         return response.json()
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deep
         raise EngineError(
             f"{url} answered something that is not JSON: {response.text[:200]!r}"
         ) from None
