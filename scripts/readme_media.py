@@ -6,8 +6,8 @@ The only way to refresh them: it writes the text between the `run-output` marker
 README.md and docs/images/pr-comment.png, from real runs in a scratch directory:
 
 1. `kl-bitexact run`: the bundled suite against the embedded reference engine (the baseline);
-2. the same suite with a cache bug injected into every reference server (`--fault`), so one
-   test goes red, as a PR that breaks the cache would;
+2. `kl-bitexact run --fault NAME`: the same suite with a cache bug injected into every
+   reference server, so one test goes red, as a PR that breaks the cache would;
 3. `kl-bitexact report` of run 2 against run 1 (the comment `publish` would post), rendered by
    GitHub's own Markdown engine (cmark-gfm, from the test extras) with a GitHub-like style,
    and photographed by headless Chromium.
@@ -25,11 +25,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from importlib import resources
 from pathlib import Path
 
 import cmarkgfm
-import yaml
 from cmarkgfm.cmark import Options
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,13 +67,12 @@ def main() -> int:
         (work / "base").mkdir()
         (work / "head").mkdir()
         healthy = kl_bitexact(work / "base", ["run"], expect=0)
-        suite = faulty_suite(work / "head" / f"example-with-{FAULT}.yaml")
-        broken = kl_bitexact(work / "head", ["run", suite.name], expect=1)
+        broken = kl_bitexact(work / "head", ["run", "--fault", FAULT], expect=1)
         results = "kl-bitexact-results/results.json"
         comment = work / "comment.md"
         report = ["report", f"head/{results}", "--baseline", f"base/{results}"]
         kl_bitexact(work, [*report, "--out", comment.name], expect=1)
-        write_readme_block(healthy, broken, suite.name)
+        write_readme_block(healthy, broken)
         screenshot(chromium, comment.read_text(encoding="utf-8"), work)
     print(f"readme_media: wrote {README.relative_to(ROOT)} and {IMAGE.relative_to(ROOT)}")
     return 0
@@ -101,17 +98,7 @@ def kl_bitexact(cwd: Path, argv: list[str], *, expect: int) -> str:
     return done.stdout
 
 
-def faulty_suite(path: Path) -> Path:
-    """The bundled example suite with `--fault FAULT` on every reference server."""
-    bundled = resources.files("kl_bitexact") / "suites" / "example.yaml"
-    suites = yaml.safe_load(bundled.read_text(encoding="utf-8"))
-    for suite in suites:
-        suite["server"]["args"] = [*suite["server"].get("args", []), "--fault", FAULT]
-    path.write_text(yaml.safe_dump(suites, sort_keys=False), encoding="utf-8")
-    return path
-
-
-def write_readme_block(healthy: str, broken: str, suite_name: str) -> None:
+def write_readme_block(healthy: str, broken: str) -> None:
     block = "\n".join(
         [
             f"{BEGIN} (written by scripts/readme_media.py; edit the script, not this block) -->",
@@ -122,12 +109,13 @@ def write_readme_block(healthy: str, broken: str, suite_name: str) -> None:
             healthy.rstrip(),
             "```",
             "",
-            "The same suite with a cache bug injected into the reference engine",
-            f"(`--fault {FAULT}` on every server: a multi-turn request resumes from a",
-            "checkpoint taken down a sibling branch); the run exits 1:",
+            "The same suite with a cache bug injected into the reference engine (a multi-turn",
+            "request resumes from a checkpoint taken down a sibling branch; `--fault` names",
+            "one of the bugs in [docs/reference-engine.md](docs/reference-engine.md#faults));",
+            "the run exits 1:",
             "",
             "```console",
-            f"$ kl-bitexact run {suite_name}",
+            f"$ kl-bitexact run --fault {FAULT}",
             broken.rstrip(),
             "```",
             END,

@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,3 +85,28 @@ def test_ci_runs_the_readme_test_command_verbatim() -> None:
     commands = [line for line in script.splitlines() if line and not line.startswith("#")]
     second = quick_start_commands()[1].split("#", 1)[0].strip()
     assert commands[-1] == second
+
+
+def readme_fault_demo() -> list[str]:
+    """The README's second captured run: `$ kl-bitexact run --fault NAME` as typed there."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    [line] = re.findall(r"^\$ (kl-bitexact run --fault .*)$", readme, flags=re.MULTILINE)
+    return line.split()
+
+
+def test_the_readme_fault_demo_is_one_command_that_goes_red(tmp_path: Path) -> None:
+    # It ran a suite file that is not in the repository (issue 27).
+    words = readme_fault_demo()
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    done = subprocess.run(
+        [sys.executable, "-m", "kl_bitexact", *words[1:]],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    assert re.search(r"^1 failed, 7 passed$", done.stdout, flags=re.MULTILINE), done.stdout
+    assert "  FAILED   reference-radix::multiturn: first divergence" in done.stdout

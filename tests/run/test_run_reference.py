@@ -39,6 +39,10 @@ def test_bundled_suite_passes_bit_exact(cli, tmp_path):
         assert test.kl_div == 0.0 and test.exact is not None
         assert test.exact.mismatched == 0 and test.exact.tokens > 0
     assert all(s.server.launch_s for s in loaded.suites)
+    # The hicache suite's small device budget (its host tier holds the rest) warned on
+    # every clean run that samples could be evicted (issue 27).
+    budget = [w for t in tests for w in t.warnings if "cache budget" in w]
+    assert budget == [] and "cache budget" not in result.stdout
     comment = (out / "report.md").read_text()
     assert comment.startswith("<!-- kl-bitexact:kl-bitexact -->")
     assert "<code>reference-radix::multiturn</code> | 0 |" in comment
@@ -240,3 +244,44 @@ def test_a_fault_the_server_cannot_act_on_warns_on_every_test_it_runs(cli, tmp_p
     assert test.status is Status.PASSED
     assert any(w.startswith(f"server: {warning}") for w in test.warnings)
     assert "--enable-hierarchical-cache" in (out / "report.md").read_text()
+
+
+def test_fault_is_added_to_every_reference_server_the_run_starts(cli, tmp_path):
+    out = tmp_path / "out"
+    done = cli(
+        [
+            "run",
+            "--fault",
+            "checkpoint-off-by-one",
+            "--select",
+            "reference-radix::match",
+            "--select",
+            "reference-hicache::prefill",
+            "--out",
+            str(out),
+        ]
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    loaded = results_io.load(out / "results.json")
+    for item in loaded.suites:
+        assert item.server.args[-2:] == ("--fault", "checkpoint-off-by-one"), item.server.args
+    statuses = {test.id: test.status for _, test in loaded.all_tests()}
+    assert statuses == {
+        "reference-radix::match": Status.PASSED,  # no cache involved: never red
+        "reference-hicache::prefill_cache_hit": Status.FAILED,
+    }
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (["--fault", "branch-checkpoint-resuse"], "did you mean 'branch-checkpoint-reuse'?"),
+        (
+            ["--fault", "hicache-lossy", "--base-url", "http://127.0.0.1:9"],
+            "no suite here starts one",
+        ),
+    ],
+)
+def test_fault_usage_errors_say_what_to_do(cli, tmp_path, extra, says):
+    done = cli(["run", *extra, "--out", str(tmp_path / "out")])
+    assert done.returncode == 2 and says in done.stderr, done.stderr

@@ -14,6 +14,7 @@ from pathlib import Path
 from kl_bitexact.commands import Command
 from kl_bitexact.compare.comparison import compare
 from kl_bitexact.errors import ConfigError, ExitCode
+from kl_bitexact.reference.faults import Fault, parse_fault
 from kl_bitexact.report import render, terminal
 from kl_bitexact.results import io as results_io
 from kl_bitexact.results.exit_code import exit_code
@@ -27,7 +28,7 @@ from kl_bitexact.results.model import (
 )
 from kl_bitexact.run.runner import Plan, run_suites, test_id
 from kl_bitexact.suite import load as suite_file
-from kl_bitexact.suite.model import URL_EXAMPLE, Suite, is_server_url
+from kl_bitexact.suite.model import URL_EXAMPLE, EngineName, Suite, is_server_url
 from kl_bitexact.untrusted import escape
 from kl_bitexact.untrusted.jsonfile import replace_text
 
@@ -88,6 +89,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "server), to catch differences that only a restart shows",
     )
     parser.add_argument(
+        "--fault",
+        action="append",
+        type=_fault,
+        metavar="NAME",
+        help="inject a known cache bug into every embedded reference server the run starts "
+        "(the bundled suite's): what a red run looks like, e.g. `kl-bitexact run --fault "
+        "branch-checkpoint-reuse`; repeatable; names: "
+        + ", ".join(fault.value for fault in Fault)
+        + " (docs/reference-engine.md)",
+    )
+    parser.add_argument(
         "--print-comment",
         action="store_true",
         help="also print the PR comment this run would post (report.md, Markdown) at the end",
@@ -109,8 +121,17 @@ def _repeat_count(text: str) -> int:
     return int(text)
 
 
+def _fault(name: str) -> Fault:
+    try:
+        return parse_fault(name)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def run(args: argparse.Namespace) -> int:
     suites = select(load_suites(args.suites), args.select or [])
+    if args.fault:
+        suites = with_faults(suites, args.fault, attached=args.base_url)
     if args.exact:
         suites = [strict(s) for s in suites]
     if args.base_url:
@@ -305,6 +326,31 @@ def _matches(identifier: str, patterns: Sequence[str]) -> bool:
         fnmatch.fnmatchcase(identifier, p) if any(c in p for c in "*?[") else p in identifier
         for p in patterns
     )
+
+
+def with_faults(
+    suites: list[Suite], faults: Sequence[Fault], *, attached: str | None
+) -> list[Suite]:
+    """`--fault NAME ...` added to the command of every reference server the run launches."""
+    flags = tuple(part for fault in faults for part in ("--fault", fault.value))
+    launched = [
+        s.server.engine is EngineName.REFERENCE and not s.server.base_url and not attached
+        for s in suites
+    ]
+    if not any(launched):
+        raise ConfigError(
+            "--fault acts on the embedded reference engine that run starts, and no suite here "
+            "starts one" + (f" (--base-url {attached})" if attached else ""),
+            hint="run the bundled suite (no suite files), or suites with `engine: reference`",
+        )
+    return [
+        dataclasses.replace(
+            s, server=dataclasses.replace(s.server, command=s.server.command + flags)
+        )
+        if ours
+        else s
+        for s, ours in zip(suites, launched, strict=True)
+    ]
 
 
 def strict(item: Suite) -> Suite:

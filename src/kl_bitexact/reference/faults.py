@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from enum import Enum
 
+from kl_bitexact.errors import did_you_mean
+
 
 class Fault(Enum):
     HICACHE_LOSSY = "hicache-lossy"
@@ -47,8 +49,9 @@ def parse_fault(name: str) -> Fault:
     for fault in Fault:
         if fault.value == name:
             return fault
-    known = ", ".join(fault.value for fault in Fault)
-    raise ValueError(f"unknown fault {name!r} (known: {known})")
+    names = [fault.value for fault in Fault]
+    close = did_you_mean(name, names)
+    raise ValueError(f"unknown fault {name!r}: {close or 'known: ' + ', '.join(names)}")
 
 
 def help_text() -> str:

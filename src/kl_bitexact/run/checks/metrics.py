@@ -66,6 +66,10 @@ class Geometry:
     prefill_chunk: int | None = None
     # The device cache budget in tokens (sglang's max_total_tokens); None: not reported.
     token_budget: int | None = None
+    # A hierarchical cache's host tier, as a multiple of the device budget (sglang's
+    # --hicache-ratio): evicted pages wait there and come back on a hit. None: no host
+    # tier; 0.0: a host tier of a size in bytes (--hicache-size), in tokens unknown.
+    host_ratio: float | None = None
 
     @classmethod
     def from_server_info(cls, info: Mapping[str, Any]) -> Geometry:
@@ -79,7 +83,17 @@ class Geometry:
             radix_cache=not info.get("disable_radix_cache", False),
             prefill_chunk=_positive(info.get("chunked_prefill_size")) if interval else None,
             token_budget=_positive(info.get("max_total_tokens")),
+            host_ratio=_host_ratio(info),
         )
+
+    @property
+    def cache_capacity(self) -> int | None:
+        """Tokens the server can hold at once for reuse: the device budget, plus a host
+        tier's (ratio x the device's) when there is one: the cached pages wait there while
+        the running requests take the device. None: not known."""
+        if self.token_budget is None or self.host_ratio == 0.0:
+            return None
+        return int(self.token_budget * (1.0 + (self.host_ratio or 0.0)))
 
     @property
     def resume_step(self) -> int:
@@ -95,6 +109,17 @@ class Geometry:
         if self.prefill_chunk is None:
             return self.resume_step
         return math.lcm(self.page_size, self.prefill_chunk)
+
+
+def _host_ratio(info: Mapping[str, Any]) -> float | None:
+    if not info.get("enable_hierarchical_cache"):
+        return None
+    if _positive(info.get("hicache_size")):  # gigabytes: how many tokens that is, unknown
+        return 0.0
+    ratio = info.get("hicache_ratio")
+    if isinstance(ratio, (int, float)) and not isinstance(ratio, bool) and ratio >= 1:
+        return float(ratio)
+    return 0.0
 
 
 def _positive(value: Any) -> int | None:
@@ -236,12 +261,15 @@ def held_tokens(kept: Sequence[int], working: Sequence[int], page_size: int) -> 
 def eviction_warning(held: int, geometry: Geometry) -> str:
     """Say so when the server's cache budget can evict samples before they are reused
     (sglang evicts least-recently-used leaves): the misses would be the budget's, not a bug's."""
-    budget = geometry.token_budget
-    if budget is None or held <= budget:
+    capacity = geometry.cache_capacity
+    if capacity is None or held <= capacity:
         return ""
+    budget = f"the server's max_total_tokens is {geometry.token_budget}"
+    if geometry.host_ratio:  # the bundled hicache suite warned, its host tier left out
+        budget += f" (with its host tier at {geometry.host_ratio:g}x: {capacity} in all)"
     return (
         f"cache budget: reusing every sample needs about {held} tokens in the cache at once, "
-        f"the server's max_total_tokens is {budget}, so least-recently-used samples can be "
-        f"evicted before they are reused and hit fewer than predicted; raise --max-total-tokens "
-        f"above {held} (sglang: or --mem-fraction-static), or send fewer or shorter samples"
+        f"{budget}, so least-recently-used samples can be evicted before they are reused and "
+        f"hit fewer than predicted; raise --max-total-tokens above {held} (sglang: or "
+        "--mem-fraction-static), or send fewer or shorter samples"
     )
