@@ -354,7 +354,7 @@ def test_lint_ci_on_a_generated_repository_ends_cleanly(overlay, picks, python, 
             if path.suffix in (".yml", ".yaml"):
                 try:
                     bent = yaml.safe_dump(mutate(yaml.safe_load(text), changes), allow_unicode=True)
-                except yaml.YAMLError:
+                except (yaml.YAMLError, RecursionError):  # PyYAML's dumper recurses per level
                     bent = edit(text, python)
             else:
                 bent = edit(text, python)

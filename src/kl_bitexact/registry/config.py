@@ -45,9 +45,19 @@ class RegistryConfig:
     checked_backends: tuple[str, ...] = ()
     # --timeout-per-file when a dispatch gives none; 0: read the runner's argparse default
     default_timeout_per_file: str = "0"
+    # backends whose runner_configs the runner table lists (sglang's is CUDA's); other
+    # backends' runner_configs are checked only against a table that covers them
+    runner_table_backends: tuple[str, ...] = ("cuda",)
+    # the keys the configuration file set (not a key itself): a set `registered` /
+    # `exclude` replaces what the suite runner's own globs say
+    given: frozenset[str] = frozenset()
 
 
-_FIELDS = {field.name.replace("_", "-"): field for field in dataclasses.fields(RegistryConfig)}
+_FIELDS = {
+    field.name.replace("_", "-"): field
+    for field in dataclasses.fields(RegistryConfig)
+    if field.name != "given"
+}
 
 
 def load(root: Path, config_file: Path | None) -> RegistryConfig:
@@ -71,7 +81,8 @@ def load(root: Path, config_file: Path | None) -> RegistryConfig:
         raise ConfigError(
             f"{path}: `{SECTION}` must be a mapping", hint="see docs/lint-ci.md, 'What is read'"
         )
-    return RegistryConfig(**{_field(path, key).name: _value(path, section, key) for key in section})
+    values = {_field(path, key).name: _value(path, section, key) for key in section}
+    return RegistryConfig(**values, given=frozenset(values))
 
 
 def _field(path: Path, key: Any) -> dataclasses.Field[Any]:

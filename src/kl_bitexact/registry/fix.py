@@ -21,6 +21,7 @@ from kl_bitexact.registry.lint import (
     allowlist_of,
     is_dispatched,
     known_runners,
+    runner_table_covers,
 )
 from kl_bitexact.registry.model import SUITE_FILE_BACKEND, Registration
 from kl_bitexact.registry.repo import RepoState, read_text
@@ -83,7 +84,9 @@ def plan(state: RepoState, only: str | None = None) -> FixPlan:
     for registration in state.registrations:
         if only is not None and registration.suite != only:
             continue
-        reason = _unfixable(known, registration)
+        reason = _unfixable(
+            known if runner_table_covers(state, registration.backend) else set(), registration
+        )
         if reason is not None:
             declined.setdefault(registration.suite, reason)
             continue

@@ -84,9 +84,18 @@ def _not_allowlisted(state: RepoState) -> list[Finding]:
     findings = []
     for registration in state.registrations:
         allowlist, where = allowlist_of(state, registration)
-        if not allowlist.allows(registration.suite, registration.backend):
-            findings.append(_not_allowlisted_finding(state, registration, where))
+        if allowlist.allows(registration.suite, registration.backend):
+            continue
+        if not registration.enabled and not _validated(state, registration, where):
+            continue  # disabled on purpose, and nothing checks its suite name: no harm
+        findings.append(_not_allowlisted_finding(state, registration, where))
     return findings
+
+
+def _validated(state: RepoState, r: Registration, where: str) -> bool:
+    """Whether the suite runner checks `r`'s suite name, disabled or not (sglang's
+    validate_all_suites runs before any filtering)."""
+    return where.endswith(".py") and state.semantics.validates(r.backend)
 
 
 def _not_allowlisted_finding(state: RepoState, r: Registration, where: str) -> Finding:
@@ -236,21 +245,38 @@ def known_runners(state: RepoState) -> set[str]:
     return set(table) | set(state.config.runners)
 
 
+def runner_table_covers(state: RepoState, backend: str) -> bool:
+    """Whether the runner table lists `backend`'s runner_configs (sglang's lists CUDA's;
+    `registry.runner-table-backends`); without a table, the runner_configs the workflows
+    use stand for every backend's."""
+    if state.runner_table is None:
+        return True
+    return backend == SUITE_FILE_BACKEND or backend in state.config.runner_table_backends
+
+
 def _unknown_runners(state: RepoState) -> list[Finding]:
     known = known_runners(state)
     if not known:
         return []  # no runner table at all: nothing to compare against
+    table = (
+        f"the runner table {state.config.runner_table}"
+        if state.runner_table is not None
+        else "the runner_configs the workflows use"
+    )
     return [
         error(
             r.file,
             r.line,
             Code.UNKNOWN_RUNNER,
-            f"runner_config {r.runner_config!r} is in no runner table (known: "
+            f"runner_config {r.runner_config!r} is not in {table} (known: "
             f"{', '.join(sorted(known))}), so no runner would pick the suite up",
             _runner_fix(r.runner_config, known),
         )
         for r in state.registrations
-        if r.runner_config is not None and r.runner_config not in known
+        if r.runner_config is not None
+        and r.enabled
+        and runner_table_covers(state, r.backend)
+        and r.runner_config not in known
     ]
 
 
@@ -264,7 +290,8 @@ def _nothing_registered(state: RepoState) -> list[Finding]:
     """A lint that read no registration checked nothing: say so instead of passing quietly."""
     if state.files:
         return []
-    globs = ", ".join(state.config.registered + state.config.suite_files)
+    registered = tuple(root.pattern for root in state.registered) or state.config.registered
+    globs = ", ".join(registered + state.config.suite_files)
     return [
         warning(
             ".",
@@ -372,7 +399,12 @@ def _timeout_of(state: RepoState, d: Dispatch) -> float | None:
     if d.timeout_from_est or not d.timeout_known:
         return None
     limit = d.timeout if d.timeout is not None else state.semantics.timeout_per_file
-    return limit + (state.semantics.retry_timeout_increase if d.retry else 0.0)
+    if limit is None:
+        return None  # the runner sets no per-file limit
+    increase = d.retry_increase
+    if increase is None:
+        increase = state.semantics.retry_timeout_increase
+    return limit + (increase if d.retry else 0.0)
 
 
 def _timeout_finding(r: Registration, d: Dispatch, limit: float) -> Finding:

@@ -22,6 +22,7 @@ from kl_bitexact.registry import (
     yamlio,
 )
 from kl_bitexact.registry.allowlists import Allowlist
+from kl_bitexact.registry.collection import Root
 from kl_bitexact.registry.config import RegistryConfig
 from kl_bitexact.registry.model import Registration
 from kl_bitexact.registry.scan import ScannedFile
@@ -39,6 +40,7 @@ class RepoState:
     suite_files: tuple[str, ...]  # every kl-bitexact suite file, for glob matching
     runner_table: frozenset[str] | None  # None: the repository has no runner table
     semantics: Semantics  # what the suite runner does with registrations
+    registered: tuple[Root, ...] = ()  # the globs the registered files were listed by
 
     @cached_property
     def registrations(self) -> tuple[Registration, ...]:
@@ -48,7 +50,9 @@ class RepoState:
 def read(root: Path, config: RegistryConfig) -> RepoState:
     if not root.is_dir():
         raise ConfigError(f"{root}: repository root not found", hint="pass --root DIR")
-    tests = paths.list_files(root, config.registered, config.exclude)
+    semantics = _semantics(root, config)
+    registered = _registered_roots(config, semantics)
+    tests = _list_registered(root, registered)
     suites = paths.list_files(root, config.suite_files, config.exclude)
     workflow_files = paths.list_files(root, config.workflows)
     scanned = scancache.scan_all(
@@ -66,8 +70,29 @@ def read(root: Path, config: RegistryConfig) -> RepoState:
         workflows=_workflows(root, config, workflow_files.files),
         suite_files=tuple(suites.files),
         runner_table=_runner_table(root, config.runner_table),
-        semantics=_semantics(root, config),
+        semantics=semantics,
+        registered=tuple(registered),
     )
+
+
+def _registered_roots(config: RegistryConfig, semantics: Semantics) -> list[Root]:
+    """The globs of registered test files: the suite runner's own (its glob calls and
+    `endswith` exclusions), unless `.kl-bitexact.yaml` sets `registered` / `exclude` or
+    the runner cannot be read; then the configured globs."""
+    if semantics.collection is not None and "registered" not in config.given:
+        extra = config.exclude if "exclude" in config.given else ()
+        return [Root(r.pattern, r.exclude + extra) for r in semantics.collection]
+    return [Root(glob, config.exclude) for glob in config.registered]
+
+
+def _list_registered(root: Path, roots: list[Root]) -> paths.Listing:
+    files: set[str] = set()
+    outside: set[str] = set()
+    for item in roots:
+        listing = paths.list_files(root, (item.pattern,), item.exclude)
+        files.update(listing.files)
+        outside.update(listing.outside)
+    return paths.Listing(sorted(files), sorted(outside))
 
 
 def _single_files(config: RegistryConfig) -> tuple[str, ...]:

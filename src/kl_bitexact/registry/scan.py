@@ -285,14 +285,14 @@ def _unknown(path: str, call: ast.Call, message: str) -> Finding:
 def _type_problems(values: dict[str, Any], call: ast.Call, name: str, path: str) -> list[Finding]:
     findings = []
     est_time = values.get("est_time")
-    if est_time is not _MISSING and not _positive(est_time):
+    if est_time is not _MISSING and not _seconds(est_time):
         findings.append(
             error(
                 path,
                 call.lineno,
                 Code.BAD_EST_TIME,
                 f"{name}(): est_time is {'missing' if est_time is None else repr(est_time)}; "
-                "sharding and the CI timeout budget need a positive number of seconds",
+                "sharding and the CI timeout budget need a number of seconds, 0 or more",
                 "pass est_time=<seconds the file takes>, e.g. the duration of its last run",
             )
         )
@@ -351,12 +351,14 @@ def _is_reason(value: Any) -> bool:
     return isinstance(value, str) and bool(value.strip())
 
 
-def _positive(value: Any) -> bool:
-    return _is_number(value) and float(value) > 0
+def _seconds(value: Any) -> bool:
+    """A valid est_time: a number, 0 or more (sglang's collect_tests takes 0: a file whose
+    time is negligible)."""
+    return _is_number(value) and float(value) >= 0
 
 
 def _number(value: Any) -> float:
-    return float(value) if _positive(value) else 0.0
+    return float(value) if _seconds(value) else 0.0
 
 
 def _text(value: Any) -> str | None:

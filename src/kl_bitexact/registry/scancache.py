@@ -26,7 +26,7 @@ from kl_bitexact.registry.model import Registration
 from kl_bitexact.registry.scan import ScannedFile
 
 # Bump when the scan's output for the same input changes.
-FORMAT = "scan-v3"
+FORMAT = "scan-v4"  # v4: est_time=0 is valid
 # Below this many files to scan, starting worker processes costs more than it saves.
 PARALLEL_MIN_FILES = 800
 _CHUNK = 200

@@ -1,5 +1,6 @@
 """What the suite runner (sglang's test/run_suite.py) does with a registration, read from its
-source by AST (pure): which backends' suite names it validates, and its per-file timeouts.
+source by AST (pure): which files it collects (`collection.py`), which backends' suite names
+it validates, and its per-file timeouts (none when it defines none).
 
 sglang validates suite names only for the backends in `_SUITE_CHECKED_BACKENDS`: there, one
 registration to an unknown suite raises before any test runs, failing every job that runs
@@ -12,20 +13,22 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from kl_bitexact.registry import allowlists
+from kl_bitexact.registry import allowlists, collection
+from kl_bitexact.registry.collection import Root
 
 CHECKED_BACKENDS = "_SUITE_CHECKED_BACKENDS"
-# sglang's argparse defaults, used when the runner cannot be read
-DEFAULT_TIMEOUT_PER_FILE = 1200.0
-DEFAULT_RETRY_INCREASE = 600.0
 
 
 @dataclass(frozen=True)
 class Semantics:
     checked_backends: frozenset[str] | None  # None: every backend is validated
-    timeout_per_file: float = DEFAULT_TIMEOUT_PER_FILE
-    retry_timeout_increase: float = DEFAULT_RETRY_INCREASE
+    # the runner's per-file limit when a run gives none (None: the runner sets none)
+    timeout_per_file: float | None = None
+    retry_timeout_increase: float = 0.0
     source: str = ""  # where the facts were read ("" : defaults)
+    # the files it collects (None: not read from it; `collection_note` says why)
+    collection: tuple[Root, ...] | None = None
+    collection_note: str = ""
 
     def validates(self, backend: str) -> bool:
         return self.checked_backends is None or backend in self.checked_backends
@@ -36,13 +39,14 @@ def read(source: str, path: str) -> Semantics:
         tree = ast.parse(source, filename=path)
     except SyntaxError:
         return Semantics(None)  # the allowlist reader reports it
+    roots = collection.read(tree, path)
     return Semantics(
         checked_backends=_checked_backends(tree),
-        timeout_per_file=_option_default(tree, "--timeout-per-file", DEFAULT_TIMEOUT_PER_FILE),
-        retry_timeout_increase=_option_default(
-            tree, "--retry-timeout-increase", DEFAULT_RETRY_INCREASE
-        ),
+        timeout_per_file=_option_default(tree, "--timeout-per-file"),
+        retry_timeout_increase=_option_default(tree, "--retry-timeout-increase") or 0.0,
         source=path,
+        collection=roots if isinstance(roots, tuple) else None,
+        collection_note=roots if isinstance(roots, str) else "",
     )
 
 
@@ -55,8 +59,9 @@ def _checked_backends(tree: ast.Module) -> frozenset[str] | None:
     return None
 
 
-def _option_default(tree: ast.Module, option: str, fallback: float) -> float:
-    """The literal `default=` of `parser.add_argument("OPTION", ...)` anywhere in the file."""
+def _option_default(tree: ast.Module, option: str) -> float | None:
+    """The literal `default=` of `parser.add_argument("OPTION", ...)` anywhere in the file
+    (None: no such option, or no numeric default: argparse gives None, no limit)."""
     for node in ast.walk(tree):
         if (
             isinstance(node, ast.Call)
@@ -70,4 +75,4 @@ def _option_default(tree: ast.Module, option: str, fallback: float) -> float:
                 value = keyword.value.value if isinstance(keyword.value, ast.Constant) else None
                 if keyword.arg == "default" and isinstance(value, (int, float)):
                     return float(value)
-    return fallback
+    return None

@@ -27,7 +27,7 @@ from kl_bitexact.registry.workflows import (
     Workflows,
 )
 
-FORMAT = "workflows-v2"
+FORMAT = "workflows-v3"
 
 
 class Recording:

@@ -57,6 +57,7 @@ class Dispatch:
     timeout_known: bool = True  # False: given, but by a value only the run knows
     timeout_from_est: bool = False  # --timeout-from-est-time
     retry: bool = False  # --enable-retry
+    retry_increase: float | None = None  # --retry-timeout-increase; None: the runner's default
     runner_line: int = 0  # line of the runner command (in `runner_file`)
     runner_file: str = ""
 
@@ -385,6 +386,7 @@ class _Reader:
             timeout_known=timeout is None or _seconds(timeout) is not None,
             timeout_from_est="--timeout-from-est-time" in arguments,
             retry="--enable-retry" in arguments,
+            retry_increase=_seconds(arguments.get("--retry-timeout-increase")),
             runner_line=line,
             runner_file=path,
         )
