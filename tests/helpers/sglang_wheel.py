@@ -20,13 +20,14 @@ differs), run tests/differential/, and read what changed in the five files (docs
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import functools
 import importlib.abc
 import importlib.machinery
 import importlib.util
 import os
-import shutil
+import random
 import signal
 import socket
 import subprocess
@@ -34,6 +35,7 @@ import sys
 import tempfile
 import time
 import types
+import unittest
 import zipfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -55,7 +57,10 @@ PIP_PLATFORM_FLAGS = (
 )
 # The files read out of the wheel: the KL helpers, the multi-turn helpers, the unittest mixin,
 # the server launcher module real test files import from, the CI partitioner, and the server
-# base class most model test files derive from.
+# base class most model test files derive from; then what sglang's KL test files import
+# beside them (docs/sglang-oracle.md lists the files): the cache-hit, accuracy and
+# branching kits, the disaggregation fixture, and the random-prompt dataset the cache-hit
+# kit draws from.
 WHEEL_FILES = (
     "sglang/test/kl_test_utils.py",
     "sglang/test/kl_multiturn_utils.py",
@@ -63,6 +68,13 @@ WHEEL_FILES = (
     "sglang/test/test_utils.py",
     "sglang/test/ci/ci_register.py",
     "sglang/test/server_fixtures/default_fixture.py",
+    "sglang/test/kits/cache_hit_kit.py",
+    "sglang/test/kits/eval_accuracy_kit.py",
+    "sglang/test/kits/prefix_cache_branching_kit.py",
+    "sglang/test/server_fixtures/disaggregation_fixture.py",
+    "sglang/benchmark/datasets/common.py",
+    "sglang/benchmark/datasets/random.py",
+    "sglang/benchmark/utils.py",
 )
 DOWNLOAD_TIMEOUT_S = 600
 LISTENING = "kl-bitexact reference server listening on "
@@ -140,9 +152,12 @@ def _fetch(version: str, directory: Path, root: Path) -> None:
                 target = staging / name
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(wheel.read(name))
-        if root.exists():
-            shutil.rmtree(root)
-        staging.rename(root)
+        # File by file, each replaced atomically: a session reading the files an older
+        # WHEEL_FILES listed keeps reading them while the new ones arrive.
+        for name in WHEEL_FILES:
+            target = root / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staging / name, target)
 
 
 # --- shims: what the five files import from the rest of sglang ---------------------------
@@ -206,8 +221,12 @@ REFERENCE_FLAGS: dict[str, bool] = {
     "--enable-deterministic-inference": False,
     "--random-seed": True,
     "--fault": True,
+    "--vocab-size": True,
 }
 SERVED_CONTEXT_LENGTH = 32768
+# sglang's files draw random token ids up to 30000 (`rng.randint(1, 30000)`); real
+# tokenizers have 150k+ ids. The engine's extra ids cost memory, not time (reference-engine.md).
+SERVED_VOCAB_SIZE = 32768
 # sglang's speculative algorithms the reference engine does not name: same built-in draft.
 SPECULATIVE_ALIASES = {"NEXTN": "EAGLE"}
 
@@ -239,6 +258,23 @@ def reference_args(other_args: Sequence[object]) -> tuple[list[str], list[str]]:
     return kept, dropped
 
 
+def served_defaults(flags: Sequence[str]) -> list[str]:
+    """What a served model has that the reference engine's defaults lack, unless set."""
+    added: list[str] = []
+    if "--context-length" not in flags:
+        # A served model's context is tens of thousands of tokens; the reference engine's 4096
+        # default refused the second turn of sglang's own 2048-token decode test with a 400.
+        added += ["--context-length", str(SERVED_CONTEXT_LENGTH)]
+    if "--vocab-size" not in flags:
+        added += ["--vocab-size", str(SERVED_VOCAB_SIZE)]
+    if "--page-size" in flags and "--mamba-track-interval" not in flags:
+        # A file that sets a page size but no track interval serves a model without a
+        # recurrent state, whose cache keeps every page of a decode: a checkpoint on every
+        # page is what the reference engine's hybrid model needs to keep them too.
+        added += ["--mamba-track-interval", flags[flags.index("--page-size") + 1]]
+    return added
+
+
 def popen_launch_server(
     model: str,
     base_url: str,
@@ -259,10 +295,7 @@ def popen_launch_server(
     extra = (env or {}).get("KL_BITEXACT_REFERENCE_ARGS") or os.environ.get(
         "KL_BITEXACT_REFERENCE_ARGS", ""
     )
-    if "--context-length" not in [*flags, *extra.split()]:
-        # A served model's context is tens of thousands of tokens; the reference engine's 4096
-        # default refused the second turn of sglang's own 2048-token decode test with a 400.
-        flags += ["--context-length", str(SERVED_CONTEXT_LENGTH)]
+    flags += served_defaults([*flags, *extra.split()])
     command = [
         sys.executable,
         "-m",
@@ -331,6 +364,67 @@ def get_bool_env_var(name: str, default: str = "false") -> bool:
 
 def retry(fn: Any, max_retry: int = 0, **_: Any) -> Any:
     return fn()
+
+
+NEEDS_A_REAL_MODEL = "needs a real model"
+
+
+def _needs_a_real_model(what: str) -> Any:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise unittest.SkipTest(
+            f"{NEEDS_A_REAL_MODEL}: {what} scores a real model's answers; the reference engine "
+            "has no tokenizer and answers random tokens"
+        )
+
+    return refuse
+
+
+@dataclasses.dataclass
+class RequestFuncOutput:
+    """What a benchmark request measured; sglang's cache-hit kit fills one per request (its
+    own lives in sglang.benchmark.serving, which imports half of sglang's benchmarks)."""
+
+    generated_text: str = ""
+    success: bool = False
+    latency: float = 0.0
+    ttft: float = 0.0
+    itl: list[float] = dataclasses.field(default_factory=list)
+    prompt_len: int = 0
+    error: str = ""
+    output_len: int = 0
+    cached_tokens: int = 0
+
+
+# sglang's random-prompt dataset samples token ids from ShareGPT conversations, downloaded
+# from the hub; the reference engine's stand-in is a file of the same shape, made once.
+SHAREGPT_CONVERSATIONS = 256
+
+
+def sharegpt_stand_in(*args: Any, **kwargs: Any) -> str:
+    import json
+
+    path = cache_dir() / "sharegpt" / "conversations.json"
+    if not path.is_file():
+        rng = random.Random(26)
+        letters = "abcdefghijklmnopqrstuvwxyz ,."
+
+        def text() -> str:
+            return "".join(rng.choice(letters) for _ in range(rng.randint(20, 600)))
+
+        conversations = [
+            {
+                "conversations": [
+                    {"from": "human", "value": text()},
+                    {"from": "gpt", "value": text()},
+                ]
+            }
+            for _ in range(SHAREGPT_CONVERSATIONS)
+        ]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        scratch = path.with_suffix(f".{os.getpid()}.tmp")
+        scratch.write_text(json.dumps(conversations))
+        os.replace(scratch, path)
+    return str(path)
 
 
 class _EnvFlag:
@@ -409,10 +503,26 @@ def _shim_modules() -> dict[str, types.ModuleType]:
             is_in_ci=lambda: get_bool_env_var("SGLANG_IS_IN_CI"),
         ),
         "sglang.benchmark": _stub_module("sglang.benchmark"),
-        "sglang.benchmark.serving": _stub_module("sglang.benchmark.serving"),
+        "sglang.benchmark.serving": _stub_module(
+            "sglang.benchmark.serving", RequestFuncOutput=RequestFuncOutput
+        ),
+        # where sglang's benchmark scripts (benchmark/hicache/) still import it from
+        "sglang.bench_serving": _stub_module(
+            "sglang.bench_serving", RequestFuncOutput=RequestFuncOutput
+        ),
+        "sglang.test.run_eval": _stub_module(
+            "sglang.test.run_eval", run_eval=_needs_a_real_model("run_eval (gsm8k, mmlu, ...)")
+        ),
+        "sglang.test.few_shot_gsm8k": _stub_module(
+            "sglang.test.few_shot_gsm8k", run_eval=_needs_a_real_model("few-shot GSM8K")
+        ),
         "sglang.lang": _stub_module("sglang.lang"),
         "sglang.lang.global_config": _stub_module("sglang.lang.global_config"),
-        "sglang.test.sgl_eval_utils": _stub_module("sglang.test.sgl_eval_utils"),
+        "sglang.test.sgl_eval_utils": _stub_module(
+            "sglang.test.sgl_eval_utils",
+            SGL_EVAL_BENCHMARKS=frozenset(),
+            run_sgl_eval=_needs_a_real_model("sglang's eval harness"),
+        ),
     }
 
 
@@ -460,29 +570,112 @@ class _ShimLoader(importlib.abc.Loader):
         pass
 
 
+# Third-party libraries other wheel modules import at module level for what the KL files
+# never reach (model tokenizers: sglang's get_tokenizer is replaced below).
+TRANSFORMERS: tuple[str, ...] = ("transformers",)
+STUBBED_WHILE_LOADING = {
+    "sglang.test.test_utils": THIRD_PARTY,
+    "sglang.benchmark.utils": (*TRANSFORMERS, "tqdm", "tqdm.asyncio"),
+    "sglang.benchmark.datasets.random": TRANSFORMERS,
+}
+
+
 class _WheelSourceLoader(importlib.machinery.SourceFileLoader):
     def exec_module(self, module: types.ModuleType) -> None:
-        if module.__name__ != "sglang.test.test_utils":
+        with _third_party_stubs(STUBBED_WHILE_LOADING.get(module.__name__, ())):
             super().exec_module(module)
-            return
-        with _third_party_stubs():
-            super().exec_module(module)
-        # The real launcher starts `sglang serve`; ours starts the reference engine.
-        module.popen_launch_server = popen_launch_server  # type: ignore[attr-defined]
-        module.kill_process_tree = kill_process_tree  # type: ignore[attr-defined]
-        module.terminate_and_kill_process_tree = terminate_and_kill_process_tree  # type: ignore[attr-defined]
-        # sglang's fixed port (21000) would collide between parallel test sessions.
-        module.DEFAULT_URL_FOR_TEST = f"http://127.0.0.1:{free_port()}"  # type: ignore[attr-defined]
+        adapt = _ADAPTERS.get(module.__name__)
+        if adapt is not None:
+            adapt(module)
+
+
+def _adapt_test_utils(module: Any) -> None:
+    # The real launcher starts `sglang serve`; ours starts the reference engine.
+    module.popen_launch_server = popen_launch_server
+    module.kill_process_tree = kill_process_tree
+    module.terminate_and_kill_process_tree = terminate_and_kill_process_tree
+    # sglang's fixed port (21000) would collide between parallel test sessions.
+    module.DEFAULT_URL_FOR_TEST = f"http://127.0.0.1:{free_port()}"
+
+
+def _adapt_kl_test_utils(module: Any) -> None:
+    """sglang's LongBench prompt cache, for every model name and size a file asks for: our
+    prompts are written into the cache directory (kl-bitexact's own, never sglang's, so a
+    real sglang run on this machine never reads them) before sglang's get_input_ids reads it."""
+    module.CACHE_DIR = os.environ.get(LONGBENCH_DIR_ENV) or str(cache_dir() / "longbench")
+    original = module.get_input_ids
+
+    @functools.wraps(original)
+    def get_input_ids(
+        tokenizer_path: str,
+        max_prompt_tokens: int = 3000,
+        num_samples: int | None = None,
+        **kw: Any,
+    ) -> Any:
+        count = num_samples if num_samples is not None else module.DEFAULT_NUM_SAMPLES
+        ensure_longbench_prompts(module.CACHE_DIR, tokenizer_path, max_prompt_tokens, count)
+        return original(tokenizer_path, max_prompt_tokens, num_samples, **kw)
+
+    module.get_input_ids = get_input_ids
+
+
+def _adapt_benchmark_utils(module: Any) -> None:
+    module.get_tokenizer = get_tokenizer
+    module.download_and_cache_hf_file = sharegpt_stand_in
+
+
+def _adapt_prefix_cache_branching_kit(module: Any) -> None:
+    # Its requests carry `text`; the hit it expects is counted in a real tokenizer's tokens.
+    module.PrefixCacheBranchingMixin.send_request_helper = classmethod(
+        _needs_a_real_model("the prefix-cache branching kit (it sends text)")
+    )
+
+
+_ADAPTERS = {
+    "sglang.test.test_utils": _adapt_test_utils,
+    "sglang.test.kl_test_utils": _adapt_kl_test_utils,
+    "sglang.benchmark.utils": _adapt_benchmark_utils,
+    "sglang.test.kits.prefix_cache_branching_kit": _adapt_prefix_cache_branching_kit,
+}
+
+LONGBENCH_DIR_ENV = "KL_BITEXACT_LONGBENCH_DIR"
+# Our stand-in for LongBench prompts: lengths and ids from a seed of the file's name, so
+# every run (and every process of one run) reads the same prompts.
+LONGBENCH_LENGTHS = (200, 600)
+
+
+def ensure_longbench_prompts(
+    directory: str, model: str, max_prompt_tokens: int, num_samples: int
+) -> Path:
+    """sglang's cache file `input_ids_{model}_{tokens}_{samples}.json` in `directory`,
+    written (atomically) when absent: `num_samples` prompts of token ids 1..30000."""
+    import json
+    import zlib
+
+    safe = model.replace("/", "_").replace("\\", "_")
+    path = Path(directory, f"input_ids_{safe}_{max_prompt_tokens}_{num_samples}.json")
+    if path.is_file():
+        return path
+    rng = random.Random(zlib.crc32(path.name.encode()))
+    prompts = [
+        [rng.randint(1, 30000) for _ in range(rng.randint(*LONGBENCH_LENGTHS))]
+        for _ in range(num_samples)
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scratch = path.with_suffix(f".{os.getpid()}.tmp")
+    scratch.write_text(json.dumps(prompts))
+    os.replace(scratch, path)
+    return path
 
 
 @contextlib.contextmanager
-def _third_party_stubs() -> Iterator[None]:
+def _third_party_stubs(names: Sequence[str]) -> Iterator[None]:
     absent = {
         top
-        for top in {name.split(".")[0] for name in THIRD_PARTY}
+        for top in {name.split(".")[0] for name in names}
         if top not in sys.modules and importlib.util.find_spec(top) is None
     }
-    added = [name for name in THIRD_PARTY if name.split(".")[0] in absent]
+    added = [name for name in names if name.split(".")[0] in absent]
     for name in added:
         sys.modules[name] = _stub_module(name)
     try:
@@ -518,12 +711,17 @@ REFERENCE_MODEL = "kl-bitexact-reference"
 
 
 def child_env(
-    scratch: Path, *, fault: str | None = None, pythonpath: Sequence[str] = ()
+    scratch: Path,
+    *,
+    fault: str | None = None,
+    pythonpath: Sequence[str] = (),
+    reference_args: Sequence[str] = (),
 ) -> dict[str, str]:
     """The environment of a child `kl-bitexact pytest -- -p sglang_wheel ...`: sglang's
     LongBench prompt cache under `scratch` (48 prompts for the reference model), the wheel
     where this session fetched it, this helper and this kl_bitexact importable (after
-    `pythonpath`), and `fault` for the reference engine popen_launch_server starts."""
+    `pythonpath`), and `fault` and `reference_args` for the reference engine
+    popen_launch_server starts."""
     import json
 
     import numpy as np
@@ -543,7 +741,10 @@ def child_env(
         # the wheel stays where the session fetched it, whatever XDG_CACHE_HOME says
         "KL_BITEXACT_CACHE": str(cache_dir().parents[1]),
         "PYTHONPATH": os.pathsep.join([*pythonpath, *own]),
-        "KL_BITEXACT_REFERENCE_ARGS": f"--fault {fault}" if fault else "",
+        "KL_BITEXACT_REFERENCE_ARGS": " ".join(
+            [*reference_args, *(["--fault", fault] if fault else [])]
+        ),
+        LONGBENCH_DIR_ENV: str(longbench),
     }
 
 
