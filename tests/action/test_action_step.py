@@ -520,6 +520,23 @@ def test_python_test_files_run_with_pytest_under_the_python_input():
     ]
 
 
+def test_the_exact_input_makes_suites_and_python_test_files_exact():
+    """`exact: true`: any differing logprob fails, for suites (`run --exact`) and for Python
+    test files (`pytest --exact`: the logprobs their server answered)."""
+    inputs = read_inputs(env(command="run", exact="true"))
+    assert "--exact" in argv.run_argv(inputs, ["s.yaml"])
+    assert argv.pytest_argv(inputs, ["t/test_x.py"], Path("o"))[5:] == [
+        "--exact",
+        "--",
+        "t/test_x.py",
+    ]
+    plain = read_inputs(env(command="run"))
+    assert "--exact" not in argv.run_argv(plain, ["s.yaml"])
+    assert "--exact" not in argv.pytest_argv(plain, ["t/test_x.py"], Path("o"))
+    with pytest.raises(ConfigError, match="action input `exact`"):
+        read_inputs(env(exact="sometimes"))
+
+
 def run_action(cli, repo: Path, results_dir: Path, **inputs: str):
     output = results_dir.parent / f"{results_dir.name}.output"
     values = env(command="run", results_dir=str(results_dir), python=sys.executable, **inputs)

@@ -4,7 +4,9 @@ sglang's `kl_test_utils` (from its 0.5.23 wheel, tests/helpers/sglang_wheel.py) 
 `match` / `prefill_cache_hit` / `decode_cache_hit` run on one server each, with the same
 prompts (sglang's LongBench cache file, which our suites read as well), the same sampling and
 the same threshold. Per-sample KL lists, averages, hit counts and verdicts must be identical:
-every float compared with `==`. Servers: deterministic and plain arithmetic, every fault of
+every float compared with `==`. The plugin's observer (what `kl-bitexact pytest` pairs while a
+file runs) watches sglang's helpers: its pairs give sglang's per-sample KL list, its counts
+and first divergences are `run`'s. Servers: deterministic and plain arithmetic, every fault of
 reference/faults.py, track intervals aligned and misaligned with the page, EAGLE with and
 without the overshoot fault.
 """
@@ -34,6 +36,7 @@ from sglang_differential import (
     parse_printed,
 )
 
+from kl_bitexact.pytest_plugin.observe import RequestsTap, TestObservation
 from kl_bitexact.reference.faults import Fault
 from kl_bitexact.results.model import Status, TestResult
 from kl_bitexact.run.checks import metrics, run_check
@@ -151,3 +154,57 @@ def test_both_minus_infinity_is_the_one_deliberate_difference(kl_utils: ModuleTy
     theirs = parse_printed(printed.getvalue(), "match", passed=False)
     assert theirs.kl_per_sample is not None and math.isnan(theirs.kl_per_sample[0])
     assert metrics.k3((-math.inf, -1.0), (-math.inf, -1.0)) == 0.0
+
+
+# --- the observer of `kl-bitexact pytest` -------------------------------------------------
+
+CACHE_FAULTS = ("checkpoint-off-by-one", "swa-early-release")
+OBSERVED_SERVERS = (
+    "deterministic",
+    "plain",
+    "checkpoint-off-by-one",
+    "swa-early-release",
+    "eagle-overshoot",
+)
+
+
+def observed(kl_utils: ModuleType, check: str, url: str) -> tuple[TestObservation, Outcome]:
+    tap = RequestsTap()
+    tap.install()
+    tap.current = seen = TestObservation()
+    try:
+        theirs = sglang_outcome(kl_utils, check, url)
+    finally:
+        tap.remove()
+    return seen, theirs
+
+
+@pytest.mark.parametrize("check", list(CHECKS))
+@pytest.mark.parametrize("server", OBSERVED_SERVERS)
+def test_the_observer_pairs_what_sglang_pairs_and_counts_what_run_counts(
+    kl_utils: ModuleType, servers: Callable[[str], str], server: str, check: str
+) -> None:
+    url = servers(server)
+    seen, theirs = observed(kl_utils, check, url)
+    _, result = our_outcome(check, url)
+    assert theirs.hits is None or theirs.hits > SAMPLES // 2  # these servers hit
+    # the same pairs: the k3 of each observed pair list is sglang's printed kl_divs entry
+    pairs = [sample.compared() for sample in seen.samples]
+    kl = tuple(metrics.k3([a for _, a, _ in p], [b for _, _, b in p]) for p in pairs)
+    assert kl == theirs.kl_per_sample
+    # the same counts and first divergences as `kl-bitexact run`
+    exact = seen.exact()
+    assert exact is not None and result.exact is not None
+    assert (exact.tokens, exact.mismatched) == (result.exact.tokens, result.exact.mismatched)
+    mine = [
+        (d.sample, d.token_index, d.decode_logprob, d.replay_logprob) for d in seen.divergences()
+    ]
+    runs = [
+        (d.sample, d.token_index, d.decode_logprob, d.replay_logprob)
+        for d in result.first_divergence
+    ]
+    assert mine == runs
+    if server == "deterministic" or (check == "match" and server != "plain"):
+        assert exact.mismatched == 0
+    if server == "plain" or (server in CACHE_FAULTS and check != "match"):
+        assert exact.mismatched > 0  # not all-equal zeros: the comparison means something

@@ -207,6 +207,20 @@ def test_cache_hits_cell_shows_minimum_and_prediction():
     assert "30 → 31/32 (min 0.99, predicted 32)" in render.comment(compare(head, base))
 
 
+def test_a_test_green_under_its_own_threshold_shows_its_differing_logprobs_beside():
+    """sglang's files pass under 0.02 while a fault moves logprobs (pytest's observer counts
+    them): the row says both; in exact mode the test failed and says so as before."""
+    loose = check_result(
+        "swa-kl", kl_div=1.5e-05, kl_threshold=0.02, exact=r.ExactMatch(tokens=216, mismatched=144)
+    )
+    body = render.comment(compare(results(loose), None))
+    assert "passed under its threshold 0.02 - 144/216 logprobs differ" in body
+    exact = r.ExactMatch(tokens=216, mismatched=144, enforced=True)
+    red = check_result("swa-kl", r.Status.FAILED, kl_threshold=0.02, exact=exact)
+    assert "passed under" not in render.comment(compare(results(red), None))
+    assert "passed under" not in render.comment(compare(results(check_result("ok")), None))
+
+
 def test_job_summary_has_no_marker_and_a_larger_budget():
     tests = [check_result(f"pass-{i}-{'y' * 200}") for i in range(600)]
     comparison = compare(results(*tests), None)

@@ -16,6 +16,8 @@ def run_argv(inputs: ActionInputs, suite_files: Sequence[str]) -> list[str]:
         argv += ["--base-url", inputs.base_url]
     if inputs.repeat and inputs.repeat > 1:
         argv += ["--repeat", str(inputs.repeat)]
+    if inputs.exact:
+        argv.append("--exact")
     if inputs.prove != "false":
         argv += ["--prove-base", str(inputs.base_path)]
     return argv + list(inputs.args)
@@ -26,6 +28,8 @@ def pytest_argv(inputs: ActionInputs, test_files: Sequence[str], out: Path) -> l
     (the `python` input: the engine is installed there, not in the action's environment).
     `args` are `run`'s, not pytest's."""
     argv = ["pytest", "--out", str(out), "--python", inputs.python]
+    if inputs.exact:
+        argv.append("--exact")
     if inputs.prove != "false":
         argv += ["--prove-base", str(inputs.base_path)]
     return [*argv, "--", *test_files]

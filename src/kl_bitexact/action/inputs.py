@@ -36,6 +36,7 @@ class ActionInputs:
     strict: bool = False
     partitions: int | None = None
     repeat: int | None = None  # run: `--repeat N`, the flake meter
+    exact: bool = False  # run: `--exact` for suites and Python test files alike
     prove: str = "false"  # the proof of new tests (PROVE)
     base_path: Path = Path("kl-bitexact-base")  # the base revision's checkout (prove)
     proof_dir: Path = Path("kl-bitexact-proof")  # report, publish: the proof runs' results
@@ -71,6 +72,7 @@ def read_inputs(environ: Mapping[str, str]) -> ActionInputs:
         strict=_boolean("strict", get("strict", "false")),
         partitions=_positive_int("partitions", get("partitions")),
         repeat=_positive_int("repeat", get("repeat")),
+        exact=_boolean("exact", get("exact", "false")),
         prove=_choice("prove", get("prove", "false").lower(), PROVE),
         base_path=Path(get("base-path", "kl-bitexact-base")),
         proof_dir=Path(get("proof-dir", "kl-bitexact-proof")),

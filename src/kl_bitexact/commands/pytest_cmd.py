@@ -36,7 +36,7 @@ from kl_bitexact.commands.common import (
 from kl_bitexact.errors import ConfigError, ExitCode, FatalError
 from kl_bitexact.ingest import pytest_proof
 from kl_bitexact.ingest.junit import JUnitCase
-from kl_bitexact.pytest_plugin import PROVE_UNIT
+from kl_bitexact.pytest_plugin import EXACT, OBSERVE, PROVE_UNIT
 from kl_bitexact.pytest_plugin.fixtures import LOG_DIR_ENV
 from kl_bitexact.registry import proof_checkout
 from kl_bitexact.results.model import Results, current_run_info
@@ -74,6 +74,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "it: sglang's layout)",
     )
     parser.add_argument(
+        "--exact",
+        action="store_true",
+        help="any logprob that differs between a decode and its replay fails the test, "
+        "whatever the test's own threshold says (the plugin pairs the logprobs its server "
+        "answers; the counts are recorded either way)",
+    )
+    parser.add_argument(
         "--python",
         metavar="INTERPRETER",
         help="run pytest with this interpreter (where the engine is installed: its packages "
@@ -97,7 +104,7 @@ def run_pytest(args: argparse.Namespace) -> int:
     out: Path = args.out
     junit_path, log_path = out / "junit.xml", out / "logs" / "pytest.log"
     junit_path.unlink(missing_ok=True)  # never read a stale file from an earlier run
-    command = pytest_command(pytest_args, junit_path, args.python)
+    command = pytest_command(pytest_args, junit_path, args.python, exact=args.exact)
     returncode = _run_child(command, log_path, env=_interpreter_env(os.environ, args.python))
     _check_child(returncode, junit_path, log_path)
     return import_and_write(junit_path, log_path, out / "results.json", args)
@@ -130,13 +137,15 @@ _BOOTSTRAP = (
 
 
 def pytest_command(
-    pytest_args: Sequence[str], junit_path: Path, python: str | None = None
+    pytest_args: Sequence[str], junit_path: Path, python: str | None = None, *, exact: bool = False
 ) -> list[str]:
     """The child's command line: JUnit XML holding every test's output, passing ones too."""
     start = [python, "-c", _BOOTSTRAP] if python else [sys.executable, "-m", "pytest"]
     command = [*start, *pytest_args, f"--junitxml={junit_path}"]
     # What `python3 file.py` runs: no imported test_* helper collected as a test.
     command += ["--kl-own-tests-only"]
+    # The exact counts of the logprobs each test's server answers (pytest_plugin/observe.py).
+    command += [EXACT] if exact else [OBSERVE]
     command += ["-o", "junit_logging=all", "-o", "junit_log_passing_tests=true"]
     # xunit1 adds the file attribute, from which node ids are rebuilt without the plugin.
     command += ["-o", "junit_family=xunit1"]

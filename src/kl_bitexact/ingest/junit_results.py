@@ -121,6 +121,7 @@ def to_test(case: JUnitCase, options: Options) -> TestResult:
     nodeid = node_id(case)
     recorded = _recorded(case, nodeid)
     base = recorded if recorded is not None else _from_output(case, nodeid, options)
+    base = _with_observed(case, nodeid, base)
     status = _combined_status(_STATUS[case.outcome], base.status)
     # A recorded check that did not pass explains itself better than pytest's wrapper.
     own_words = status is Status.PASSED or (
@@ -162,13 +163,45 @@ def _recorded(case: JUnitCase, nodeid: str) -> TestResult | None:
     test = _parse_json(text, nodeid, prop.RESULT)
     if isinstance(test, dict):
         test = {**test, "id": nodeid}
+    return _decoded(test, nodeid, prop.RESULT)
+
+
+def _with_observed(case: JUnitCase, nodeid: str, base: TestResult) -> TestResult:
+    """The exact counts the plugin's observer paired from the server's answers, beside the
+    file's own numbers (its KL and verdict are untouched); a check that recorded its own
+    exact counts (kl_check) keeps them."""
+    text = case.property(prop.OBSERVED)
+    if text is None or base.exact is not None:
+        return base
+    observed = _parse_json(text, nodeid, prop.OBSERVED)
+    if not isinstance(observed, dict):
+        raise ConfigError(f"{nodeid}: JUnit property {prop.OBSERVED} is not an object")
+    test = {
+        "id": nodeid,
+        "check": base.check,
+        "status": "passed",
+        "exact": observed.get("exact"),
+        "first_divergence": observed.get("first_divergence", []),
+        "warnings": observed.get("warnings", []),
+    }
+    found = _decoded(test, nodeid, prop.OBSERVED)
+    return replace(
+        base,
+        exact=found.exact,
+        first_divergence=found.first_divergence,
+        warnings=(*base.warnings, *found.warnings),
+    )
+
+
+def _decoded(test: Any, nodeid: str, name: str) -> TestResult:
+    """One results.json test entry from a JUnit property, validated against the schema."""
     document = {
         "schema_version": results.SCHEMA_VERSION,
         "tool": {"name": results.TOOL_NAME, "version": "recorded"},
         "run": {},
         "suites": [{"name": "recorded", "server": {"engine": UNKNOWN_ENGINE}, "tests": [test]}],
     }
-    decoded = results_io.from_json(document, source=f"{nodeid} property {prop.RESULT}")
+    decoded = results_io.from_json(document, source=f"{nodeid} property {name}")
     return decoded.suites[0].tests[0]
 
 

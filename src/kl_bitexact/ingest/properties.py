@@ -16,5 +16,8 @@ BLOCKED_BY = PREFIX + "blocked_by"  # JSON list of "owner/repo#N"
 RESULT = PREFIX + "result"  # JSON of one results.json test, as `kl-bitexact run` writes it
 SUITE = PREFIX + "suite"  # the registered suite name
 SERVER = PREFIX + "server"  # JSON {"engine", "args", "launch_s"} of the server the test used
+# JSON {"exact", "first_divergence", "samples", "warnings"}: the logprobs the test's server
+# answered, paired decode vs replay by the plugin's observer (`kl-bitexact pytest`).
+OBSERVED = PREFIX + "observed"
 # `pytest --prove-base`: the new or changed unit (node id prefix) the test was run for.
 PROVE_UNIT = PREFIX + "prove_unit"

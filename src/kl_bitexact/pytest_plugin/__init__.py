@@ -11,6 +11,9 @@ or fixture needs is imported when one is used.
   `disabled="reason"` skips the test.
 - `@pytest.mark.kl_suite(spec)` and the fixtures `kl_server`, `kl_check`, `kl_record`
   (`pytest_fixtures`): servers and checks from a suite-style spec.
+- `--kl-observe` (set by `kl-bitexact pytest`): the logprobs each test's server answers,
+  decode vs replay, counted bit for bit (observe.py); `--kl-exact` fails a test where any
+  of them differs.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from kl_bitexact.ingest import properties as prop
 from kl_bitexact.pytest_plugin.fixtures import kl_check, kl_module_server, kl_record, kl_server
 
 if TYPE_CHECKING:
+    from kl_bitexact.pytest_plugin.observe import RequestsTap
     from kl_bitexact.pytest_plugin.registration import RegisterMarker
 
 # Fixtures are found by name in the plugin module.
@@ -47,6 +51,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "module (sglang's test_..._helper) is not a test of the file (set by kl-bitexact pytest)",
     )
     parser.addoption(
+        OBSERVE,
+        action="store_true",
+        help="pair the logprobs each test's server answers through `requests` (a decode and "
+        "its replay, as sglang's KL helpers pair them) and record how many differ in any bit "
+        "(set by kl-bitexact pytest)",
+    )
+    parser.addoption(
+        EXACT,
+        action="store_true",
+        help="with the observer: a test where any paired logprob differs fails, whatever its "
+        "own threshold said (implies --kl-observe; set by kl-bitexact pytest --exact)",
+    )
+    parser.addoption(
         PROVE_UNIT,
         action="append",
         default=[],
@@ -58,6 +75,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 OWN_TESTS_ONLY = "--kl-own-tests-only"
+OBSERVE = "--kl-observe"
+EXACT = "--kl-exact"
+_TAP: pytest.StashKey[RequestsTap] = pytest.StashKey()
 PROVE_UNIT = "--kl-prove-unit"
 
 
@@ -75,7 +95,17 @@ def pytest_pycollect_makeitem(
     return None
 
 
+def _option(config: pytest.Config, name: str) -> Any:
+    return config.getoption(name.removeprefix("--").replace("-", "_"))
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    if _option(config, OBSERVE) or _option(config, EXACT):
+        from kl_bitexact.pytest_plugin.observe import RequestsTap
+
+        tap = RequestsTap()
+        tap.install()
+        config.stash[_TAP] = tap
     config.addinivalue_line(
         "markers",
         "blocked_by(*refs): expected red until these pull requests merge "
@@ -182,12 +212,31 @@ def _registration(item: pytest.Item) -> RegisterMarker | None:
         raise pytest.UsageError(f"{item.nodeid}: {error.message}") from None
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    tap = item.config.stash.get(_TAP, None)
+    if tap is not None:
+        from kl_bitexact.pytest_plugin.observe import TestObservation
+
+        # A class's setUpClass runs in its first test's setup: its answers count there.
+        tap.current = TestObservation()
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, Any, None]:
+    tap = item.config.stash.get(_TAP, None)
+    observed = tap.current if tap is not None else None
+    exact = _option(item.config, EXACT)
+    if observed is not None and call.when == "teardown":
+        record = observed.record(enforced=exact)
+        if record is not None:
+            item.user_properties.append((prop.OBSERVED, json.dumps(record)))
     outcome = yield
     report: pytest.TestReport = outcome.get_result()
+    if observed is not None and exact and call.when == "call" and report.passed:
+        _fail_on_difference(report, observed)
     reason = getattr(report, "wasxfail", None)
     if reason is None or report.when != "call":
         return
@@ -195,3 +244,20 @@ def pytest_runtest_makereport(
     if report.passed:
         # JUnit writes a non-strict xpass as a plain pass; say what it was.
         item.user_properties.append((prop.OUTCOME, "xpass"))
+
+
+def _fail_on_difference(report: pytest.TestReport, observed: Any) -> None:
+    """`--kl-exact`: a passing test whose server answered differing logprobs fails."""
+    match = observed.exact()
+    if match is None or not match.mismatched or hasattr(report, "wasxfail"):
+        return
+    where = ""
+    divergences = observed.divergences()
+    if divergences:
+        first = divergences[0]
+        where = f"; first: sample {first.sample}, token {first.token_index} ({first.hint})"
+    report.outcome = "failed"
+    report.longrepr = (
+        f"kl-bitexact --exact: {match.mismatched}/{match.tokens} logprobs differ between "
+        f"decode and replay, though the test's own check passed{where}"
+    )

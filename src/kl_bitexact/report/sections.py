@@ -16,7 +16,7 @@ from kl_bitexact.compare.comparison import Blocker, Comparison, TestDelta, Trans
 from kl_bitexact.compare.gate import SEVERITY, Verdict
 from kl_bitexact.report import charts, history, proofs
 from kl_bitexact.report.budget import Block, Section
-from kl_bitexact.report.wording import ICON, LABEL, TRANSITION, measured
+from kl_bitexact.report.wording import ICON, LABEL, TRANSITION, measured, passed_yet_differs
 from kl_bitexact.results.formats import MISSING, fmt_kl, plural
 from kl_bitexact.results.model import (
     CacheHits,
@@ -147,7 +147,10 @@ _TRANSITION_UNSAID = (Transition.UNCHANGED, Transition.NO_BASE, Transition.REMOV
 def _status_cell(delta: TestDelta) -> str:
     label = LABEL[delta.verdict] if delta.verdict else "removed"
     parts = [f"**{label}**" if delta.gating else label]
-    if delta.head is not None and delta.head.status.value != label:
+    differs = passed_yet_differs(delta.head) if delta.head is not None else ""
+    if differs:
+        parts.append(differs)
+    elif delta.head is not None and delta.head.status.value != label:
         parts.append(delta.head.status.value)
     if delta.transition not in _TRANSITION_UNSAID and TRANSITION[delta.transition] != label:
         parts.append(TRANSITION[delta.transition])

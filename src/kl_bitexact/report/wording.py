@@ -5,7 +5,7 @@ from __future__ import annotations
 from kl_bitexact.compare.comparison import Transition
 from kl_bitexact.compare.gate import Verdict
 from kl_bitexact.results.formats import fmt_kl
-from kl_bitexact.results.model import TestResult
+from kl_bitexact.results.model import Status, TestResult
 
 ICON = {
     Verdict.REGRESSION: "🔴",
@@ -57,3 +57,18 @@ def measured(test: TestResult) -> str:
     if test.exact is not None and test.exact.not_reported:
         text += f", {test.exact.not_reported} not reported by the server"
     return text
+
+
+def passed_yet_differs(test: TestResult) -> str:
+    """A test that passed its own KL threshold while logprobs differ (not in exact mode: a
+    loose sglang file, a plain-arithmetic engine), its verdict and the count side by side;
+    "" otherwise."""
+    exact = test.exact
+    if test.status is not Status.PASSED or exact is None or not exact.mismatched:
+        return ""
+    if exact.enforced:
+        return ""
+    threshold = f" {test.kl_threshold:g}" if test.kl_threshold is not None else ""
+    return (
+        f"passed under its threshold{threshold} - {exact.mismatched}/{exact.tokens} logprobs differ"
+    )
