@@ -425,6 +425,7 @@ def test_blocker_lookups_are_capped_and_kept_to_this_owners_repositories(
     refs = own + owners + foreign
     tests = [_test(f"t::{i}", red=True, blocked_by=tuple(refs[i::20])) for i in range(20)]
     states_file = tmp_path / "states.json"
+    fake_github.world.seed({"repos": {"OCTO/docs": {}, "octo/tools": {}}})  # public
     argv = ["publish", str(_write(tmp_path / "r.json", *tests)), "--blockers-out", str(states_file)]
     assert cli.main(argv) == 1  # unknown blockers fail closed
     asked = _issue_lookups(fake_github)
@@ -462,6 +463,39 @@ def test_more_blocker_repositories_and_lookups_can_be_allowed(
     assert cli.main([*more, "--max-blocker-lookups", "2"]) == 1  # the third is one too many
     assert _issue_lookups(fake_github) == [f"/repos/{REPO}/issues/{n}" for n in (11, 21)]
     assert cli.main([*more, "--max-blocker-lookups", "3"]) == 0  # every blocker open
+
+
+def test_a_public_comment_shows_no_private_repositorys_blocker_state(
+    fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
+) -> None:
+    # Issue 30, item 9: the state of octo/secret#5 (private) showed in octo/engine's public
+    # PR comment. Not looked up at all: unknown, with the reason, which fails closed.
+    fake_github.world.seed(
+        {
+            "repos": {
+                REPO: {"pulls": [{"number": 11}]},
+                "octo/secret": {"private": True, "issues": [{"number": 5}]},
+                "octo/tools": {"issues": [{"number": 6}]},
+            }
+        }
+    )
+    blocked = [("#11",), ("octo/secret#5",), ("octo/tools#6",)]
+    tests = [_test(f"t::{n}", red=True, blocked_by=refs) for n, refs in enumerate(blocked)]
+    states_file = tmp_path / "states.json"
+    argv = ["publish", str(_write(tmp_path / "r.json", *tests)), "--blockers-out", str(states_file)]
+    assert cli.main(argv) == 1
+    assert json.loads(states_file.read_text()) == {
+        f"{REPO}#11": "open",
+        "octo/secret#5": "unknown",
+        "octo/tools#6": "open",
+    }
+    assert "/repos/octo/secret/issues/5" not in _issue_lookups(fake_github)
+    body = html.unescape(_comments(fake_github)[0])
+    assert "not shown: octo/secret is private and this comment is public" in body
+    # A private repository's PR comment is private: the same states are shown there.
+    fake_github.world.seed({"repos": {REPO: {"private": True}}})
+    assert cli.main(argv) == 0  # every blocker open
+    assert json.loads(states_file.read_text())["octo/secret#5"] == "open"
 
 
 # --- the baseline from the base branch's newest successful run --------------------------

@@ -293,7 +293,7 @@ def _run(
     tested = results_io.tested_commit([("results", head), ("proof", proof or results.Results())])
     # Before anything is fetched or written: results of another commit mark nothing.
     status.refuse_other_commit(tested, marked)
-    blockers = _blocker_states(options, client, target, head)
+    blockers = _blocker_states(options, client, target, head, public=_public(pull))
     base = _baseline(options.baseline, client, target, pull.base.ref)
     common.say_notice(baseline.notice(base))
     comparison = compare(
@@ -378,17 +378,31 @@ def _workflow(source: BaselineSource, option: str) -> str:
     return source.workflow
 
 
+def _public(pull: PullRequest) -> bool:
+    """Whether the PR (so its comment) is public: its repository says `private: false`;
+    anything else counts as public, which shows less."""
+    base = pull.raw_data.get("base")
+    repo = base.get("repo") if isinstance(base, dict) else None
+    return not (isinstance(repo, dict) and repo.get("private") is True)
+
+
 def _blocker_states(
-    options: Options, client: Github, target: PullRequestTarget, head: results.Results
+    options: Options,
+    client: Github,
+    target: PullRequestTarget,
+    head: results.Results,
+    *,
+    public: bool,
 ) -> blocker_states.Resolved:
     if options.blockers is not None:
         return blocker_states.Resolved(blocker_states.load(options.blockers))
     refs = blocker_states.refs_in(head, target.repository)
     scope = blocker_states.Scope.of(
-        target.repository, options.blocker_repos, options.max_blocker_lookups
+        target.repository, options.blocker_repos, options.max_blocker_lookups, public=public
     )
     fetch = blocker_states.issue_fetcher(client, target.token)
-    resolved = blocker_states.resolve(refs, fetch, scope)
+    private = blocker_states.privacy_fetcher(client, target.token)
+    resolved = blocker_states.resolve(refs, fetch, scope, private)
     if options.blockers_out is not None:
         write_output(options.blockers_out, blocker_states.dumps(resolved.states))
     return resolved

@@ -12,6 +12,11 @@ limit burnt for 10 minutes): only repositories in the `Scope` (this one, and by 
 owner's) are asked about, at most `limit` distinct references per run; the rest are
 `unknown`, each with the reason.
 
+A comment on a public repository's PR shows no state of a private repository's issue
+(issue 30): a reference to another repository is looked up only once that repository is
+known to be public (one request per repository); a private one, or one whose visibility
+cannot be told, is `unknown`, with that reason, and its issue is never asked about.
+
 The states file (`report --blockers FILE`, `publish --blockers FILE`) is
 `{"owner/repo#N": "open" | "merged" | "closed" | "unknown", ...}`.
 """
@@ -42,6 +47,8 @@ DEFAULT_MAX_LOOKUPS = 100
 
 # (owner, repo, number) -> the issue's JSON as the REST API returns it.
 FetchIssue = Callable[[str, str, int], Mapping[str, Any]]
+# (owner, repo) -> whether the repository is private.
+FetchPrivate = Callable[[str, str], bool]
 
 
 def refs_in(results: Results, default_repo: str | None) -> list[BlockerRef]:
@@ -79,13 +86,23 @@ class Scope:
     repository: str
     patterns: tuple[str, ...] = ()
     limit: int = DEFAULT_MAX_LOOKUPS
+    # The comment is public (the repository is): other repositories' states are shown only
+    # when those are public too.
+    public: bool = False
 
     @classmethod
-    def of(cls, repository: str, patterns: Sequence[str] = (), limit: int | None = None) -> Scope:
+    def of(
+        cls,
+        repository: str,
+        patterns: Sequence[str] = (),
+        limit: int | None = None,
+        *,
+        public: bool = False,
+    ) -> Scope:
         """The default patterns are the repository owner's: `owner/*`."""
         owner = repository.split("/", 1)[0]
         chosen = tuple(patterns) or (f"{owner}/*",)
-        return cls(repository, chosen, DEFAULT_MAX_LOOKUPS if limit is None else limit)
+        return cls(repository, chosen, DEFAULT_MAX_LOOKUPS if limit is None else limit, public)
 
     def allows(self, ref: BlockerRef) -> bool:
         name = f"{ref.owner}/{ref.repo}".lower()
@@ -114,13 +131,20 @@ class Resolved:
     reasons: dict[str, str] = field(default_factory=dict)
 
 
-def resolve(refs: Iterable[BlockerRef], fetch: FetchIssue, scope: Scope | None = None) -> Resolved:
+def resolve(
+    refs: Iterable[BlockerRef],
+    fetch: FetchIssue,
+    scope: Scope | None = None,
+    is_private: FetchPrivate | None = None,
+) -> Resolved:
     """Ask once per distinct reference in `scope` (no scope: any, no limit); a failed
-    lookup is `unknown` with GitHub's reason, not an abort.
+    lookup is `unknown` with GitHub's reason, not an abort. With a public scope, another
+    repository's reference is asked about only once `is_private` says it is public.
 
     Keys are canonical `owner/repo#N`, as `compare` and the states file want them.
     """
     resolved = Resolved()
+    hidden = _Visibility(scope, is_private)
     asked = 0
     for ref in refs:
         key = str(ref)
@@ -129,7 +153,7 @@ def resolve(refs: Iterable[BlockerRef], fetch: FetchIssue, scope: Scope | None =
         why = _not_asked(ref, scope, asked)
         if why is None:
             asked += 1
-            why = _ask(ref, fetch, resolved.states)
+            why = hidden.why(ref) or _ask(ref, fetch, resolved.states)
         if why is not None:
             resolved.states[key] = BlockerState.UNKNOWN
             resolved.reasons[key] = why
@@ -142,6 +166,38 @@ def _not_asked(ref: BlockerRef, scope: Scope | None, asked: int) -> str | None:
     if not scope.allows(ref):
         return scope.outside(ref)
     return scope.over_limit() if asked >= scope.limit else None
+
+
+class _Visibility:
+    """Why a reference's state may not be shown in a public comment, asked once per
+    repository."""
+
+    def __init__(self, scope: Scope | None, is_private: FetchPrivate | None) -> None:
+        self.scope, self.is_private = scope, is_private
+        self.reasons: dict[str, str | None] = {}
+
+    def why(self, ref: BlockerRef) -> str | None:
+        name = f"{ref.owner}/{ref.repo}"
+        scope = self.scope
+        if self.is_private is None or scope is None or not scope.public:
+            return None
+        if name.lower() == scope.repository.lower():
+            return None  # the comment's own repository: public
+        if name.lower() not in self.reasons:
+            self.reasons[name.lower()] = self._lookup(ref.owner, ref.repo, self.is_private)
+        return self.reasons[name.lower()]
+
+    def _lookup(self, owner: str, repo: str, is_private: FetchPrivate) -> str | None:
+        try:
+            private = is_private(owner, repo)
+        except GitHubError as error:
+            return (
+                f"not looked up: whether {owner}/{repo} is private could not be told, and this "
+                f"comment is public ({error.message})"
+            )
+        if private:
+            return f"not shown: {owner}/{repo} is private and this comment is public"
+        return None
 
 
 def _ask(ref: BlockerRef, fetch: FetchIssue, states: dict[str, BlockerState]) -> str | None:
@@ -176,3 +232,16 @@ def issue_fetcher(client: Github, token: str) -> FetchIssue:
         return issue
 
     return fetch
+
+
+def privacy_fetcher(client: Github, token: str) -> FetchPrivate:
+    """Whether a repository is private, through the one PyGithub client."""
+
+    def is_private(owner: str, repo: str) -> bool:
+        with translated(f"reading whether {owner}/{repo} is private", token):
+            raw = client.get_repo(f"{owner}/{repo}").raw_data
+            answer: Mapping[str, Any] = shaped(raw, Mapping, "reading a repository")
+        # Anything but a plain false (a field missing or odd) counts as private.
+        return answer.get("private") is not False
+
+    return is_private

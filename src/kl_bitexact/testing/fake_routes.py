@@ -213,16 +213,34 @@ def _pull_json(call: Call, repo: Repo, pull: Pull) -> Any:
             "base": {
                 "ref": pull.base_ref,
                 "label": pull.base_ref,
-                "repo": _repo_fields(call, repo.full_name),
+                "repo": _repo_fields(call, repo.full_name, repo.private),
             },
         },
     )
 
 
-def _repo_fields(call: Call, full_name: str) -> dict[str, Any]:
+def _repo_fields(call: Call, full_name: str, private: bool = False) -> dict[str, Any]:
     owner, name = full_name.split("/")
     url = f"{call.base_url}/repos/{full_name}"
-    return {"full_name": full_name, "name": name, "owner": {"login": owner}, "url": url}
+    return {
+        "full_name": full_name,
+        "name": name,
+        "owner": {"login": owner},
+        "url": url,
+        "private": private,
+    }
+
+
+def get_repo(world: World, call: Call, match: re.Match[str]) -> Answer:
+    """A repository: publish reads whether it is private (a public PR's comment shows no
+    private repository's blocker state)."""
+    repo = _repo(world, match)
+    if repo is None:
+        return not_found()
+    fields = _repo_fields(call, repo.full_name, repo.private)
+    fields["owner"] = _user(fields["owner"]["login"])
+    fields["visibility"] = "private" if repo.private else "public"
+    return Answer(200, merged(component(load_spec(), "full-repository"), fields))
 
 
 def get_issue(world: World, call: Call, match: re.Match[str]) -> Answer:
@@ -450,6 +468,7 @@ ROUTES: tuple[tuple[str, re.Pattern[str], Handler], ...] = tuple(
         ("POST", _REPO + r"/issues/(?P<number>\d+)/comments", create_comment),
         ("PATCH", _REPO + r"/issues/comments/(?P<id>\d+)", edit_comment),
         ("DELETE", _REPO + r"/issues/comments/(?P<id>\d+)", delete_comment),
+        ("GET", _REPO, get_repo),
         ("GET", _REPO + r"/pulls/(?P<number>\d+)", get_pull),
         ("GET", _REPO + r"/issues/(?P<number>\d+)", get_issue),
         ("POST", _REPO + r"/statuses/(?P<sha>[0-9a-fA-F]+)", create_status),

@@ -75,6 +75,7 @@ class Run:
 @dataclass
 class Repo:
     full_name: str
+    private: bool = False  # what GET /repos/{owner}/{repo} and a pull's base.repo say
     pulls: dict[int, Pull] = field(default_factory=dict)
     issues: dict[int, Issue] = field(default_factory=dict)
     comments: list[Comment] = field(default_factory=list)
@@ -163,6 +164,7 @@ class World:
 
     def _seed_repo(self, full_name: str, spec: Mapping[str, Any]) -> None:
         repo = self.repo(full_name)
+        repo.private = bool(spec.get("private", repo.private))
         for pull in spec.get("pulls", ()):
             repo.pulls[pull["number"]] = Pull(**pull)
         for issue in spec.get("issues", ()):
