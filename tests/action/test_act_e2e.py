@@ -156,6 +156,7 @@ def run_act(
         "--local-repository", f"actions/upload-artifact@v6={STUBS / 'upload-artifact'}",
         "--local-repository", f"actions/download-artifact@v7={STUBS / 'download-artifact'}",
         "--local-repository", f"actions/checkout@v5={STUBS / 'checkout'}",
+        "--local-repository", f"actions/cache@v5={STUBS / 'cache'}",
         "--env", f"KL_BITEXACT_ACT_REPO={repo}",
         "--env", f"KL_BITEXACT_ACT_ARTIFACTS={artifacts}",
         # One action environment for all jobs (built once, under a lock), not one per job.
@@ -248,6 +249,11 @@ def test_trusted_pull_request_runs_both_shards_and_publishes_once(
     assert (status["state"], status["sha"]) == ("success", head)
     kept = sorted(run.artifact("kl-bitexact-results").rglob("results.json"))
     assert [ids_in(path) for path in kept] == shards
+    # ... and fetched main's history (its one run), whose archive the workflow cached for
+    # the next run (actions/cache, a local stand-in here).
+    [entry] = (run.artifacts / "_cache").iterdir()
+    assert entry.name.startswith("kl-bitexact-history-main-")
+    assert [path.suffix for path in sorted(entry.rglob("run-*"))] == [".json", ".zip"]
     # The composite action alone (examples/action-only.yml): both suites in one job.
     single = run.artifact("kl-bitexact-single-job")
     assert ids_in(single / "results.json") == shards[0] | shards[1]

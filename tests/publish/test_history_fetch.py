@@ -229,3 +229,9 @@ def test_the_local_github_pages_runs_and_artifacts_keeping_the_filters(
     assert [a["name"] for a in listed.json()["artifacts"]] == [NAME, "extra-0", "extra-1"]
     assert listed.json()["total_count"] == 4 and "next" in listed.links
     assert listed.json()["artifacts"][0]["digest"].startswith("sha256:")
+
+
+def test_the_default_cache_is_the_jobs_temporary_directory_in_actions(tmp_path: Path) -> None:
+    job = {"RUNNER_TEMP": str(tmp_path), "XDG_CACHE_HOME": "/elsewhere"}
+    assert history_fetch.default_cache(job) == tmp_path / "kl-bitexact-history"
+    assert history_fetch.default_cache({"XDG_CACHE_HOME": "/x"}) == Path("/x/kl-bitexact/history")

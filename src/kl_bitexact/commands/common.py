@@ -160,8 +160,9 @@ def add_history_fetch_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="keep the fetched runs' archives here, so a second fetch (another job on the "
         "same machine, a later publish) downloads only new runs; an archive is reused only "
-        "when its SHA-256 is the digest GitHub lists for it (default: "
-        "$XDG_CACHE_HOME/kl-bitexact/history, else ~/.cache/kl-bitexact/history)",
+        "when its SHA-256 is the digest GitHub lists for it (default: in a GitHub Actions "
+        "job $RUNNER_TEMP/kl-bitexact-history, else $XDG_CACHE_HOME/kl-bitexact/history or "
+        "~/.cache/kl-bitexact/history)",
     )
     parser.add_argument(
         "--history-timeout",

@@ -22,7 +22,7 @@ import re
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -63,7 +63,11 @@ class Bounds:
         return 2 * self.runs + 10
 
 
-def default_cache(env: dict[str, str] | os._Environ[str] = os.environ) -> Path:
+def default_cache(env: Mapping[str, str] = os.environ) -> Path:
+    """In a GitHub Actions job, its temporary directory (the runner empties it per job; the
+    reusable workflow keeps it across runs with actions/cache); elsewhere the user's cache."""
+    if env.get("RUNNER_TEMP"):
+        return Path(env["RUNNER_TEMP"]) / "kl-bitexact-history"
     base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "kl-bitexact" / "history"
 
