@@ -126,3 +126,19 @@ def test_pathlib_globs_are_read_too():
 def test_a_runner_it_cannot_read_says_why_and_the_configured_globs_stay(source, why):
     found = collection.read(ast.parse(source), "test/run_suite.py")
     assert isinstance(found, str) and why in found
+
+
+def test_fix_never_allowlists_a_suite_whose_tests_are_all_disabled(cli, make_repo, snapshot):
+    # Before: --fix added a suite whose only registration is disabled to the allowlist,
+    # and the next lint called that entry stale. With a validated backend the suite name
+    # fails every job, so it is reported, and --fix says why it does not act.
+    root = make_repo("disabled-unlisted")
+    path = root / "test/registered/amd/test_parked_amd.py"
+    path.write_text(path.read_text().replace("register_amd_ci", "register_cpu_ci"))
+    before = snapshot(root)
+    result = cli(["lint-ci", "--root", str(root), "--fix"])
+    assert snapshot(root) == before
+    assert "not fixed: 'nightly-amd-8-gpu-parked': every registration to it is disabled" in (
+        result.stderr
+    )
+    assert result.returncode == 1

@@ -125,3 +125,33 @@ def test_wrapper_options_attached_values_and_the_end_of_options():
         {"D": "/y"},
         ["-q", "python3"],
     )
+
+
+# --- --fix only with evidence ---------------------------------------------------------------
+
+
+def _fix(cli, root):
+    return cli(["lint-ci", "--root", str(root), "--fix"])
+
+
+def test_fix_never_allowlists_a_suite_no_job_of_its_backend_runs(cli, make_repo, snapshot):
+    # Before: the AMD registration's suite was "dispatched" by the `--hw cuda` job, so
+    # --fix added it to PER_COMMIT_SUITES[AMD], hiding that it runs nowhere.
+    root = make_repo("hw-mismatch")
+    before = snapshot(root)
+    result = _fix(cli, root)
+    assert snapshot(root) == before
+    assert "not fixed: 'base-b-test-1-gpu-large': no job's `suite` axis runs amd" in result.stderr
+    assert result.returncode == 1
+
+
+def test_fix_allowlists_a_suite_a_wrapped_job_of_its_backend_runs(cli, make_repo, snapshot):
+    root = make_repo("wrapped-dispatch")
+    runner = root / "test/run_suite.py"
+    runner.write_text(runner.read_text().replace('    HWBackend.AMD: ["stage-a-test-rocm"],\n', ""))
+    first = _fix(cli, root)
+    assert "fixed: added 'stage-a-test-rocm' to PER_COMMIT_SUITES[amd]" in first.stderr
+    assert '    HWBackend.AMD: ["stage-a-test-rocm"],' in runner.read_text()
+    assert first.returncode == 0
+    again = snapshot(root)
+    assert _fix(cli, root).returncode == 0 and snapshot(root) == again

@@ -77,33 +77,52 @@ class FixPlan:
 
 
 def plan(state: RepoState, only: str | None = None) -> FixPlan:
-    """The edits that register each fixable suite (only `only`, when given)."""
+    """The edits that register each fixable suite (only `only`, when given). A suite is
+    allowlisted only with evidence: a job already runs it for its backend, or a matrix is
+    found that runs its kind of suite for that backend (then both are added); and never
+    when it has no enabled test (the next lint would call the entry stale)."""
     edits: list[Edit] = []
     declined: dict[str, str] = {}
     known = known_runners(state)
     for registration in state.registrations:
         if only is not None and registration.suite != only:
             continue
-        reason = _unfixable(
-            known if runner_table_covers(state, registration.backend) else set(), registration
-        )
+        covered = runner_table_covers(state, registration.backend)
+        reason = _unfixable(known if covered else set(), registration)
         if reason is not None:
             declined.setdefault(registration.suite, reason)
             continue
+        allowlist, file = allowlist_of(state, registration)
+        listed = allowlist.allows(registration.suite, registration.backend)
+        if not registration.enabled:
+            validated = file.endswith(".py") and state.semantics.validates(registration.backend)
+            if not listed and validated and not _has_enabled(state, registration):
+                declined.setdefault(registration.suite, _ALL_DISABLED)
+            continue  # an enabled registration to the suite decides for it
         placement: list[MatrixAddition] = []
-        if registration.enabled and not is_dispatched(
-            state, registration.suite, registration.backend
-        ):
+        if not is_dispatched(state, registration.suite, registration.backend):
             placement, why_not = _matrix_addition(state, registration)
             if not placement:
                 # Allowlisting a suite nothing will run would only hide the problem.
                 declined.setdefault(registration.suite, why_not)
                 continue
-        allowlist, file = allowlist_of(state, registration)
-        if not allowlist.allows(registration.suite, registration.backend):
+        if not listed:
             edits.append(_allowlist_addition(file, registration))
         edits.extend(placement)
     return FixPlan(tuple(dict.fromkeys(edits)), declined)
+
+
+_ALL_DISABLED = (
+    "every registration to it is disabled, so no run would test anything: an allowlist "
+    "entry would be stale (re-enable a test first, or leave it out)"
+)
+
+
+def _has_enabled(state: RepoState, r: Registration) -> bool:
+    return any(
+        other.enabled and other.suite == r.suite and other.backend == r.backend
+        for other in state.registrations
+    )
 
 
 def _unfixable(known: set[str], registration: Registration) -> str | None:
@@ -112,7 +131,7 @@ def _unfixable(known: set[str], registration: Registration) -> str | None:
         return "its name has characters CI configuration cannot carry safely"
     runner = registration.runner_config
     if runner is not None and known and runner not in known:
-        return f"runner_config {runner!r} is in no runner table (probably a typo)"
+        return f"runner_config {runner!r} is in no runner table (a typo, or a runner CI lacks)"
     return None
 
 
