@@ -148,9 +148,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _stdout_closed()
         return 0
     args = build_parser(_chosen(words)).parse_args(words)
+    refused = None
     if getattr(args, "clean_environment", False):
-        _clean_environment(words, restart=argv is None)
-    code = _handle(args)
+        refused = _clean_environment(words, restart=argv is None)
+    code = _handle(args) if refused is None else refused
     if argv is None:
         _before_exit()
     return code
@@ -169,14 +170,21 @@ def _before_exit() -> None:
     gc.freeze()
 
 
-def _clean_environment(words: Sequence[str], *, restart: bool) -> None:
-    """Before a command that runs the repository's code: warn about credentials in the
-    environment, and as a process (not a call from Python) restart without them."""
+def _clean_environment(words: Sequence[str], *, restart: bool) -> int | None:
+    """Before a command that runs the repository's code: warn about credentials within its
+    reach (or, under GitHub Actions, refuse to start with one in an ancestor: the exit
+    code), and as a process (not a call from Python) restart without its own."""
+    from kl_bitexact.errors import FatalError
     from kl_bitexact.run import clean_env
 
-    clean_env.warn(os.environ)
+    try:
+        clean_env.warn(os.environ)
+    except FatalError as error:
+        _print_fatal(error)
+        return int(error.exit_code)
     if restart:
         clean_env.restart_clean(words, os.environ)
+    return None
 
 
 def _handle(args: argparse.Namespace) -> int:

@@ -150,3 +150,86 @@ def test_the_action_running_a_suite_leaves_no_token_or_input_to_its_servers(tmp_
     # The restarted action still finishes the step: outputs and summary written.
     assert "conclusion<<" in outputs.read_text() and "success" in outputs.read_text()
     assert (tmp_path / "summary.md").read_text()
+
+
+# --- issue 30, item 5: the ancestors, and secrets under other names -----------------------
+
+PAT = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"  # GitHub's shape, not a real token
+
+
+def _from_a_shell(tmp_path: Path, command: list[str], secrets: dict[str, str], actions: bool):
+    """A step's shell given `secrets` in its environment (a step's or job's `env:`) that
+    starts kl-bitexact as its child (no exec): the shell stays above the suite, holding
+    them in the environment it was started with, /proc/<pid>/environ."""
+    script = tmp_path / "step.sh"
+    script.write_text(" ".join(command) + "\necho shell-done\n")
+    env = {**os.environ, **secrets, "GITHUB_ACTIONS": "true" if actions else "false"}
+    return subprocess.run(
+        ["bash", "--noprofile", "--norc", str(script)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_under_actions_a_token_in_the_steps_shell_stops_run_before_anything_starts(tmp_path):
+    # The step's shell kept GITHUB_TOKEN after run's clean restart, and the server read it
+    # from /proc/<ppid>/environ while run said the suite's processes could not.
+    suite, dump = _suite(tmp_path)
+    secrets = {"GITHUB_TOKEN": SECRETS["GITHUB_TOKEN"], "MY_CI_GITHUB_PAT": PAT}
+    command = [sys.executable, "-m", "kl_bitexact", "run", str(suite), "--out", str(tmp_path)]
+    done = _from_a_shell(tmp_path, command, secrets, actions=True)
+    assert done.returncode == 0 and "shell-done" in done.stdout  # the script went on
+    assert not dump.exists(), "the suite started"
+    error = done.stderr
+    assert "kl-bitexact: error: refusing to run the suite: GITHUB_TOKEN, MY_CI_GITHUB_PAT in " in (
+        error
+    )
+    assert "(bash), above this kl-bitexact: the suite's processes (the PR's code) can read" in error
+    assert "cannot read" not in done.stdout + error
+    assert not (tmp_path / "results.json").exists()
+
+
+def test_pytest_refuses_too_with_the_runtime_token_above_it(tmp_path):
+    test_file = tmp_path / "test_x.py"
+    test_file.write_text("def test_ok():\n    assert True\n")
+    command = [sys.executable, "-m", "kl_bitexact", "pytest", "--out", str(tmp_path / "o")]
+    secrets = {"ACTIONS_RUNTIME_TOKEN": SECRETS["ACTIONS_RUNTIME_TOKEN"]}
+    done = _from_a_shell(tmp_path, [*command, "--", str(test_file)], secrets, actions=True)
+    assert "refusing to run the suite: ACTIONS_RUNTIME_TOKEN in process" in done.stderr
+    assert not (tmp_path / "o" / "junit.xml").exists()
+
+
+def test_outside_actions_the_warning_says_what_the_suite_can_read(tmp_path):
+    # A developer's own shell running their own code: run goes on, and says so plainly.
+    suite, dump = _suite(tmp_path)
+    secrets = {"GH_TOKEN": SECRETS["GH_TOKEN"], "DEPLOY_SECRET": "s3cr3t"}
+    command = [sys.executable, "-m", "kl_bitexact", "run", str(suite), "--out", str(tmp_path)]
+    done = _from_a_shell(tmp_path, command, secrets, actions=False)
+    assert dump.exists()
+    warning = next(line for line in done.stderr.splitlines() if "warning" in line)
+    assert "GH_TOKEN in process" in warning and "(bash), above this kl-bitexact" in warning
+    assert "can read them there" in warning and "cannot read" not in warning
+    # The shell's other secret reaches the suite through run itself, and is named so.
+    assert "DEPLOY_SECRET reach the suite's processes" in warning
+
+
+def test_a_github_token_under_any_name_is_dropped_and_named(tmp_path):
+    # MY_CI_GITHUB_PAT passed on to the suite without a word; now its name (PAT) and its
+    # value (ghp_...) each say it is a credential: the restart drops it, the warning names it.
+    suite, dump = _suite(tmp_path)
+    env = {**os.environ, "MY_CI_GITHUB_PAT": PAT, "BUILD_CACHE_KEY": PAT, "GITHUB_ACTIONS": "true"}
+    done = subprocess.run(
+        [sys.executable, "-m", "kl_bitexact", "run", str(suite), "--out", str(tmp_path / "out")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    held = [entry for process in json.loads(dump.read_text()) for entry in process["environ"]]
+    assert not any(PAT in entry for entry in held[: len(held)]), "a token reached the suite"
+    assert "BUILD_CACHE_KEY, MY_CI_GITHUB_PAT in this step's environment" in done.stdout
