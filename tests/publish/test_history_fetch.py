@@ -85,6 +85,11 @@ def test_a_second_fetch_downloads_nothing_and_the_cache_reads_offline(
     said: list[str] = []
     second = _fetch(target, tmp_path, said=said)
     assert _blob_requests(fake_github) == RUNS and said == []  # all cached: nothing to say
+    # Per fetch: the runs, each run's artifacts (their digest), and the branch's history
+    # once (no `compare` per run: every commit is among the branch's newest).
+    paths = [entry["path"] for entry in fake_github.world.requests]
+    assert sum("/compare/" in path for path in paths) == 0
+    assert sum(path.endswith("/commits") for path in paths) == 2
     assert [r.commit for r in second.runs] == [r.commit for r in first.runs]
     directory = history_fetch.cache_dir(tmp_path, Wanted(REPO, "ci.yml", "main", NAME))
     assert directory == tmp_path / "octo_engine" / "ci.yml" / "main" / NAME
@@ -140,6 +145,8 @@ def test_runs_that_are_not_the_base_branchs_own_are_passed_over(
         "passed over: run 904: commit ffffffffffff not on main; run 902: code from fork/engine; "
         "run 901: a pull_request event"
     )
+    compared = [e["path"] for e in world.requests if "/compare/" in e["path"]]
+    assert compared == [f"/repos/{REPO}/compare/main...{'f' * 40}"]  # not among the listed
 
 
 def test_a_huge_or_malformed_artifact_is_left_out_and_said_so(

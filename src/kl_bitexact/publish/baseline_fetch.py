@@ -177,6 +177,34 @@ def off_branch(repo: Repository, run: WorkflowRun, branch: str) -> str | None:
     return None if status in ON_BRANCH else f"commit {run.head_sha[:12]} not on {branch}"
 
 
+class BranchHistory:
+    """Whether runs' commits are on the branch's history, for many runs at once: the
+    branch's newest commits, listed in one request, answer for the runs of recent pushes;
+    a commit not among them is asked about on its own (`off_branch`). Either way the rule is
+    one: the commit is reachable from the branch's head."""
+
+    LISTED = 100  # one page
+
+    def __init__(self, repo: Repository, branch: str) -> None:
+        self.repo, self.branch = repo, branch
+        self._recent: set[str] | None = None
+
+    def off_branch(self, run: WorkflowRun) -> str | None:
+        if self._recent is None:
+            self._recent = self._list()
+        if run.head_sha in self._recent:
+            return None
+        return off_branch(self.repo, run, self.branch)
+
+    def _list(self) -> set[str]:
+        try:
+            return {c.sha for c in islice(self.repo.get_commits(sha=self.branch), self.LISTED)}
+        except GithubException as error:
+            if error.status not in (404, 409, 422):  # no such branch, or an empty repository
+                raise
+            return set()
+
+
 def download_location(client: Github, artifact: Artifact) -> str:
     """GitHub answers the archive URL with a redirect to short-lived blob storage."""
     if artifact.size_in_bytes > MAX_ARCHIVE_BYTES:

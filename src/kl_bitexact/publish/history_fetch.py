@@ -29,7 +29,6 @@ from pathlib import Path
 
 from github import Github
 from github.Artifact import Artifact
-from github.Repository import Repository
 from github.WorkflowRun import WorkflowRun
 
 from kl_bitexact.compare import history, history_dir
@@ -127,13 +126,14 @@ def fetch(
 
 def _search(client: Github, wanted: Wanted, bounds: Bounds) -> _Search:
     repo = client.get_repo(wanted.repository)
+    branch = baseline_fetch.BranchHistory(repo, wanted.branch)
     search = _Search()
     for run in islice(baseline_fetch.listed_runs(repo, wanted, "completed"), bounds.scan):
         why = baseline_fetch.distrust(run, wanted)
         artifact = None if why else baseline_fetch.named_artifact(run, wanted.artifact)
         if not why and artifact is None:
             why = f"no {wanted.artifact} artifact (expired, or the run uploaded none)"
-        why = why or _off_branch(repo, run, wanted.branch)
+        why = why or branch.off_branch(run)
         if why:
             search.passed_over.append(f"run {run.id}: {why}")
             continue
@@ -142,10 +142,6 @@ def _search(client: Github, wanted: Wanted, bounds: Bounds) -> _Search:
         if len(search.chosen) == bounds.runs:
             break
     return search
-
-
-def _off_branch(repo: Repository, run: WorkflowRun, branch: str) -> str | None:
-    return baseline_fetch.off_branch(repo, run, branch)
 
 
 class _Fetcher:

@@ -407,6 +407,30 @@ def compare_commits(world: World, call: Call, match: re.Match[str]) -> Answer:
     return Answer(200, merged(component(load_spec(), "commit-comparison"), fields))
 
 
+def list_commits(world: World, call: Call, match: re.Match[str]) -> Answer:
+    """GET .../commits?sha=BRANCH: the branch's seeded history, newest first, page by page."""
+    repo = _repo(world, match)
+    branch = call.param("sha")
+    history = repo.branches.get(branch) if repo and branch else None
+    if repo is None or history is None:
+        return not_found()
+    newest_first = list(reversed(history))
+    per_page = min(int(call.param("per_page") or DEFAULT_PER_PAGE), MAX_PER_PAGE)
+    page = int(call.param("page") or 1)
+    chunk = newest_first[(page - 1) * per_page : page * per_page]
+    base = _repo_url(call, repo)
+    # `author: null` as in compare_commits: the empty object the description allows.
+    body = [
+        merged(
+            component(load_spec(), "commit"),
+            {"sha": sha, "url": f"{base}/commits/{sha}", "author": {}, "committer": {}},
+        )
+        for sha in chunk
+    ]
+    links = _links(f"{base}/commits", page, per_page, len(newest_first), _filters(call, ("sha",)))
+    return Answer(200, body, {"Link": links} if links else {})
+
+
 def list_run_artifacts(world: World, call: Call, match: re.Match[str]) -> Answer:
     repo = _repo(world, match)
     if repo is None:
@@ -475,6 +499,7 @@ ROUTES: tuple[tuple[str, re.Pattern[str], Handler], ...] = tuple(
         ("GET", _REPO + r"/actions/workflows/(?P<workflow>[^/]+)/runs", list_workflow_runs),
         ("GET", _REPO + r"/actions/runs/(?P<run_id>\d+)/artifacts", list_run_artifacts),
         ("GET", _REPO + r"/compare/(?P<basehead>.+)", compare_commits),
+        ("GET", _REPO + r"/commits", list_commits),
         (
             "GET",
             _REPO + r"/actions/artifacts/(?P<artifact_id>\d+)/(?P<format>[^/]+)",
