@@ -11,10 +11,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import history_runs
+
 from kl_bitexact.compare.baseline import Baseline
 from kl_bitexact.compare.blockers import BlockerState
 from kl_bitexact.compare.comparison import compare
 from kl_bitexact.compare.gate import FailOn, Policy
+from kl_bitexact.compare.history import History
+from kl_bitexact.compare.history import Run as HistoryRun
+from kl_bitexact.compare.history import build as build_history
 from kl_bitexact.registry.findings import Severity
 from kl_bitexact.registry.findings_file import Finding
 from kl_bitexact.report import render
@@ -109,6 +114,7 @@ class Scenario:
     budget: int | None = render.COMMENT_LIMIT
     links: render.Links = LINKS
     proof: r.Results | None = None  # the new and changed tests on the base revision
+    history: History | None = None  # the base branch's recent runs (issue 28)
 
     def render(self) -> str:
         comparison = compare(
@@ -118,6 +124,7 @@ class Scenario:
             policy=self.policy,
             default_repo="sgl-project/sglang",
             proof=self.proof,
+            history=self.history,
         )
         return render.comment(
             comparison, key="bitexact", findings=self.findings, links=self.links, budget=self.budget
@@ -345,6 +352,23 @@ def _flaky() -> Scenario:
     return Scenario("flaky_repeats", head, results(*GREEN), policy=Policy(flaky=True))
 
 
+def _history() -> Scenario:
+    """Issue 28: main's last 20 runs, where the decode cache-hit ratio alternates 16/32 and
+    32/32 and prefill KL is steady; the PR fails both, and `allow-known` lets the known
+    flake through while the new failure gates."""
+    runs = [
+        (
+            HistoryRun(history_runs.commit(i), history_runs.when(i), 900 + i),
+            history_runs.main_run(i),
+        )
+        for i in range(history_runs.RUNS)
+    ]
+    built = build_history("main", runs)
+    head = history_runs.pr_run("e" * 40)
+    policy = Policy(FailOn.FAILURE, allow_known=True)
+    return Scenario("history_known_and_new", head, runs[-1][1], policy=policy, history=built)
+
+
 SCENARIOS: tuple[Callable[[], Scenario], ...] = (
     _expected_red,
     _blocker_merged,
@@ -359,6 +383,7 @@ SCENARIOS: tuple[Callable[[], Scenario], ...] = (
     _proof_outcomes,
     _proof_strict,
     _flaky,
+    _history,
 )
 
 

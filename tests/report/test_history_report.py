@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
+import html
 import json
 from pathlib import Path
 
 import pytest
 from history_runs import FLAKY_ID, RUNS, STEADY_ID, commit, main_run, pr_run
+from hostile_text import ISSUE_REF, MENTION
 
 from kl_bitexact import cli
 from kl_bitexact.compare import history_dir
 from kl_bitexact.compare.comparison import compare
 from kl_bitexact.compare.gate import FailOn, Policy
 from kl_bitexact.report import render
+from kl_bitexact.report.history import terminal_lines
 from kl_bitexact.results import io as results_io
 from kl_bitexact.untrusted import escape
 
@@ -157,3 +161,33 @@ def test_history_without_a_source_is_a_usage_error(capsys: pytest.CaptureFixture
         "pass --history-dir DIR, or --repo OWNER/NAME and --workflow FILE"
         in capsys.readouterr().err
     )
+
+
+def test_hostile_commits_branches_ids_and_notes_stay_text(tmp_path: Path) -> None:
+    """What the history shows comes from files (offline) or artifacts: a commit, a ref,
+    a test id and a file name that try to break the comment stay inert text."""
+    evil = "<img src=x onerror=alert(1)>@octocat #12 </details>\u202e"
+    directory = tmp_path / "history"
+    for i in range(3):
+        run = main_run(i)
+        info = dataclasses.replace(run.run, commit=evil + str(i), ref="refs/heads/" + evil)
+        suite = run.suites[0]
+        tests = tuple(dataclasses.replace(t, id=evil + t.id) for t in suite.tests)
+        run = dataclasses.replace(run, run=info, suites=(dataclasses.replace(suite, tests=tests),))
+        results_io.write_atomic(run, directory / f"run-{i}.json")
+    (directory / f"{evil.replace('/', '')}.json").write_text("{}")
+    head = main_run(1)
+    suite = head.suites[0]
+    tests = tuple(dataclasses.replace(t, id=evil + t.id) for t in suite.tests)
+    head = dataclasses.replace(head, suites=(dataclasses.replace(suite, tests=tests),))
+    built = history_dir.load(directory, RUNS)
+    assert len(built.notes) == 1 and built.branch == evil
+    body = render.comment(compare(head, None, policy=Policy(FailOn.FAILURE), history=built))
+    section = body.split("### On ", 1)[1].split("<details>", 1)[0]
+    assert "**known**" in section and "let through" not in section
+    assert "<img" not in section and "</details>" not in section and "\u202e" not in section
+    assert not MENTION.search(section) and not ISSUE_REF.search(
+        html.unescape(section).replace("#\u2060", "")
+    )
+    lines = terminal_lines(built, show_all=True)
+    assert all("\u202e" not in line and "\x1b" not in line for line in lines)
