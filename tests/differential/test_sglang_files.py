@@ -127,6 +127,8 @@ def test_a_fault_under_a_loose_threshold_shows_in_the_exact_count_and_exact_fail
     assert returncode == 0, output
     decode = tests["test_input_output_logprobs_match_decode_cache_hit"]
     assert decode.status is Status.PASSED and decode.kl_div is not None
+    assert decode.exact is not None
+    assert f"differ={decode.exact.mismatched}/{decode.exact.tokens})" in output  # the tally
     assert 0 < decode.kl_div < 0.02
     assert decode.exact is not None and decode.exact.mismatched > 0
     assert not decode.exact.enforced and decode.first_divergence

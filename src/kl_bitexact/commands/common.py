@@ -435,6 +435,8 @@ def _metrics(test: TestResult) -> str:
         parts.append(f"kl={test.kl_div:.3g}")
     if test.cache_hits is not None:
         parts.append(f"hits={test.cache_hits.hit}/{test.cache_hits.total}")
+    if test.exact is not None:
+        parts.append(f"differ={test.exact.mismatched}/{test.exact.tokens}")
     return f"  ({', '.join(parts)})" if parts else ""
 
 
