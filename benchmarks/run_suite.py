@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 from processes import compile_bytecode, run_once
 
 from kl_bitexact.commands.run import load_suites
+from kl_bitexact.errors import ServerError
 from kl_bitexact.results import io as results_io
 from kl_bitexact.results import model as results
 from kl_bitexact.results.model import SuiteResult, TestResult
@@ -76,6 +77,8 @@ class Quiet:
     def suite_finished(self, result: SuiteResult) -> None: ...
 
     def progress(self, line: str) -> None: ...
+
+    def server_failed(self, suite: Suite, error: ServerError) -> None: ...
 
 
 @dataclass(frozen=True)

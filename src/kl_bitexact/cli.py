@@ -147,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except BrokenPipeError:
             return _stdout_closed()
         return 0
-    args = build_parser(_chosen(words)).parse_args(words)
+    args = _parse(words)
     refused = None
     if getattr(args, "clean_environment", False):
         refused = _clean_environment(words, restart=argv is None)
@@ -155,6 +155,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv is None:
         _before_exit()
     return code
+
+
+def _parse(words: Sequence[str]) -> argparse.Namespace:
+    """argparse's parse, with the closest option named for an unrecognized one: a server
+    started with a misspelt flag (`serve-reference --enable-deterministic-inferense`) says
+    which flag it meant in its log, where `run` finds it (issue 27)."""
+    parser = build_parser(_chosen(words))
+    args, unknown = parser.parse_known_args(words)
+    if unknown:
+        sub = _subparser(parser, getattr(args, "command", None)) or parser
+        options = [option for action in sub._actions for option in action.option_strings]
+        from kl_bitexact.errors import did_you_mean
+
+        close = did_you_mean(unknown[0].split("=", 1)[0], options)
+        sub.error(f"unrecognized arguments: {' '.join(unknown)}" + (f" ({close})" if close else ""))
+    return args
+
+
+def _subparser(parser: argparse.ArgumentParser, name: str | None) -> argparse.ArgumentParser | None:
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and name in action.choices:
+            chosen: argparse.ArgumentParser = action.choices[name]
+            return chosen
+    return None
 
 
 def _before_exit() -> None:

@@ -53,3 +53,14 @@ def test_a_server_s_message_becomes_one_bounded_line_without_escape_sequences():
 def test_a_test_without_message_or_divergence_names_its_status():
     test = TestResult("s::a", "match", Status.NOT_RUN)
     assert not_passed_lines(_results(test)) == ["  NOT_RUN  s::a: not_run"]
+
+
+def test_tests_that_did_not_pass_for_one_reason_share_a_line():
+    # A server that did not start: one line for its tests, not one each (issue 27).
+    down = "suite s: the server exited with code 2: error: unrecognized arguments: --x"
+    tests = [TestResult(f"s::{n}", "match", Status.ERROR, message=down) for n in "abc"]
+    other = TestResult("s::d", "match", Status.ERROR, message="the server refused the request")
+    assert not_passed_lines(_results(*tests, other)) == [
+        f"  ERROR    s::a and 2 more: {down}",
+        "  ERROR    s::d: the server refused the request",
+    ]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from kl_bitexact.commands import Command
 from kl_bitexact.compare.comparison import compare
-from kl_bitexact.errors import ConfigError, ExitCode
+from kl_bitexact.errors import ConfigError, ExitCode, ServerError
 from kl_bitexact.reference.faults import Fault, parse_fault
 from kl_bitexact.report import render, terminal
 from kl_bitexact.results import io as results_io
@@ -377,6 +377,8 @@ class ConsoleReporter:
         self.github = github
         self.quiet = quiet
         self._last_progress = ""  # since the last suite ended
+        self._server_down = ""  # the suite whose server failed, its tests told in short
+        self._told: set[tuple[str, str]] = set()  # server failures already printed
 
     def say(self, line: str) -> None:
         if not self.quiet:
@@ -392,7 +394,26 @@ class ConsoleReporter:
         self._last_progress = line
         self.say(line)
 
+    def server_failed(self, item: Suite, error: ServerError) -> None:
+        """Once per server, not once per test (a typo in a server argument printed its
+        usage text once per test, 86 lines): the message with the log's tail, the hint;
+        the same failure again (an unreachable URL, suite after suite) in one line."""
+        self._server_down = item.name
+        if (error.message, error.hint or "") in self._told:
+            self.say(f"  not tried again: {_first_line(error.message)}")
+            return
+        self._told.add((error.message, error.hint or ""))
+        first, *rest = error.message.splitlines() or [""]
+        lines = [escape.terminal(first, MAX_LINE)]
+        lines += [f"    | {escape.terminal(line, MAX_LINE)}" for line in rest]
+        if error.hint:
+            lines.append(f"  hint: {escape.terminal(error.hint, MAX_LINE)}")
+        self._say_untrusted(lines)
+
     def test_finished(self, result: TestResult) -> None:
+        if self._server_down and result.status is Status.ERROR:
+            self.say(f"  {result.status.value.upper():8} {result.id}  did not run: no server")
+            return
         lines = [progress_line(result)]
         # A repeated test always says what its repeats showed (stable or not).
         if result.status is not Status.PASSED or result.repeats is not None:
@@ -418,9 +439,16 @@ class ConsoleReporter:
 
     def suite_finished(self, result: SuiteResult) -> None:
         self._last_progress = ""
+        down, self._server_down = self._server_down, ""
         if not self.github:
             return
         self.say("::endgroup::")
+        if down and result.tests:  # one annotation for the server, not one per test
+            test = result.tests[0]
+            text = f"{test.message} (hint: {test.hint})" if test.hint else test.message
+            title = escape.command_property(f"suite {down}: {len(result.tests)} tests did not run")
+            self.say(f"::error title={title}::{escape.command_data(text)}")
+            return
         for test in result.tests:  # annotations stay visible outside the fold
             title = escape.command_property(test.id)
             for warning in test.warnings:
@@ -428,6 +456,14 @@ class ConsoleReporter:
             if test.status is not Status.PASSED:
                 text = f"{test.message} (hint: {test.hint})" if test.hint else test.message
                 self.say(f"::error title={title}::{escape.command_data(text)}")
+
+
+# A server's line, or our message quoting it, in the terminal: long enough for any reason.
+MAX_LINE = 400
+
+
+def _first_line(text: str) -> str:
+    return escape.terminal(text.strip().splitlines()[0] if text.strip() else "", MAX_LINE)
 
 
 def progress_line(result: TestResult) -> str:

@@ -18,12 +18,18 @@ QUIET = frozenset({Status.PASSED, Status.SKIPPED})
 
 
 def not_passed_lines(results: Results) -> list[str]:
-    """`  FAILED   suite::test: first divergence ...`, one per test that did not pass."""
-    return [
-        f"  {test.status.value.upper():8} {test.id}: {reason(test)}"
-        for _, test in results.all_tests()
-        if test.status not in QUIET
-    ]
+    """`  FAILED   suite::test: first divergence ...`, one per test that did not pass; tests
+    that did not pass for one same reason (a server that did not start, a URL nobody
+    answers) share one line: `  ERROR    suite::a and 7 more: why`."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for _, test in results.all_tests():
+        if test.status not in QUIET:
+            groups.setdefault((test.status.value.upper(), reason(test)), []).append(test.id)
+    return [f"  {status:8} {_tests(ids)}: {why}" for (status, why), ids in groups.items()]
+
+
+def _tests(ids: list[str]) -> str:
+    return ids[0] if len(ids) == 1 else f"{ids[0]} and {len(ids) - 1} more"
 
 
 def reason(test: TestResult) -> str:

@@ -62,6 +62,10 @@ class Reporter(Protocol):
     def progress(self, line: str) -> None:
         """A server starting (every few seconds while it does), or not answering."""
 
+    def server_failed(self, suite: Suite, error: ServerError) -> None:
+        """The suite's server did not start or answer: each of its tests is an `error`
+        with this message, told once here (not once per test, issue 27)."""
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -305,9 +309,8 @@ class _Starter:
                 cwd=self.plan.cwd,
                 progress=progress,
             )
-        if url in self.unreachable:
-            first = self.unreachable[url]
-            raise ServerError(f"{label}: not tried again; {first.message}", hint=first.hint)
+        if url in self.unreachable:  # the same words: the URL, not the suite, is at fault
+            raise self.unreachable[url]
         try:
             return server.attach(url, label=label, progress=progress)
         except ServerError as error:
@@ -324,6 +327,8 @@ def _run_suite(
     repeats: _Repeats,
 ) -> SuiteResult:
     reporter.suite_started(suite)
+    if isinstance(launched, ServerError):
+        reporter.server_failed(suite, launched)
     launch_s = launched.seconds if isinstance(launched, Launch) else None
     info = ServerInfo(suite.server.engine.value, _args(plan, suite), launch_s)
     result = SuiteResult(suite.name, info)

@@ -32,7 +32,7 @@ from pathlib import Path
 import requests
 
 from kl_bitexact.errors import ConfigError, ServerError, network_reason
-from kl_bitexact.run import watchdog
+from kl_bitexact.run import startup_failure, watchdog
 from kl_bitexact.run.engines import deadline
 from kl_bitexact.suite.model import PORT_PLACEHOLDER, ServerSpec
 from kl_bitexact.untrusted import escape
@@ -109,7 +109,19 @@ class Server:
             return None
         oom = self.out_of_memory()
         cause = f"infrastructure: out of memory ({oom}); " if oom else ""
-        return f"{cause}server exited with code {code}; last log lines:\n{self.log_tail()}"
+        lines = _read_lines(self.log_path)
+        said = startup_failure.telling_line(lines)
+        # The first line says why on its own: summaries show only it (it ended at "last
+        # log lines:", issue 27); the log's tail follows, never cut to nothing.
+        first = f"{cause}the server exited with code {code}" + (f": {said}" if said else "")
+        return f"{first}\n{self.log_excerpt(lines)}"
+
+    def log_excerpt(self, lines: list[str]) -> str:
+        """The log's last lines under a heading naming the log, or that it is empty."""
+        tail = "\n".join(lines[-LOG_TAIL_LINES:])
+        if not tail.strip():
+            return f"its log {self.log_path} is empty"
+        return f"last lines of {self.log_path}:\n{tail}"
 
     def out_of_memory(self) -> str | None:
         """The first out-of-memory line in the log, if any."""
@@ -117,9 +129,6 @@ class Server:
             if _OOM.search(line):
                 return line.strip()[:300]
         return None
-
-    def log_tail(self) -> str:
-        return "\n".join(_read_lines(self.log_path)[-LOG_TAIL_LINES:])
 
     def stop(self, why: str = "its suites are done") -> None:
         """The teardown ladder over the server's group; the log says why and how it ended."""
@@ -287,23 +296,87 @@ def wait_healthy(
     while True:
         report = server.death_report()
         if report is not None:
-            raise ServerError(f"{label}: the server exited during startup; {report}")
+            raise ServerError(f"{label}: {report}", hint=_exited_hint(server))
         left_s = timeout_s - (time.monotonic() - started)
         problem = health_problem(server.base_url, min(HEALTH_REQUEST_TIMEOUT_S, left_s))
         if problem is None:
             return
         waited = time.monotonic() - started
-        if waited > timeout_s:
-            where = f"; see {server.log_path}" if server.log_path else ""
-            raise ServerError(
-                f"{label}: {server.base_url}{HEALTH_PATH} did not answer 200 "
-                f"within {timeout_s:g} s ({problem}){where}",
-                hint="raise server.startup_timeout, or read the server log",
-            )
+        if waited > timeout_s or (server.process is None and problem == UNRESOLVED):
+            raise _not_healthy(server, label, problem, waited)
         if time.monotonic() >= next_note:
             progress(_still_waiting(server, label, waited, timeout_s, problem))
             next_note += PROGRESS_INTERVAL_S
         time.sleep(POLL_INTERVAL_S)
+
+
+# What /health got instead of 200, as `health_problem` words it, by kind: each kind has
+# its own message and hint (a refused connection is not fixed by waiting longer).
+REFUSED = "Connection refused"
+UNRESOLVED = "Name or service not known"
+
+
+def _timed_out(problem: str) -> bool:
+    return problem.startswith("no complete answer") or problem == "timed out"
+
+
+def _exited_hint(server: Server) -> str:
+    said = startup_failure.argument_hint(_read_lines(server.log_path))
+    if said:
+        return f"{said}: fix server.args or server.command in the suite file"
+    return f"the server's own words on why it stopped are in {server.log_path}"
+
+
+def _not_healthy(server: Server, label: str, problem: str, waited: float) -> ServerError:
+    """Why a server never answered /health: refused, unresolvable, silent or unwell, for
+    a server this run launched (startup_timeout and its log apply) or one at a URL."""
+    if server.process is None:
+        return _unreachable(server.base_url, problem, waited)
+    health = f"{server.base_url}{HEALTH_PATH}"
+    last = last_log_line(server.log_path) if server.log_path else ""
+    loading = f"if it is still loading (its log's last line: {last or '(empty)'}), raise "
+    loading += f"server.startup_timeout; its log: {server.log_path}"
+    if problem == REFUSED:
+        return ServerError(
+            f"{label}: the server did not open its port within {waited:.0f} s ({health} "
+            "refused connections)",
+            hint=f"{loading}; check that it listens on the port in server.command ({{port}})",
+        )
+    return ServerError(
+        f"{label}: {health} did not answer 200 within {waited:.0f} s ({_in_words(problem)})",
+        hint=loading,
+    )
+
+
+def _unreachable(url: str, problem: str, waited: float) -> ServerError:
+    """A server someone else started (`--base-url`, `server.base_url`) that did not answer:
+    no log of ours, no startup_timeout; what to check depends on what happened."""
+    if problem == REFUSED:
+        return ServerError(
+            f"{url} refused connections for {waited:.0f} s: no server listens there",
+            hint="start the server first, or fix the host and port of --base-url (or the "
+            "suite's server.base_url); kl-bitexact did not start it, so it has no log of it",
+        )
+    if problem == UNRESOLVED:
+        return ServerError(
+            f"{url}: the host name does not resolve ({problem})",
+            hint="fix the host of --base-url (or the suite's server.base_url)",
+        )
+    if _timed_out(problem):
+        return ServerError(
+            f"{url}{HEALTH_PATH} did not answer for {waited:.0f} s ({problem}, each try)",
+            hint="the host drops the connection or the server is stuck: check the address, "
+            "a firewall between, and the server's own log",
+        )
+    return ServerError(
+        f"{url}{HEALTH_PATH} did not answer 200 for {waited:.0f} s ({_in_words(problem)})",
+        hint="the server is there but not healthy (still loading?): see its own log; "
+        "kl-bitexact did not start it",
+    )
+
+
+def _in_words(problem: str) -> str:
+    return f"it answered {problem}" if problem.startswith("HTTP ") else problem
 
 
 def _still_waiting(server: Server, label: str, waited: float, limit: float, problem: str) -> str:
