@@ -206,3 +206,15 @@ def test_history_offline_loads_no_github_client():
     modules = modules_after(main_code(["history", "--help"]))
     assert "kl_bitexact.commands.history" in modules
     assert not {"github", "requests"} & {name.split(".")[0] for name in modules}
+
+
+@pytest.mark.parametrize("command", SUBCOMMANDS)
+def test_help_fits_a_100_column_terminal(command: str, monkeypatch, capsys):
+    # Descriptions were single lines of 150-240 characters; the fault list of
+    # serve-reference too (issue 27).
+    monkeypatch.setenv("COLUMNS", "100")
+    with pytest.raises(SystemExit):
+        cli.main([command, "--help"])
+    text = capsys.readouterr().out
+    assert text.count("\n") > 5
+    assert [line for line in text.splitlines() if len(line) > 100] == []

@@ -97,11 +97,36 @@ exit codes:
        or no test executed at all)
   3    internal error in kl-bitexact (a bug; a crash log is written)
   129  hung up (SIGHUP)
-  141  standard output closed (`kl-bitexact run | head -1`: SIGPIPE)
   130  interrupted (Ctrl-C, SIGINT)
+  141  standard output closed (`kl-bitexact run | head -1`: SIGPIPE)
   143  terminated (SIGTERM, e.g. a cancelled CI job)
-       on any of these, launched servers are stopped and what finished is written
+       on any of these, launched servers are stopped and what finished
+       is written
 """
+
+
+def _formatter() -> type[argparse.HelpFormatter]:
+    """argparse's formatter with descriptions and epilogs wrapped to the terminal line by
+    line: their line breaks and indented lists kept (the raw formatter's reason to be),
+    but no paragraph left a 150-240 character line (issue 27)."""
+    import argparse
+    import textwrap
+
+    class Wrapped(argparse.RawDescriptionHelpFormatter):
+        def _fill_text(self, text: str, width: int, indent: str) -> str:
+            lines = []
+            for line in text.splitlines():
+                lead = indent + line[: len(line) - len(line.lstrip())]
+                # A list item ("  name: text") continues under its text, not its name.
+                item = line.startswith("  ") and not line.startswith("   ")
+                hanging = lead + ("  " if item else "")
+                wrapped = textwrap.wrap(
+                    line.strip(), width, initial_indent=lead, subsequent_indent=hanging
+                )
+                lines += wrapped or [""]
+            return "\n".join(lines)
+
+    return Wrapped
 
 
 def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
@@ -109,11 +134,12 @@ def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
     arguments (the others are listed with their summaries, their modules not loaded)."""
     import argparse
 
+    formatter = _formatter()
     parser = argparse.ArgumentParser(
         prog="kl-bitexact",
         description="Make bit-exact logprob consistency a merge gate for LLM inference engines.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=formatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -126,7 +152,7 @@ def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
             command.name,
             help=command.summary,
             description=command.description,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
+            formatter_class=formatter,
         )
         command.add_arguments(sub)
         sub.set_defaults(handler=command.handler, clean_environment=command.clean_environment)

@@ -720,3 +720,17 @@ def test_a_200_of_the_wrong_shape_is_a_clear_error_not_a_crash(
     # PyGithub itself refuses some shapes (as a 400); the rest are named by `translated`.
     assert err.startswith("kl-bitexact: error: GitHub answered "), err
     assert len(err.strip().splitlines()) <= 2, err  # one line and its hint
+
+
+def test_a_successful_publish_prints_no_refusal_it_expected(
+    fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
+) -> None:
+    # GITHUB_TOKEN cannot read GET /user (403): that is how publish tells it posts as
+    # github-actions[bot], not a failure; it printed "Request GET /user failed with 403".
+    assert fake_github.world.actor.endswith("[bot]")
+    results = _write(tmp_path / "r.json", _test("t::a"))
+    run = _publish_process(env, str(results))
+    stdout, stderr = run.communicate(timeout=120)
+    assert run.returncode == 0, stderr
+    assert stderr == "", stderr
+    assert stdout.startswith("kl-bitexact: comment created"), stdout

@@ -10,6 +10,7 @@ rebuilt from status and GitHub's `message` field, and every message is scrubbed 
 
 from __future__ import annotations
 
+import logging
 import re
 import sys
 from collections.abc import Iterator, Mapping
@@ -32,6 +33,12 @@ from kl_bitexact.results.commit import FULL_SHA, payload_head
 from kl_bitexact.untrusted import jsonfile
 
 DEFAULT_API_URL = "https://api.github.com"
+
+# PyGithub sets its logger to INFO with a stderr handler when imported, and its retry logs
+# every 403 there: publish printed "Request GET /user failed with 403" on every success
+# (GET /user is how it tells an installation token, which is refused it). What we retry
+# and wait for is announced by us (`announce`); PyGithub keeps its warnings.
+logging.getLogger("github").setLevel(logging.WARNING)
 _REPOSITORY = re.compile(r"^[\w.-]+/[\w.-]+$")
 # GitHub caps list pages at 100; fewer round trips on a PR with hundreds of comments.
 PER_PAGE = 100
