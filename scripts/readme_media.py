@@ -38,6 +38,7 @@ STYLE = Path(__file__).with_name("comment.css")
 # among green ones, the shape of a typical regression (docs/reference-engine.md, Faults).
 FAULT = "branch-checkpoint-reuse"
 WIDTH = 1000  # about the width of a comment in GitHub's PR timeline, with its margins
+TERMINAL_COLUMNS = 100
 CHROMIUM_FLAGS = (
     "--headless",
     "--no-sandbox",
@@ -81,6 +82,8 @@ def main() -> int:
 def kl_bitexact(cwd: Path, argv: list[str], *, expect: int) -> str:
     """Run `kl-bitexact ARGV` as a user would (no GitHub in the environment), return stdout."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
+    # Laid out for a 100-column terminal, as a reader's would be (no colour: not a terminal).
+    env["COLUMNS"] = str(TERMINAL_COLUMNS)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
     done = subprocess.run(
         [sys.executable, "-m", "kl_bitexact", *argv],

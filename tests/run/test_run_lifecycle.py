@@ -262,18 +262,20 @@ def test_an_answer_dripped_headers_and_all_is_cut_at_its_deadline(cli, tmp_path,
 def test_a_servers_text_cannot_issue_workflow_commands(capsys, github):
     # A server's error answer or log line starting with `::` would be a workflow command
     # (an annotation, a mask, a group) in the run job's log.
-    from kl_bitexact.commands.run import ConsoleReporter
+    from kl_bitexact.commands.console import ConsoleReporter
     from kl_bitexact.results.model import Status, TestResult
 
     forged = "bad answer\n::error title=gate::all tests passed"
     test = TestResult(id="s::match", check="match", status=Status.ERROR, message=forged)
     ConsoleReporter(github=github).test_finished(test)
     lines = capsys.readouterr().out.splitlines()
-    assert "::error title=gate::all tests passed" in lines
+    # Each line of a message is indented, and the runner may trim: still stop the commands.
+    forged_line = "    ::error title=gate::all tests passed"
+    assert forged_line in lines
     if github:
         stop, token = lines[0].split("::")[1:3]
         assert stop == "stop-commands" and len(token) == 32
         assert lines[-1] == f"::{token}::"
-        assert lines.index("::error title=gate::all tests passed") < len(lines) - 1
+        assert lines.index(forged_line) < len(lines) - 1
     else:
         assert not any("stop-commands" in line for line in lines)

@@ -87,7 +87,7 @@ def test_a_crash_inside_run_still_stops_the_server_and_writes_the_report(tmp_pat
     path, out = _start_then_hang(tmp_path)
     crash = (
         "import sys\n"
-        "from kl_bitexact.commands import run\n"
+        "from kl_bitexact.commands import console as run\n"
         "def boom(self, result):\n"
         "    raise RuntimeError('reporter bug')\n"
         "run.ConsoleReporter.test_finished = boom\n"

@@ -6,30 +6,27 @@ import argparse
 import dataclasses
 import fnmatch
 import os
-import secrets
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from kl_bitexact.commands import Command
+from kl_bitexact.commands import Command, console
+from kl_bitexact.commands.console import ConsoleReporter
 from kl_bitexact.compare.comparison import compare
-from kl_bitexact.errors import ConfigError, ExitCode, ServerError
+from kl_bitexact.errors import ConfigError, ExitCode
 from kl_bitexact.reference.faults import Fault, parse_fault
 from kl_bitexact.report import render, terminal
 from kl_bitexact.results import io as results_io
 from kl_bitexact.results.exit_code import exit_code
-from kl_bitexact.results.formats import fmt_kl
 from kl_bitexact.results.model import (
     Results,
     Status,
-    SuiteResult,
-    TestResult,
     current_run_info,
 )
+from kl_bitexact.run import engines
 from kl_bitexact.run.runner import Plan, run_suites, test_id
 from kl_bitexact.suite import load as suite_file
 from kl_bitexact.suite.model import URL_EXAMPLE, EngineName, Suite, is_server_url
-from kl_bitexact.untrusted import escape
 from kl_bitexact.untrusted.jsonfile import replace_text
 
 
@@ -105,6 +102,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also print the PR comment this run would post (report.md, Markdown) at the end",
     )
     parser.add_argument(
+        "--color",
+        choices=console.COLOR_CHOICES,
+        metavar="WHEN",
+        help="colour the status words: auto (default: at a terminal, unless NO_COLOR is set; "
+        "never under GitHub Actions), always, never; lines fit the terminal's width (or "
+        "COLUMNS)",
+    )
+    parser.add_argument(
         "--quiet",
         action="store_true",
         help="print nothing on stdout (errors still go to stderr); for scripts, which read "
@@ -139,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
     out: Path = args.out
     prepare_out(out)
     _check_relaunch(args, suites)
-    reporter = ConsoleReporter(github=os.environ.get("GITHUB_ACTIONS") == "true", quiet=args.quiet)
+    reporter = _reporter(args)
     if args.prove_base is not None:
         suites = _to_prove(suites, args, reporter.say)
         if not suites:
@@ -154,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
     plan = Plan(
         tuple(suites),
         out / "logs",
+        connect=console.counting(engines.connect, reporter.tally),
         run=current_run_info(),
         base_url=args.base_url,
         repeat=args.repeat,
@@ -169,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
         code = ExitCode.GATE_PASSED
     if args.print_comment:
         _print_comment((out / "report.md").read_text(encoding="utf-8"), github=reporter.github)
-    _summary(final, out, reporter.say)
+    _summary(final, out, reporter)
     if code == ExitCode.COULD_NOT_RUN:
         reporter.say("kl-bitexact: no test ran to a verdict (see the errors above)")
     return int(code)
@@ -198,13 +204,35 @@ def _run_writing(plan: Plan, reporter: ConsoleReporter, out: Path) -> Results:
     return final
 
 
-def _summary(final: Results, out: Path, say: Callable[[str], None]) -> None:
+def _reporter(args: argparse.Namespace) -> ConsoleReporter:
+    color = args.color or ("never" if os.environ.get("GITHUB_ACTIONS") == "true" else "auto")
+    style = console.Style(
+        colour=console.wants_colour(color, sys.stdout, os.environ),
+        width=console.line_width(sys.stdout, os.environ),
+    )
+    return ConsoleReporter(
+        github=os.environ.get("GITHUB_ACTIONS") == "true",
+        quiet=args.quiet,
+        style=style,
+        live=sys.stdout.isatty(),
+    )
+
+
+def _summary(final: Results, out: Path, reporter: ConsoleReporter) -> None:
     """The tally, where each test that did not pass first diverged (or why it failed),
     and where the files are; the comment itself only on request (--print-comment)."""
+    style, say = reporter.style, reporter.say
     say("")
-    say(_tally(final))
+    say(_tally(final, style))
     for line in terminal.not_passed_lines(final):
-        say(line)
+        word = line.split()[0]
+        status = Status(word.lower())
+        for part in style.wrap(line.strip(), "  ", "           "):
+            say(
+                part.replace(word, style.status(status, word), 1)
+                if part.startswith(f"  {word}")
+                else part
+            )
     say(f"results: {out / 'results.json'}")
     say(f"report:  {out / 'report.md'} (the PR comment; --print-comment prints it)")
 
@@ -359,126 +387,13 @@ def strict(item: Suite) -> Suite:
     )
 
 
-def _tally(final: Results) -> str:
+def _tally(final: Results, style: console.Style | None = None) -> str:
+    style = style or console.Style()
     counts: dict[str, int] = {}
     for _, test in final.all_tests():
         counts[test.status.value] = counts.get(test.status.value, 0) + 1
-    return ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no tests"
-
-
-# --- console progress -------------------------------------------------------------------
-
-
-class ConsoleReporter:
-    """One line per finished test; each suite folded in a group under GitHub Actions.
-    `quiet`: nothing at all (`run --quiet`)."""
-
-    def __init__(self, *, github: bool, quiet: bool = False) -> None:
-        self.github = github
-        self.quiet = quiet
-        self._last_progress = ""  # since the last suite ended
-        self._server_down = ""  # the suite whose server failed, its tests told in short
-        self._told: set[tuple[str, str]] = set()  # server failures already printed
-
-    def say(self, line: str) -> None:
-        if not self.quiet:
-            print(line, flush=True)
-
-    def suite_started(self, item: Suite) -> None:
-        if self.github:
-            self.say(f"::group::suite {escape.command_data(item.name)}")
-        elif not self._last_progress.startswith(f"suite {item.name}: "):
-            self.say(f"suite {item.name}")  # unless its launch lines just said so
-
-    def progress(self, line: str) -> None:
-        self._last_progress = line
-        self.say(line)
-
-    def server_failed(self, item: Suite, error: ServerError) -> None:
-        """Once per server, not once per test (a typo in a server argument printed its
-        usage text once per test, 86 lines): the message with the log's tail, the hint;
-        the same failure again (an unreachable URL, suite after suite) in one line."""
-        self._server_down = item.name
-        if (error.message, error.hint or "") in self._told:
-            self.say(f"  not tried again: {_first_line(error.message)}")
-            return
-        self._told.add((error.message, error.hint or ""))
-        first, *rest = error.message.splitlines() or [""]
-        lines = [escape.terminal(first, MAX_LINE)]
-        lines += [f"    | {escape.terminal(line, MAX_LINE)}" for line in rest]
-        if error.hint:
-            lines.append(f"  hint: {escape.terminal(error.hint, MAX_LINE)}")
-        self._say_untrusted(lines)
-
-    def test_finished(self, result: TestResult) -> None:
-        if self._server_down and result.status is Status.ERROR:
-            self.say(f"  {result.status.value.upper():8} {result.id}  did not run: no server")
-            return
-        lines = [progress_line(result)]
-        # A repeated test always says what its repeats showed (stable or not).
-        if result.status is not Status.PASSED or result.repeats is not None:
-            lines.append(f"    {result.message}")
-        if result.hint:
-            lines.append(f"    hint: {result.hint}")
-        lines += [f"    warning: {warning}" for warning in result.warnings]
-        self._say_untrusted(lines)
-
-    def _say_untrusted(self, lines: list[str]) -> None:
-        """Lines that can carry a server's text (its log, its error answers): under GitHub
-        Actions a line of theirs starting with `::` would be a workflow command, so the
-        runner is told to ignore commands until a token the server cannot guess."""
-        if not self.github:
-            for line in lines:
-                self.say(line)
-            return
-        token = secrets.token_hex(16)
-        self.say(f"::stop-commands::{token}")
-        for line in lines:
-            self.say(line)
-        self.say(f"::{token}::")
-
-    def suite_finished(self, result: SuiteResult) -> None:
-        self._last_progress = ""
-        down, self._server_down = self._server_down, ""
-        if not self.github:
-            return
-        self.say("::endgroup::")
-        if down and result.tests:  # one annotation for the server, not one per test
-            test = result.tests[0]
-            text = f"{test.message} (hint: {test.hint})" if test.hint else test.message
-            title = escape.command_property(f"suite {down}: {len(result.tests)} tests did not run")
-            self.say(f"::error title={title}::{escape.command_data(text)}")
-            return
-        for test in result.tests:  # annotations stay visible outside the fold
-            title = escape.command_property(test.id)
-            for warning in test.warnings:
-                self.say(f"::warning title={title}::{escape.command_data(warning)}")
-            if test.status is not Status.PASSED:
-                text = f"{test.message} (hint: {test.hint})" if test.hint else test.message
-                self.say(f"::error title={title}::{escape.command_data(text)}")
-
-
-# A server's line, or our message quoting it, in the terminal: long enough for any reason.
-MAX_LINE = 400
-
-
-def _first_line(text: str) -> str:
-    return escape.terminal(text.strip().splitlines()[0] if text.strip() else "", MAX_LINE)
-
-
-def progress_line(result: TestResult) -> str:
-    exact = f"{result.exact.mismatched}/{result.exact.tokens} differ" if result.exact else "-"
-    if result.exact and result.exact.not_reported:
-        exact += f" ({result.exact.not_reported} not reported)"
-    hits = "-"
-    if result.cache_hits is not None:
-        h = result.cache_hits
-        expected = "?" if h.expected is None else str(h.expected)
-        hits = f"{h.hit}/{h.total} (expected {expected}, min {h.min_ratio:g})"
-    return (
-        f"  {result.status.value.upper():8} {result.id}  KL {fmt_kl(result.kl_div)}  "
-        f"logprobs {exact}  hits {hits}  {result.duration_s:.1f}s"
-    )
+    parts = [style.status(Status(name), f"{n} {name}") for name, n in sorted(counts.items())]
+    return ", ".join(parts) or "no tests"
 
 
 COMMAND = Command(
