@@ -15,6 +15,7 @@ from kl_bitexact import cli
 from kl_bitexact.compare import history_dir
 from kl_bitexact.compare.comparison import compare
 from kl_bitexact.compare.gate import FailOn, Policy
+from kl_bitexact.compare.history import History
 from kl_bitexact.report import render
 from kl_bitexact.report.history import terminal_lines
 from kl_bitexact.results import io as results_io
@@ -191,3 +192,11 @@ def test_hostile_commits_branches_ids_and_notes_stay_text(tmp_path: Path) -> Non
     )
     lines = terminal_lines(built, show_all=True)
     assert all("\u202e" not in line and "\x1b" not in line for line in lines)
+
+
+def test_a_history_that_could_not_be_had_says_why_instead_of_lines() -> None:
+    empty = History("main", notes=("fetching the history failed: GitHub answered 403",))
+    body = render.comment(compare(pr_run(), None, history=empty))
+    assert "### On main: no history\n\n> fetching the history failed: GitHub answered 403\n" in body
+    assert "**unseen**" not in body and "### On main: the last" not in body
+    assert "### On main" not in render.comment(compare(main_run(0), None, history=empty))

@@ -57,6 +57,9 @@ def section(comparison: Comparison, rows: Sequence[TestDelta], gating: int, othe
     history = comparison.history
     if history is None:
         return Section([])
+    if not history.runs:  # asked for, but none could be had: say why where it would be
+        why = partial(_unavailable, history)
+        return Section([Block(other, why, "history notes")] if rows else [])
     blocks = [
         Block(gating if d.gating else other, partial(_item, d, history), "history lines")
         for d in rows
@@ -79,6 +82,12 @@ def _head(comparison: Comparison, history: History) -> str:
     if len(history.notes) > MAX_NOTES:
         lines.append(f"> … {len(history.notes) - MAX_NOTES} more notes\n")
     return title + "".join(lines) + ("\n" if lines else "")
+
+
+def _unavailable(history: History) -> str:
+    branch = escape.text(history.branch, 80)
+    notes = "; ".join(history.notes[:MAX_NOTES]) or "no runs"
+    return f"\n### On {branch}: no history\n\n> {escape.text(notes, 600)}\n"
 
 
 def _item(delta: TestDelta, history: History) -> str:
