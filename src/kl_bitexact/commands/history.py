@@ -17,24 +17,25 @@ from kl_bitexact.commands import Command, common
 from kl_bitexact.compare.history import History
 from kl_bitexact.errors import ConfigError
 
-DESCRIPTION = """\
-Every test's numbers (status, avg KL, differing logprobs, cache hits) across the base
-branch's last N runs, oldest first: how many runs each test failed or was flaky in, since
-which commit, and whether its numbers ever changed. Prints the tests that failed or
-changed, with a trend (one glyph per run: ✓ passed, ✗ failed, ~ flaky, ! error, - not run
-or skipped, _ not in that run, then each changed number run by run); --all prints every
-test; --json prints it all for machines.
-
-Offline: --history-dir DIR, one results file per run. Online: --repo and --workflow name
-the runs (push runs of this repository's code on --branch, whose commit is on the branch,
-each run's kl-bitexact-results artifact, whatever the run's conclusion); the token comes
-from GITHUB_TOKEN (actions: read, contents: read), the API from GITHUB_API_URL. Fetched
-archives are kept in --history-cache, so the next fetch downloads only new runs and
---history-dir on that directory reads the same history offline.
-
-  kl-bitexact history --repo sgl-project/sglang --workflow bitexact.yml --branch main
-  kl-bitexact history --history-dir ~/.cache/kl-bitexact/history/... --json
-"""
+# Paragraphs as single lines: `kl-bitexact --help` wraps them to the terminal (cli.py).
+DESCRIPTION = (
+    "Every test's numbers (status, avg KL, differing logprobs, cache hits) across the base "
+    "branch's last N runs, oldest first: how many runs each test failed or was flaky in, since "
+    "which commit, and whether its numbers ever changed. Prints the tests that failed or "
+    "changed, with a trend (one glyph per run: ✓ passed, ✗ failed, ~ flaky, ! error, - not run "
+    "or skipped, _ not in that run, then each changed number run by run); --all prints every "
+    "test; --json prints it all for machines.\n"
+    "\n"
+    "Offline: --history-dir DIR, one results file per run. Online: --repo and --workflow name "
+    "the runs (push runs of this repository's code on --branch, whose commit is on the branch, "
+    "each run's kl-bitexact-results artifact, whatever the run's conclusion); the token comes "
+    "from GITHUB_TOKEN (actions: read, contents: read), the API from GITHUB_API_URL. Fetched "
+    "archives are kept in --history-cache, so the next fetch downloads only new runs and "
+    "--history-dir on that directory reads the same history offline.\n"
+    "\n"
+    "  kl-bitexact history --repo sgl-project/sglang --workflow bitexact.yml --branch main\n"
+    "  kl-bitexact history --history-dir ~/.cache/kl-bitexact/history/... --json\n"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
