@@ -327,6 +327,12 @@ def test_invalid_results_are_refused_before_anything_is_posted(
 # --- blocked-by: every row of the table -------------------------------------------------
 
 
+def _vouch(fake_github: FakeGitHub) -> None:
+    """A maintainer's label on PR #7: the blocked_by markers it adds (no baseline has them)
+    may excuse its red tests (issue 30, item 3)."""
+    fake_github.world.repos[REPO].pulls[7].labels.append("kl-bitexact-blocked-ok")
+
+
 @pytest.mark.parametrize(
     ("blocker", "red", "options", "code", "phrase"),
     [
@@ -354,6 +360,7 @@ def test_each_row_of_the_blocked_by_table(
 ) -> None:
     for spec in BLOCKERS.values():
         fake_github.world.seed({"repos": {REPO: spec}})
+    _vouch(fake_github)  # the marker is the PR's own: no baseline has it
     number = {"open": 11, "merged": 12, "closed": 13, "unknown": 404}[blocker]
     results = _write(tmp_path / "r.json", _test("t::ok"), _test("t::blocked", red, (f"#{number}",)))
     states_file = tmp_path / "states.json"
@@ -399,6 +406,7 @@ def test_issues_resolve_too_and_each_blocker_is_asked_once(
 def test_given_blocker_states_are_used_without_asking(
     fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
 ) -> None:
+    _vouch(fake_github)
     states = tmp_path / "states.json"
     states.write_text(json.dumps({f"{REPO}#11": "open"}))
     results = _write(tmp_path / "r.json", _test("t::ok"), _test("t::b", True, ("#11",)))
@@ -417,9 +425,10 @@ def _issue_lookups(fake_github: FakeGitHub) -> list[str]:
 def test_blocker_lookups_are_capped_and_kept_to_this_owners_repositories(
     fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
 ) -> None:
+    _vouch(fake_github)
     # Issue 14, case 8: 2,500 distinct references across 501 repositories in one results
     # file made 2,500 requests (over 10 minutes at the default pacing).
-    own = [f"#{n}" for n in range(1, 131)]
+    own = [f"#{n}" for n in range(1, 131) if n != 7]  # #7, the PR itself, excuses nothing
     owners = ["octo/tools#1", "OCTO/docs#2"]
     foreign = [f"stranger-{n}/repo#1" for n in range(40)]
     refs = own + owners + foreign
@@ -445,6 +454,7 @@ def test_blocker_lookups_are_capped_and_kept_to_this_owners_repositories(
 def test_more_blocker_repositories_and_lookups_can_be_allowed(
     fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
 ) -> None:
+    _vouch(fake_github)
     fake_github.world.seed(
         {
             "repos": {
@@ -468,6 +478,7 @@ def test_more_blocker_repositories_and_lookups_can_be_allowed(
 def test_a_public_comment_shows_no_private_repositorys_blocker_state(
     fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
 ) -> None:
+    _vouch(fake_github)
     # Issue 30, item 9: the state of octo/secret#5 (private) showed in octo/engine's public
     # PR comment. Not looked up at all: unknown, with the reason, which fails closed.
     fake_github.world.seed(
@@ -496,6 +507,42 @@ def test_a_public_comment_shows_no_private_repositorys_blocker_state(
     fake_github.world.seed({"repos": {REPO: {"private": True}}})
     assert cli.main(argv) == 0  # every blocker open
     assert json.loads(states_file.read_text())["octo/secret#5"] == "open"
+
+
+def test_a_pull_request_cannot_excuse_its_own_red_test(
+    fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
+) -> None:
+    # Issue 30, item 3: blocked_by ['#7'] on PR #7's red test (itself, open while under
+    # review), or any open issue the PR names, turned the gate green.
+    fake_github.world.seed({"repos": {REPO: {"pulls": [{"number": 11}]}}})
+    base = _write(tmp_path / "base.json", _test("t::self"), _test("t::added"), _test("t::known"))
+    known = _write(tmp_path / "known-base.json", _test("t::known", blocked_by=("#11",)))
+    head = _write(
+        tmp_path / "head.json",
+        _test("t::self", red=True, blocked_by=("#7",)),
+        _test("t::added", red=True, blocked_by=("#11",)),
+        _test("t::known"),
+    )
+    assert cli.main(["publish", str(head), "--baseline", str(base)]) == 1
+    body = html.unescape(_comments(fake_github)[0]).replace("\u2060", "")
+    assert "blocked_by #7 not taken: it names this pull request itself" in body
+    assert "blocked_by #11 not taken: this pull request adds it (the base branch's results" in body
+    assert "a maintainer's `kl-bitexact-blocked-ok` label can" in body
+    # A marker the base branch has excuses, as before.
+    red_known = _write(tmp_path / "k.json", _test("t::known", red=True, blocked_by=("#11",)))
+    assert cli.main(["publish", str(red_known), "--baseline", str(known)]) == 0
+    # A maintainer's label lets the PR's own marker excuse; the PR itself, never.
+    fake_github.world.repos[REPO].pulls[7].labels.append("kl-bitexact-blocked-ok")
+    assert cli.main(["publish", str(head), "--baseline", str(base)]) == 1
+    body = html.unescape(_comments(fake_github)[0]).replace("\u2060", "")
+    assert "blocked_by #7 not taken" in body and "blocked_by #11 not taken" not in body
+    added_only = _write(
+        tmp_path / "a.json",
+        _test("t::self"),
+        _test("t::added", red=True, blocked_by=("#11",)),
+        _test("t::known"),
+    )
+    assert cli.main(["publish", str(added_only), "--baseline", str(base)]) == 0
 
 
 # --- the baseline from the base branch's newest successful run --------------------------

@@ -24,7 +24,7 @@ from kl_bitexact.commands.common import (
     add_policy_arguments,
     write_output,
 )
-from kl_bitexact.compare import baseline
+from kl_bitexact.compare import baseline, excuses
 from kl_bitexact.compare.baseline import Baseline
 from kl_bitexact.compare.comparison import Comparison, compare
 from kl_bitexact.compare.gate import Policy
@@ -44,6 +44,7 @@ from kl_bitexact.registry import findings_file as findings
 from kl_bitexact.report import render
 from kl_bitexact.results import io as results_io
 from kl_bitexact.results import model as results
+from kl_bitexact.suite.references import BlockerRef
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -145,6 +146,14 @@ def _add_blocker_arguments(parser: argparse.ArgumentParser) -> None:
         "References elsewhere are unknown: not looked up",
     )
     parser.add_argument(
+        "--blocker-label",
+        metavar="LABEL",
+        default=excuses.DEFAULT_LABEL,
+        help="a maintainer's label on the pull request that lets the blocked_by markers it "
+        "adds excuse its red tests before the base branch has them (default: %(default)s); "
+        "a marker naming the pull request itself never excuses",
+    )
+    parser.add_argument(
         "--max-blocker-lookups",
         type=_non_negative,
         default=blocker_states.DEFAULT_MAX_LOOKUPS,
@@ -220,6 +229,7 @@ class Options:
     base_history: HistorySource
     blockers: Path | None
     blockers_out: Path | None
+    blocker_label: str
     blocker_repos: tuple[str, ...]
     max_blocker_lookups: int
     settings: ClientSettings  # timeouts, retries, pacing (KL_BITEXACT_GITHUB_*)
@@ -250,6 +260,7 @@ class Options:
             base_history=HistorySource.from_args(args),
             blockers=args.blockers,
             blockers_out=args.blockers_out,
+            blocker_label=args.blocker_label,
             blocker_repos=tuple(args.blocker_repo or ()),
             max_blocker_lookups=args.max_blocker_lookups,
             settings=ClientSettings.from_env(os.environ),
@@ -293,9 +304,10 @@ def _run(
     tested = results_io.tested_commit([("results", head), ("proof", proof or results.Results())])
     # Before anything is fetched or written: results of another commit mark nothing.
     status.refuse_other_commit(tested, marked)
-    blockers = _blocker_states(options, client, target, head, public=_public(pull))
     base = _baseline(options.baseline, client, target, pull.base.ref)
     common.say_notice(baseline.notice(base))
+    head = excuses.vetted(head, base.results, _grant(options, target, pull), target.repository)
+    blockers = _blocker_states(options, client, target, head, public=_public(pull))
     comparison = compare(
         head,
         base,
@@ -376,6 +388,19 @@ def _workflow(source: BaselineSource, option: str) -> str:
             hint="pass --baseline-workflow FILE.yml (GitHub Actions sets GITHUB_WORKFLOW_REF)",
         )
     return source.workflow
+
+
+def _grant(options: Options, target: PullRequestTarget, pull: PullRequest) -> excuses.Grant:
+    """This pull request, and whether the maintainers' label is on it (only people with
+    triage or write access can label a pull request)."""
+    owner, repo = target.repository.split("/", 1)
+    labels = pull.raw_data.get("labels")
+    names = {label.get("name") for label in labels if isinstance(label, dict)} if labels else ()
+    return excuses.Grant(
+        BlockerRef(owner, repo, target.number),
+        options.blocker_label,
+        options.blocker_label in names,
+    )
 
 
 def _public(pull: PullRequest) -> bool:

@@ -210,6 +210,7 @@ def _pull_json(call: Call, repo: Repo, pull: Pull) -> Any:
             "comments_url": f"{base}/issues/{pull.number}/comments",
             "statuses_url": f"{base}/statuses/{pull.head_sha}",
             "head": {"sha": pull.head_sha, "ref": pull.head_ref, "label": pull.head_ref},
+            "labels": [_label(call, repo, name) for name in pull.labels],
             "base": {
                 "ref": pull.base_ref,
                 "label": pull.base_ref,
@@ -217,6 +218,18 @@ def _pull_json(call: Call, repo: Repo, pull: Pull) -> Any:
             },
         },
     )
+
+
+def _label(call: Call, repo: Repo, name: str) -> dict[str, Any]:
+    return {
+        "id": len(name),
+        "node_id": f"LA_{name}",
+        "url": f"{_repo_url(call, repo)}/labels/{name}",
+        "name": name,
+        "description": None,
+        "color": "ededed",
+        "default": False,
+    }
 
 
 def _repo_fields(call: Call, full_name: str, private: bool = False) -> dict[str, Any]:

@@ -39,6 +39,7 @@ class Pull:
     head_ref: str = "feature"
     base_ref: str = "main"
     title: str = "A pull request"
+    labels: list[str] = field(default_factory=list)  # their names
 
 
 @dataclass

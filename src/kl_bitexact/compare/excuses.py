@@ -1,0 +1,119 @@
+"""Blockers a pull request cannot grant itself (pure; issue 30, item 3).
+
+`blocked_by` lives in the PR's own files, so a PR could excuse its own regression: mark the
+test it breaks `blocked_by: ['#7']` - itself, open as long as it is under review - or any
+open issue, and the gate turned green. A marker excuses a red test only when it is not the
+PR's to give:
+
+- a reference to the pull request itself never excuses;
+- any other reference excuses once the base branch has it: the baseline (the base branch's
+  own results) holds the same test with the same reference; a marker the PR adds or
+  changes does not, until it is merged - unless a maintainer vouches for it with a label on
+  the pull request (only people with triage or write access can label one).
+
+A marker not taken is removed from that test before the gate looks at it (so the red test
+gates as it would without it) and a warning on the test says which and why. Green tests
+keep their markers: they excuse nothing, and their warnings (green although still open)
+stay useful.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from kl_bitexact.compare.gate import RED
+from kl_bitexact.errors import ConfigError
+from kl_bitexact.results.model import Results, TestResult
+from kl_bitexact.suite.references import BlockerRef, parse_ref
+
+DEFAULT_LABEL = "kl-bitexact-blocked-ok"
+
+
+@dataclass(frozen=True)
+class Grant:
+    """Who may excuse: the pull request under review and whether a maintainer's label
+    vouches for the markers it adds."""
+
+    pull_request: BlockerRef | None
+    label: str = DEFAULT_LABEL
+    labelled: bool = False
+
+
+def vetted(head: Results, base: Results | None, grant: Grant, default_repo: str | None) -> Results:
+    """`head` with every marker the PR cannot grant itself taken off its red tests."""
+    on_base = _markers(base, default_repo)
+    suites = tuple(
+        replace(
+            suite, tests=tuple(_vet(test, on_base, grant, default_repo) for test in suite.tests)
+        )
+        for suite in head.suites
+    )
+    return replace(head, suites=suites)
+
+
+def _vet(
+    test: TestResult,
+    on_base: dict[str, set[BlockerRef]] | None,
+    grant: Grant,
+    default_repo: str | None,
+) -> TestResult:
+    if test.status not in RED or not test.blocked_by:
+        return test
+    kept, notes = [], []
+    for text in test.blocked_by:
+        why = _not_taken(_ref(text, default_repo), test.id, on_base, grant)
+        if why is None:
+            kept.append(text)
+        else:
+            notes.append(f"blocked_by {text} not taken: {why}")
+    if not notes:
+        return test
+    return replace(test, blocked_by=tuple(kept), warnings=(*test.warnings, *notes))
+
+
+def _not_taken(
+    ref: BlockerRef | None,
+    test_id: str,
+    on_base: dict[str, set[BlockerRef]] | None,
+    grant: Grant,
+) -> str | None:
+    """Why a marker excuses nothing, or None when it may excuse (its state decides)."""
+    if ref is None:
+        return None  # not a reference: unknown, which fails closed already
+    if grant.pull_request is not None and _same(ref, grant.pull_request):
+        return "it names this pull request itself, which is open while it is under review"
+    if grant.labelled:
+        return None
+    if on_base is None:
+        return (
+            "no results of the base branch show it has this marker, and a pull request "
+            f"cannot excuse its own red test (a maintainer's `{grant.label}` label can)"
+        )
+    if any(_same(ref, known) for known in on_base.get(test_id, ())):
+        return None
+    return (
+        "this pull request adds it (the base branch's results have no such marker on this "
+        f"test), and a pull request cannot excuse its own red test (a maintainer's "
+        f"`{grant.label}` label can)"
+    )
+
+
+def _markers(base: Results | None, default_repo: str | None) -> dict[str, set[BlockerRef]] | None:
+    if base is None:
+        return None
+    return {
+        test.id: {ref for ref in (_ref(t, default_repo) for t in test.blocked_by) if ref}
+        for _, test in base.all_tests()
+    }
+
+
+def _ref(text: str, default_repo: str | None) -> BlockerRef | None:
+    try:
+        return parse_ref(text, default_repo)
+    except ConfigError:
+        return None
+
+
+def _same(one: BlockerRef, other: BlockerRef) -> bool:
+    """GitHub's names ignore case."""
+    return str(one).lower() == str(other).lower()
