@@ -13,7 +13,12 @@ import pytest
 
 from kl_bitexact.action import argv, outputs, shards, trust
 from kl_bitexact.action.inputs import ActionInputs, read_inputs
-from kl_bitexact.commands.action import comment_url, expand_suites, label_shards
+from kl_bitexact.commands.action import (
+    comment_url,
+    expand_suites,
+    label_shards,
+    readable_durations,
+)
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.results import io as results_io
 from kl_bitexact.results import model as results
@@ -186,6 +191,36 @@ def test_lint_and_shard_command_lines():
     assert argv.shard_argv(inputs, "s") == ["shard", "--suite", "s", "--partitions", "4"]
     derived = ActionInputs(command="shard", shard_timeout=45.0)
     assert argv.shard_argv(derived, "s") == ["shard", "--suite", "s", "--timeout", "45"]
+
+
+def test_shard_takes_the_readable_durations_files_and_warns_of_the_rest(tmp_path, capsys):
+    """The history cache the plan job restores is nobody's word: a file that does not read
+    as results is left out with a warning, and a glob matching nothing (the first run) is
+    no error."""
+    cache = tmp_path / "kl-bitexact-history" / "o_r" / "ci.yml" / "main" / "kl-bitexact-results"
+    cache.mkdir(parents=True)
+    good = [cache / "run-1.json", cache / "run-2.json"]
+    for path in good:
+        results_io.write_atomic(results.Results(), path)
+    (cache / "run-3.json").write_text('{"schema_version": 1, "suites": "poison"}')
+    pattern = f"{tmp_path}/kl-bitexact-history/**/run-*.json"
+    inputs = read_inputs(env(command="shard", suites="s", durations=f"{pattern} {tmp_path}/none/*"))
+    assert inputs.durations == (pattern, f"{tmp_path}/none/*")
+    readable = readable_durations(inputs.durations)
+    assert readable == good
+    warning = capsys.readouterr().out
+    assert (
+        warning.startswith("::warning title=kl-bitexact::durations: ") and "run-3.json" in warning
+    )
+    assert argv.shard_argv(inputs, "s", readable) == [
+        "shard",
+        "--suite",
+        "s",
+        "--durations",
+        str(good[0]),
+        str(good[1]),
+    ]
+    assert readable_durations([f"{tmp_path}/nothing/**/run-*.json"]) == []
 
 
 def test_zero_means_unset_for_number_inputs():

@@ -76,12 +76,16 @@ def lint_ci_argv(inputs: ActionInputs, output_format: str) -> list[str]:
     return ["lint-ci", "--format", output_format, *inputs.args]
 
 
-def shard_argv(inputs: ActionInputs, suite: str) -> list[str]:
+def shard_argv(inputs: ActionInputs, suite: str, durations: Sequence[Path] = ()) -> list[str]:
+    """`durations`: the readable results files the `durations` input named (the step
+    expands and checks them)."""
     argv = ["shard", "--suite", suite]
     if inputs.partitions:
         argv += ["--partitions", str(inputs.partitions)]
     if inputs.shard_timeout:
         argv += ["--timeout", f"{inputs.shard_timeout:g}"]
+    if durations:
+        argv += ["--durations", *map(str, durations)]
     return argv + list(inputs.args)
 
 

@@ -41,6 +41,7 @@ class ActionInputs:
     base_path: Path = Path("kl-bitexact-base")  # the base revision's checkout (prove)
     proof_dir: Path = Path("kl-bitexact-proof")  # report, publish: the proof runs' results
     shard_timeout: float | None = None
+    durations: tuple[str, ...] = ()  # shard: results files (globs) of earlier runs
     findings: str = ""
     expected_shards: tuple[str, ...] = ()
     expected_proofs: tuple[ProofJob, ...] = ()  # report, publish (prove)
@@ -77,6 +78,7 @@ def read_inputs(environ: Mapping[str, str]) -> ActionInputs:
         base_path=Path(get("base-path", "kl-bitexact-base")),
         proof_dir=Path(get("proof-dir", "kl-bitexact-proof")),
         shard_timeout=_positive_float("shard-timeout", get("shard-timeout")),
+        durations=tuple(get("durations").split()),
         findings=get("findings"),
         expected_shards=_shard_names(get("expected-shards")),
         expected_proofs=_proof_jobs(get("expected-proofs")),

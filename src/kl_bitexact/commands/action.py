@@ -261,8 +261,9 @@ def shard_step(inputs: ActionInputs) -> StepResult:
     if not inputs.suites:
         raise ConfigError("action input `suites`: `command: shard` needs suite names", hint=_HINT)
     include: list[dict[str, Any]] = []
+    measured = readable_durations(inputs.durations)
     for suite in inputs.suites:
-        finished = _kl_bitexact(command_lines.shard_argv(inputs, suite), capture=True)
+        finished = _kl_bitexact(command_lines.shard_argv(inputs, suite, measured), capture=True)
         sys.stderr.write(finished.stderr)
         if finished.returncode != 0:
             return StepResult(finished.returncode)
@@ -318,6 +319,28 @@ STEPS: dict[str, Callable[[ActionInputs], StepResult]] = {
 
 
 # --- helpers ----------------------------------------------------------------------------
+
+
+# Durations files the shard step reads at most (the history keeps at most 100 runs).
+MAX_DURATIONS_FILES = 200
+
+
+def readable_durations(patterns: Sequence[str]) -> list[Path]:
+    """The `durations` input's files that read as results. They may come from a cache no
+    one vouches for (the history's, restored by actions/cache): one that does not read is
+    left out with a warning, never the plan's failure; durations only balance shards. A
+    pattern matching nothing is no error either (the first run has no history)."""
+    found = sorted({p for pattern in patterns for p in glob.glob(pattern, recursive=True)})
+    readable: list[Path] = []
+    for name in found[-MAX_DURATIONS_FILES:]:
+        try:
+            results_io.load(Path(name))
+        except ConfigError as error:
+            message = escape.command_data(f"durations: {name} left out: {error.message}")
+            print(f"::warning title=kl-bitexact::{message}", flush=True)
+            continue
+        readable.append(Path(name))
+    return readable
 
 
 def expand_suites(patterns: Sequence[str]) -> list[str]:
