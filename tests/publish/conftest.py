@@ -30,4 +30,4 @@ def fake_github(spec_checker: SpecChecker) -> Iterator[FakeGitHub]:
 
 @pytest.fixture
 def target(fake_github: FakeGitHub) -> Target:
-    return Target(api_url=fake_github.url, repository=REPO, token=TOKEN, pr_number=7)
+    return Target(api_url=fake_github.url, repository=REPO, pr_number=7)

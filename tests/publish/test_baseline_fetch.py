@@ -30,8 +30,8 @@ def _results(*ids: str) -> bytes:
 def _fetch(
     fake_github: FakeGitHub, target: Target, events: tuple[str, ...] = ("push",)
 ) -> Baseline:
-    client = connect(target, FAST)
-    return baseline_fetch.fetch(client, REPO, "ci.yml", "main", NAME, TOKEN, events=events)
+    session = connect(target, TOKEN, FAST)
+    return baseline_fetch.fetch(session, REPO, "ci.yml", "main", NAME, events=events)
 
 
 def test_shards_in_one_artifact_are_merged(fake_github: FakeGitHub, target: Target) -> None:

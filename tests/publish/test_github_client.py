@@ -16,9 +16,9 @@ from kl_bitexact.publish.client import (
     ClientSettings,
     Target,
     connect,
+    open_session,
     pr_from_event,
     resolve_target,
-    translated,
 )
 from kl_bitexact.results import io as results_io
 from kl_bitexact.results import model as r
@@ -37,11 +37,13 @@ PRIMARY = {
 }
 
 
-def _head_sha(fake_github: FakeGitHub, target: Target, settings: ClientSettings = FAST) -> str:
+def _head_sha(
+    fake_github: FakeGitHub, target: Target, settings: ClientSettings = FAST, token: str = TOKEN
+) -> str:
     fake_github.world.seed({"repos": {REPO: {"pulls": [{"number": 7, "head_sha": "c" * 40}]}}})
-    client = connect(target, settings)
-    with translated("reading the pull request", target.token):
-        sha: str = client.get_repo(REPO).get_pull(7).head.sha
+    session = connect(target, token, settings)
+    with session.translated("reading the pull request"):
+        sha: str = session.client.get_repo(REPO).get_pull(7).head.sha
     return sha
 
 
@@ -104,10 +106,10 @@ def test_a_primary_rate_limit_with_a_far_reset_fails_at_once_and_says_so(
 
 
 def test_a_missing_pull_request_names_the_fix(fake_github: FakeGitHub, target: Target) -> None:
-    client = connect(target, FAST)
+    session = connect(target, TOKEN, FAST)
     expected = "404 while reading #99: Not Found"
-    with pytest.raises(GitHubError, match=expected) as caught, translated("reading #99", TOKEN):
-        client.get_repo(REPO).get_pull(99).head  # noqa: B018 - the read is the request
+    with pytest.raises(GitHubError, match=expected) as caught, session.translated("reading #99"):
+        session.client.get_repo(REPO).get_pull(99).head  # noqa: B018 - the read is the request
     assert "token can see the repository" in (caught.value.hint or "")
 
 
@@ -115,9 +117,9 @@ def test_bad_credentials_are_not_retried_and_never_echo_the_token(
     fake_github: FakeGitHub,
 ) -> None:
     wrong = "ghp_this_token_is_wrong_and_must_not_leak"
-    target = Target(fake_github.url, REPO, wrong, 7)
+    target = Target(fake_github.url, REPO, 7)
     with pytest.raises(GitHubError) as caught:
-        _head_sha(fake_github, target)
+        _head_sha(fake_github, target, token=wrong)
     assert "401" in caught.value.message and "Bad credentials" in caught.value.message
     assert wrong not in f"{caught.value.message} {caught.value.hint} {caught.value!r}"
     assert _statuses(fake_github) == [401]
@@ -127,10 +129,10 @@ def test_an_unreachable_api_is_a_clear_error(capsys: pytest.CaptureFixture[str])
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    target = Target(f"http://127.0.0.1:{port}", REPO, TOKEN, 7)
+    session = connect(Target(f"http://127.0.0.1:{port}", REPO, 7), TOKEN, FAST)
     expected = "GitHub unreachable while reading the pull request: Connection refused$"
-    with pytest.raises(GitHubError, match=expected), translated("reading the pull request", TOKEN):
-        connect(target, FAST).get_repo(REPO).get_pull(7).head  # noqa: B018
+    with pytest.raises(GitHubError, match=expected), session.translated("reading the pull request"):
+        session.client.get_repo(REPO).get_pull(7).head  # noqa: B018
     announced = capsys.readouterr().err.splitlines()
     assert len(announced) == FAST.retries
     assert announced[0].startswith(
@@ -139,8 +141,11 @@ def test_an_unreachable_api_is_a_clear_error(capsys: pytest.CaptureFixture[str])
     )
 
 
-def test_the_token_is_not_in_the_targets_repr() -> None:
-    assert TOKEN not in repr(Target("https://api.github.com", REPO, TOKEN, 7))
+def test_the_token_is_in_the_session_alone_and_not_in_its_repr() -> None:
+    session = open_session(_env())
+    assert TOKEN not in repr(session)
+    assert TOKEN not in repr(session.target)
+    assert session.redact(f"Bearer {TOKEN} refused") == "Bearer *** refused"
 
 
 # --- where to talk to -------------------------------------------------------------------
@@ -166,7 +171,7 @@ def test_target_comes_from_the_actions_environment(tmp_path: Path) -> None:
         REPO,
         42,
     )
-    assert target.token == TOKEN
+    assert open_session(env).target == target
 
 
 def test_options_win_over_the_environment() -> None:
@@ -192,11 +197,13 @@ def test_pr_number_from_each_event_kind(
 
 def test_missing_token_and_bad_repository_are_config_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no GitHub token"):
-        resolve_target({"GITHUB_REPOSITORY": REPO})
+        open_session({"GITHUB_REPOSITORY": REPO})
+    with pytest.raises(ConfigError, match="no GitHub token"):  # asked for first
+        open_session({"GITHUB_REPOSITORY": "nonsense"})
     with pytest.raises(ConfigError, match=r"'nonsense' \(from --repo or GITHUB_REPOSITORY\)"):
         resolve_target(_env(GITHUB_REPOSITORY="nonsense"))
     with pytest.raises(ConfigError, match="pass --repo OWNER/NAME or set GITHUB_REPOSITORY"):
-        resolve_target({"GITHUB_TOKEN": TOKEN})
+        open_session({"GITHUB_TOKEN": TOKEN})
     broken = tmp_path / "event.json"
     broken.write_text("{not json")
     with pytest.raises(ConfigError, match="cannot read the GitHub event file"):
@@ -220,10 +227,10 @@ def test_github_enterprise_server_api_prefix_works(spec_checker: SpecChecker) ->
         base = r.Results(run=r.RunInfo(commit="b" * 40))
         files = {"results.json": results_io.dumps(base).encode()}
         server.world.add_run(REPO, Run(id=3, workflow="ci.yml"), files, "kl-bitexact-results")
-        target = resolve_target(_env(GITHUB_API_URL=f"{server.root}/api/v3"), pr_number=7)
-        client = connect(target, FAST)
-        assert client.get_repo(REPO).get_pull(7).head.sha == "e" * 40
-        fetched = baseline_fetch.fetch(client, REPO, "ci.yml", "main", "kl-bitexact-results", TOKEN)
+        env = _env(GITHUB_API_URL=f"{server.root}/api/v3")
+        session = open_session(env, settings=FAST, pr_number=7)
+        assert session.client.get_repo(REPO).get_pull(7).head.sha == "e" * 40
+        fetched = baseline_fetch.fetch(session, REPO, "ci.yml", "main", "kl-bitexact-results")
         assert fetched.results is not None, fetched.unavailable
         assert fetched.results.run.commit == "b" * 40
         assert all(e["path"].startswith("/repos/") for e in server.world.requests)

@@ -45,10 +45,10 @@ def _fetch(
     events: tuple[str, ...] = ("push",),
     said: list[str] | None = None,
 ) -> History:
-    client = connect(target, FAST)
+    session = connect(target, TOKEN, FAST)
     wanted = Wanted(REPO, "ci.yml", "main", NAME, events)
     say = said.append if said is not None else (lambda line: None)
-    return history_fetch.fetch(client, wanted, TOKEN, cache, bounds, say=say)
+    return history_fetch.fetch(session, wanted, cache, bounds, say=say)
 
 
 def _blob_requests(fake_github: FakeGitHub) -> int:

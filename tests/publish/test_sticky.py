@@ -6,7 +6,7 @@ import threading
 from urllib.parse import parse_qs
 
 import pytest
-from gh_constants import FAST, REPO
+from gh_constants import FAST, REPO, TOKEN
 from github import GithubException
 
 from kl_bitexact.publish import sticky
@@ -20,7 +20,7 @@ BOT = "github-actions[bot]"
 @pytest.fixture
 def pull(fake_github: FakeGitHub, target: Target) -> sticky.PullLike:
     fake_github.world.seed({"repos": {REPO: {"pulls": [{"number": 7}]}}})
-    return connect(target, FAST).get_repo(REPO).get_pull(7)
+    return connect(target, TOKEN, FAST).client.get_repo(REPO).get_pull(7)
 
 
 def _bodies(fake_github: FakeGitHub) -> list[str]:
@@ -89,7 +89,7 @@ def test_two_racing_publishers_end_with_one_comment(
     outcomes: list[sticky.Outcome] = []
 
     def publish(body: str) -> None:
-        pull = connect(target, FAST).get_repo(REPO).get_pull(7)
+        pull = connect(target, TOKEN, FAST).client.get_repo(REPO).get_pull(7)
         outcomes.append(sticky.upsert(pull, "bitexact", f"{MARK}\n{body}", author=BOT))
 
     racers = [threading.Thread(target=publish, args=(f"run {n}",)) for n in (1, 2)]
@@ -184,7 +184,7 @@ def test_another_bots_marker_comment_is_not_ours(
 
 
 def test_the_publishing_login_is_the_tokens_own(fake_github: FakeGitHub, target) -> None:
-    client = connect(target)
+    client = connect(target, TOKEN).client
     assert sticky.publishing_login(client, None) == BOT  # GITHUB_TOKEN: GET /user refused
     fake_github.world.actor = "release-robot"  # a personal access token
     assert sticky.publishing_login(client, None) == "release-robot"

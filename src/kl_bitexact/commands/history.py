@@ -101,20 +101,18 @@ def _history(args: argparse.Namespace) -> History:
 def _fetched(args: argparse.Namespace) -> History:
     # Imported here: PyGithub and requests only when fetching.
     from kl_bitexact.publish import baseline_fetch, history_fetch
-    from kl_bitexact.publish.client import ClientSettings, connect, resolve_target
+    from kl_bitexact.publish.client import ClientSettings, open_session
 
-    target = resolve_target(os.environ, repository=args.repo)
     events = tuple(args.event or baseline_fetch.DEFAULT_EVENTS)
-    wanted = baseline_fetch.Wanted(
-        target.repository, args.workflow, args.branch, args.artifact, events
-    )
     bounds = history_fetch.Bounds(runs=args.history_runs, deadline_s=args.history_timeout)
     cache = args.history_cache or history_fetch.default_cache()
-    client = connect(target, ClientSettings.from_env(os.environ))
-    try:
-        return history_fetch.fetch(client, wanted, target.token, cache, bounds)
-    finally:
-        client.close()
+    settings = ClientSettings.from_env(os.environ)
+    with open_session(os.environ, settings=settings, repository=args.repo) as session:
+        repository = session.target.repository
+        wanted = baseline_fetch.Wanted(
+            repository, args.workflow, args.branch, args.artifact, events
+        )
+        return history_fetch.fetch(session, wanted, cache, bounds)
 
 
 COMMAND = Command(

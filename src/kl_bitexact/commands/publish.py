@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from github import Github
 from github.PullRequest import PullRequest
 
 from kl_bitexact.action.proof_jobs import ProofJob
@@ -35,10 +34,9 @@ from kl_bitexact.publish import blocker_lookup as blocker_states
 from kl_bitexact.publish.client import (
     ClientSettings,
     PullRequestTarget,
+    Session,
     Target,
-    connect,
-    resolve_target,
-    translated,
+    open_session,
 )
 from kl_bitexact.registry import findings_file as findings
 from kl_bitexact.report import render
@@ -280,34 +278,33 @@ def handle(args: argparse.Namespace) -> int:
     options = Options.from_args(args)
     head = common.load_results(options.results, options.expected_shards)
     found = findings.load(options.findings) if options.findings else ()
-    where = resolve_target(
-        os.environ, repository=options.repo, pr_number=options.pr, head_sha=options.sha
-    )
-    target = _pull_request(where)
-    client = connect(where, options.settings)
-    try:
-        return _run(options, target, client, head, found)
-    finally:
-        client.close()
+    with open_session(
+        os.environ,
+        settings=options.settings,
+        repository=options.repo,
+        pr_number=options.pr,
+        head_sha=options.sha,
+    ) as session:
+        return _run(options, _pull_request(session.target), session, head, found)
 
 
 def _run(
     options: Options,
     target: PullRequestTarget,
-    client: Github,
+    session: Session,
     head: results.Results,
     found: tuple[findings.Finding, ...],
 ) -> int:
-    pull = _pull(client, target)
+    pull = _pull(session, target)
     marked = target.head_sha or pull.head.sha
     proof = common.load_proof(options.proof, options.expected_proofs)
     tested = results_io.tested_commit([("results", head), ("proof", proof or results.Results())])
     # Before anything is fetched or written: results of another commit mark nothing.
     status.refuse_other_commit(tested, marked)
-    base = _baseline(options.baseline, client, target, pull.base.ref)
+    base = _baseline(options.baseline, session, target, pull.base.ref)
     common.say_notice(baseline.notice(base))
     head = excuses.vetted(head, base.results, _grant(options, target, pull), target.repository)
-    blockers = _blocker_states(options, client, target, head, public=_public(pull))
+    blockers = _blocker_states(options, session, target, head, public=_public(pull))
     comparison = compare(
         head,
         base,
@@ -316,7 +313,7 @@ def _run(
         default_repo=target.repository,
         proof=proof,
         blocker_reasons=blockers.reasons,
-        history=_history(options, client, target, pull.base.ref),
+        history=_history(options, session, target, pull.base.ref),
     )
     status.refuse_unbound_pass(tested, marked, comparison.decision)
     # The summary and annotations come first: if GitHub then refuses the comment (a
@@ -324,7 +321,7 @@ def _run(
     for command in render.workflow_commands(comparison) if options.annotations else ():
         print(command)
     _write_summary(os.environ, render.job_summary(comparison, findings=found))
-    published = _publish(options, target, client, pull, marked, comparison, found)
+    published = _publish(options, target, session, pull, marked, comparison, found)
     # Contract: `kl-bitexact action` (action.yml's publish step) reads the comment id here.
     print(
         f"kl-bitexact: comment {published.comment.action} (id {published.comment.comment_id}); "
@@ -340,34 +337,33 @@ def _pull_request(target: Target) -> PullRequestTarget:
             "no pull request number: this event is not about a pull request",
             hint="pass --pr N, or run on pull_request, issue_comment or workflow_run events",
         )
-    return PullRequestTarget(target.repository, target.pr_number, target.token, target.head_sha)
+    return PullRequestTarget(target.repository, target.pr_number, target.head_sha)
 
 
-def _pull(client: Github, target: PullRequestTarget) -> PullRequest:
-    with translated(f"reading pull request {target}", target.token):
-        pull = client.get_repo(target.repository).get_pull(target.number)
+def _pull(session: Session, target: PullRequestTarget) -> PullRequest:
+    with session.translated(f"reading pull request {target}"):
+        pull = session.client.get_repo(target.repository).get_pull(target.number)
         pull.head.sha  # noqa: B018 - fetch now, so a missing PR fails here, clearly
     return pull
 
 
 def _baseline(
-    source: BaselineSource, client: Github, target: PullRequestTarget, branch: str
+    source: BaselineSource, session: Session, target: PullRequestTarget, branch: str
 ) -> Baseline:
     if not source.fetch:
         return baseline.load(source.file)
     return baseline_fetch.fetch(
-        client,
+        session,
         target.repository,
         _workflow(source, "--fetch-baseline"),
         branch,
         source.artifact,
-        target.token,
         events=source.events,
     )
 
 
 def _history(
-    options: Options, client: Github, target: PullRequestTarget, branch: str
+    options: Options, session: Session, target: PullRequestTarget, branch: str
 ) -> History | None:
     source = options.base_history
     if not source.fetch:
@@ -378,7 +374,7 @@ def _history(
     )
     bounds = history_fetch.Bounds(runs=source.runs, deadline_s=source.timeout_s)
     cache = source.cache or history_fetch.default_cache()
-    return history_fetch.fetch(client, wanted, target.token, cache, bounds)
+    return history_fetch.fetch(session, wanted, cache, bounds)
 
 
 def _workflow(source: BaselineSource, option: str) -> str:
@@ -413,7 +409,7 @@ def _public(pull: PullRequest) -> bool:
 
 def _blocker_states(
     options: Options,
-    client: Github,
+    session: Session,
     target: PullRequestTarget,
     head: results.Results,
     *,
@@ -425,8 +421,8 @@ def _blocker_states(
     scope = blocker_states.Scope.of(
         target.repository, options.blocker_repos, options.max_blocker_lookups, public=public
     )
-    fetch = blocker_states.issue_fetcher(client, target.token)
-    private = blocker_states.privacy_fetcher(client, target.token)
+    fetch = blocker_states.issue_fetcher(session)
+    private = blocker_states.privacy_fetcher(session)
     resolved = blocker_states.resolve(refs, fetch, scope, private)
     if options.blockers_out is not None:
         write_output(options.blockers_out, blocker_states.dumps(resolved.states))
@@ -436,7 +432,7 @@ def _blocker_states(
 def _publish(
     options: Options,
     target: PullRequestTarget,
-    client: Github,
+    session: Session,
     pull: PullRequest,
     sha: str,
     comparison: Comparison,
@@ -446,14 +442,14 @@ def _publish(
     budget = render.COMMENT_LIMIT - sticky.HISTORY_RESERVE
     body = render.comment(comparison, key=options.key, findings=found, links=links, budget=budget)
     history = f"updated for {sha[:12]}" if options.history else None
-    with translated(f"writing the sticky comment on #{target.number}", target.token):
-        author = sticky.publishing_login(client, options.comment_author)
+    with session.translated(f"writing the sticky comment on #{target.number}"):
+        author = sticky.publishing_login(session.client, options.comment_author)
         attempts = sticky.Attempts(options.settings.retries + 1, options.settings.backoff_factor)
         outcome = sticky.upsert(
             pull, options.key, body, history_line=history, author=author, create=attempts
         )
     verdict = status.of(comparison.decision)
-    status.post(client, target, sha, verdict, links.run)
+    status.post(session, target, sha, verdict, links.run)
     return Published(outcome, verdict)
 
 

@@ -30,7 +30,7 @@ from github.WorkflowRun import WorkflowRun
 
 from kl_bitexact.compare.baseline import Baseline
 from kl_bitexact.errors import ConfigError, GitHubError
-from kl_bitexact.publish.client import blob_session, translated
+from kl_bitexact.publish.client import Session, blob_session
 from kl_bitexact.results import io as results_io
 from kl_bitexact.results import model as results
 
@@ -82,12 +82,11 @@ class _Search:
 
 
 def fetch(
-    client: Github,
+    session: Session,
     repository: str,
     workflow: str,
     branch: str,
     artifact_name: str,
-    token: str,
     *,
     events: Sequence[str] = DEFAULT_EVENTS,
 ) -> Baseline:
@@ -98,12 +97,12 @@ def fetch(
     """
     wanted = Wanted(repository, workflow, branch, artifact_name, tuple(events))
     try:
-        with translated(f"looking for the baseline run of {workflow} on {branch}", token):
-            search = _newest_artifact(client, wanted)
+        with session.translated(f"looking for the baseline run of {workflow} on {branch}"):
+            search = _newest_artifact(session.client, wanted)
             if search.artifact is None:
                 return Baseline(None, _none_found(wanted, search.passed_over))
-            location = download_location(client, search.artifact)
-        return Baseline.of(fetch_archive(location, search.artifact, token))
+            location = download_location(session.client, search.artifact)
+        return Baseline.of(fetch_archive(location, search.artifact, session))
     except (GitHubError, ConfigError) as error:
         return Baseline(None, f"fetching the baseline failed: {error.message}")
 
@@ -219,10 +218,10 @@ def download_location(client: Github, artifact: Artifact) -> str:
     return str(location)
 
 
-def fetch_archive(location: str, artifact: Artifact, token: str) -> results.Results:
+def fetch_archive(location: str, artifact: Artifact, session: Session) -> results.Results:
     with tempfile.TemporaryDirectory(prefix="kl-bitexact-baseline-") as scratch:
         archive = Path(scratch) / "artifact.zip"
-        with translated(f"downloading artifact {artifact.name}", token):
+        with session.translated(f"downloading artifact {artifact.name}"):
             download(location, archive, artifact.name)
         return load_archive(archive, artifact.name)
 

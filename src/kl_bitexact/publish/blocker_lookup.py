@@ -30,11 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from github import Github
-
 from kl_bitexact.compare.blockers import BlockerState, states_from_json
 from kl_bitexact.errors import ConfigError, GitHubError
-from kl_bitexact.publish.client import shaped, translated
+from kl_bitexact.publish.client import Session, shaped
 from kl_bitexact.results.model import Results
 from kl_bitexact.suite.references import BlockerRef, parse_ref
 from kl_bitexact.untrusted.jsonfile import read_json
@@ -220,26 +218,26 @@ def load(path: Path) -> dict[str, BlockerState]:
     return states_from_json(document, str(path))
 
 
-def issue_fetcher(client: Github, token: str) -> FetchIssue:
+def issue_fetcher(session: Session) -> FetchIssue:
     """Fetch issues through the one PyGithub client, errors translated."""
 
     def fetch(owner: str, repo: str, number: int) -> Mapping[str, Any]:
         # The reference is named beside its reason already: the same failure reads the
         # same for every reference, so the comment says it once.
-        with translated("looking a blocker up", token):
-            raw = client.get_repo(f"{owner}/{repo}").get_issue(number).raw_data
+        with session.translated("looking a blocker up"):
+            raw = session.client.get_repo(f"{owner}/{repo}").get_issue(number).raw_data
             issue: Mapping[str, Any] = shaped(raw, Mapping, "reading an issue")
         return issue
 
     return fetch
 
 
-def privacy_fetcher(client: Github, token: str) -> FetchPrivate:
+def privacy_fetcher(session: Session) -> FetchPrivate:
     """Whether a repository is private, through the one PyGithub client."""
 
     def is_private(owner: str, repo: str) -> bool:
-        with translated(f"reading whether {owner}/{repo} is private", token):
-            raw = client.get_repo(f"{owner}/{repo}").raw_data
+        with session.translated(f"reading whether {owner}/{repo} is private"):
+            raw = session.client.get_repo(f"{owner}/{repo}").raw_data
             answer: Mapping[str, Any] = shaped(raw, Mapping, "reading a repository")
         # Anything but a plain false (a field missing or odd) counts as private.
         return answer.get("private") is not False

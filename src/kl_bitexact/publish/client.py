@@ -6,6 +6,9 @@ GitHub Enterprise Server works unchanged. Retries: 5xx with exponential backoff,
 rate limits after `Retry-After`, the primary rate limit by waiting for its reset when that is
 short and failing clearly when it is not. The token never appears in a message: errors are
 rebuilt from status and GitHub's `message` field, and every message is scrubbed once more.
+
+The token lives in one object, `Session` (built by `open_session` or `connect`): the client it
+authenticates, the target it talks to, and the redaction of its errors. Nothing else holds it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -91,11 +95,10 @@ def _number(env: Mapping[str, str], variable: str, kind: type) -> Any:
 
 @dataclass(frozen=True)
 class Target:
-    """Which GitHub, which repository, which pull request, with which token."""
+    """Which GitHub, which repository, which pull request."""
 
     api_url: str
     repository: str
-    token: str = field(repr=False)
     pr_number: int | None = None
     # The PR head the triggering event saw: the commit that was tested, which is where the
     # status belongs even if the PR has moved on since.
@@ -108,7 +111,6 @@ class PullRequestTarget:
 
     repository: str
     number: int
-    token: str = field(repr=False)
     # The commit that was tested (see Target.head_sha); None: the PR's current head.
     head_sha: str | None = None
 
@@ -119,19 +121,12 @@ class PullRequestTarget:
 def resolve_target(
     env: Mapping[str, str],
     *,
-    token: str | None = None,
     repository: str | None = None,
     pr_number: int | None = None,
     api_url: str | None = None,
     head_sha: str | None = None,
 ) -> Target:
     """Options win over the environment; the event file fills in the pull request."""
-    token = token or env.get("GITHUB_TOKEN")
-    if not token:
-        raise ConfigError(
-            "no GitHub token: set GITHUB_TOKEN",
-            hint="in a workflow: env: GITHUB_TOKEN: ${{ github.token }} on the publish step",
-        )
     repository = repository or env.get("GITHUB_REPOSITORY")
     # The message names both places the repository can come from: outside Actions there is
     # no GITHUB_REPOSITORY, and `None is not owner/name` told nobody about --repo.
@@ -160,7 +155,7 @@ def resolve_target(
     named_by_option = isinstance(event.get("workflow_run"), dict) and _event_pr(event) is None
     if pr_number is None or number == _event_pr(event) or named_by_option:
         head_sha = head_sha or payload_head(event)
-    return Target(url, repository, token, number, head_sha)
+    return Target(url, repository, number, head_sha)
 
 
 def read_event(event_path: str | None) -> Mapping[str, Any]:
@@ -259,33 +254,6 @@ class _AnnouncedRetry(Retry):
         super().sleep(response)
 
 
-def connect(target: Target, settings: ClientSettings | None = None) -> Github:
-    """The PyGithub client; lazy, so objects are fetched only when a field is read."""
-    settings = settings or ClientSettings()
-    retry = _AnnouncedGithubRetry(
-        total=settings.retries,
-        backoff_factor=settings.backoff_factor,
-        max_rate_limit_wait=settings.max_rate_limit_wait_s,
-        secondary_rate_wait=settings.secondary_rate_wait_s,
-        # GithubRetry adds 403 and reads its body; secondary limits may also come as 429.
-        status_forcelist=[*range(500, 600), 429],
-        # PATCH and DELETE are idempotent; POST is retried too (GithubRetry's default),
-        # but for a 5xx to a comment's creation, which the sticky comment looks into.
-        allowed_methods=frozenset({"GET", "HEAD", "POST", "PATCH", "PUT", "DELETE"}),
-        raise_on_status=False,  # after the last retry, PyGithub sees the real error
-    )
-    return Github(
-        auth=Auth.Token(target.token),
-        base_url=target.api_url,
-        timeout=settings.timeout_s,
-        retry=retry,
-        per_page=PER_PAGE,
-        lazy=True,
-        seconds_between_requests=settings.seconds_between_requests or None,
-        seconds_between_writes=settings.seconds_between_writes or None,
-    )
-
-
 def blob_session(settings: ClientSettings | None = None) -> requests.Session:
     """A plain session for pre-signed download URLs (artifact blobs): retries on 5xx and
     connection errors, and no token - the URL carries its own short-lived signature."""
@@ -311,44 +279,6 @@ _HINTS = {
 }
 
 
-@contextmanager
-def translated(doing: str, token: str) -> Iterator[None]:
-    """Re-raise PyGithub and network errors as GitHubError saying what we were doing."""
-    try:
-        yield
-    except RateLimitExceededExceedsMaxWait as error:
-        wait = f"{error.wait:.0f} s" if error.wait is not None else "too long"
-        raise GitHubError(
-            redact(f"GitHub rate limit reached while {doing}; it resets in {wait}", token),
-            hint="re-run the job after the reset, or raise KL_BITEXACT_GITHUB_MAX_RATE_WAIT",
-        ) from None
-    except RateLimitExceededException as error:  # still limited after every retry
-        message = redact(f"GitHub rate limit while {doing}: {_reason(error)}", token)
-        raise GitHubError(message, hint="re-run the job in a few minutes") from None
-    except GithubException as error:
-        message = redact(f"GitHub answered {error.status} while {doing}: {_reason(error)}", token)
-        raise GitHubError(message, hint=_HINTS.get(error.status)) from None
-    except requests.HTTPError as error:  # a plain download (artifact blob) refused
-        status = error.response.status_code if error.response is not None else "an error"
-        raise GitHubError(redact(f"the download answered {status} while {doing}", token)) from None
-    except (requests.RequestException, Urllib3Error) as error:
-        raise GitHubError(
-            redact(f"GitHub unreachable while {doing}: {network_reason(error)}", token),
-            hint="check GITHUB_API_URL and the network; retries were exhausted",
-        ) from None
-    except _WRONG_SHAPE as error:
-        # A 200 whose body is a string, or a list where an object belongs: PyGithub reads
-        # fields off it and fails with these. Only a proxy or a broken GitHub answers so.
-        raise GitHubError(
-            redact(
-                f"GitHub answered something other than its API describes while {doing} "
-                f"({type(error).__name__})",
-                token,
-            ),
-            hint="check GITHUB_API_URL: it must be the REST API root (a proxy in between?)",
-        ) from None
-
-
 # What reading fields off an answer of the wrong JSON type raises (see `translated`).
 _WRONG_SHAPE = (TypeError, AttributeError, KeyError, IndexError, ValueError)
 
@@ -367,5 +297,123 @@ def _reason(error: GithubException) -> str:
     return "no message"
 
 
-def redact(text: str, token: str) -> str:
-    return text.replace(token, "***") if token else text
+def _described(error: Exception, doing: str) -> tuple[str, str | None]:
+    """What went wrong while `doing`, and what to do about it (`Session.translated`)."""
+    if isinstance(error, RateLimitExceededExceedsMaxWait):
+        wait = f"{error.wait:.0f} s" if error.wait is not None else "too long"
+        return (
+            f"GitHub rate limit reached while {doing}; it resets in {wait}",
+            "re-run the job after the reset, or raise KL_BITEXACT_GITHUB_MAX_RATE_WAIT",
+        )
+    if isinstance(error, RateLimitExceededException):  # still limited after every retry
+        return (
+            f"GitHub rate limit while {doing}: {_reason(error)}",
+            "re-run the job in a few minutes",
+        )
+    if isinstance(error, GithubException):
+        return f"GitHub answered {error.status} while {doing}: {_reason(error)}", _HINTS.get(
+            error.status
+        )
+    if isinstance(error, requests.HTTPError):  # a plain download (artifact blob) refused
+        status = error.response.status_code if error.response is not None else "an error"
+        return f"the download answered {status} while {doing}", None
+    if isinstance(error, (requests.RequestException, Urllib3Error)):
+        return (
+            f"GitHub unreachable while {doing}: {network_reason(error)}",
+            "check GITHUB_API_URL and the network; retries were exhausted",
+        )
+    # A 200 whose body is a string, or a list where an object belongs: PyGithub reads
+    # fields off it and fails with _WRONG_SHAPE. Only a proxy or a broken GitHub answers so.
+    return (
+        f"GitHub answered something other than its API describes while {doing} "
+        f"({type(error).__name__})",
+        "check GITHUB_API_URL: it must be the REST API root (a proxy in between?)",
+    )
+
+
+def open_session(
+    env: Mapping[str, str],
+    *,
+    settings: ClientSettings | None = None,
+    repository: str | None = None,
+    pr_number: int | None = None,
+    api_url: str | None = None,
+    head_sha: str | None = None,
+) -> Session:
+    """The session a command opens: the token from GITHUB_TOKEN (asked for first), where to
+    talk to from the options and the environment (`resolve_target`)."""
+    token = env.get("GITHUB_TOKEN")
+    if not token:
+        raise ConfigError(
+            "no GitHub token: set GITHUB_TOKEN",
+            hint="in a workflow: env: GITHUB_TOKEN: ${{ github.token }} on the publish step",
+        )
+    target = resolve_target(
+        env, repository=repository, pr_number=pr_number, api_url=api_url, head_sha=head_sha
+    )
+    return connect(target, token, settings)
+
+
+def connect(target: Target, token: str, settings: ClientSettings | None = None) -> Session:
+    """The session with `target`: a PyGithub client, lazy (objects are fetched only when a
+    field is read), authenticated with `token`."""
+    settings = settings or ClientSettings()
+    retry = _AnnouncedGithubRetry(
+        total=settings.retries,
+        backoff_factor=settings.backoff_factor,
+        max_rate_limit_wait=settings.max_rate_limit_wait_s,
+        secondary_rate_wait=settings.secondary_rate_wait_s,
+        # GithubRetry adds 403 and reads its body; secondary limits may also come as 429.
+        status_forcelist=[*range(500, 600), 429],
+        # PATCH and DELETE are idempotent; POST is retried too (GithubRetry's default),
+        # but for a 5xx to a comment's creation, which the sticky comment looks into.
+        allowed_methods=frozenset({"GET", "HEAD", "POST", "PATCH", "PUT", "DELETE"}),
+        raise_on_status=False,  # after the last retry, PyGithub sees the real error
+    )
+    client = Github(
+        auth=Auth.Token(token),
+        base_url=target.api_url,
+        timeout=settings.timeout_s,
+        retry=retry,
+        per_page=PER_PAGE,
+        lazy=True,
+        seconds_between_requests=settings.seconds_between_requests or None,
+        seconds_between_writes=settings.seconds_between_writes or None,
+    )
+    return Session(target, client, token)
+
+
+@dataclass(frozen=True, eq=False)
+class Session:
+    """One conversation with GitHub: where (`target`), the PyGithub `client`, and the token,
+    held here alone so that every error this session translates is scrubbed of it."""
+
+    target: Target
+    client: Github
+    _token: str = field(repr=False)
+
+    @contextmanager
+    def translated(self, doing: str) -> Iterator[None]:
+        """Re-raise PyGithub and network errors as GitHubError saying what we were doing."""
+        try:
+            yield
+        except (GithubException, requests.RequestException, Urllib3Error, *_WRONG_SHAPE) as error:
+            message, hint = _described(error, doing)
+            raise GitHubError(self.redact(message), hint=hint) from None
+
+    def redact(self, text: str) -> str:
+        return text.replace(self._token, "***") if self._token else text
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()

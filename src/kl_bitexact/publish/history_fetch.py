@@ -36,7 +36,7 @@ from kl_bitexact.compare.history import DEFAULT_RUNS, FETCH_SECONDS, MAX_RUNS, H
 from kl_bitexact.errors import ConfigError, GitHubError
 from kl_bitexact.publish import baseline_fetch
 from kl_bitexact.publish.baseline_fetch import Wanted
-from kl_bitexact.publish.client import translated
+from kl_bitexact.publish.client import Session
 from kl_bitexact.results import io as results_io
 from kl_bitexact.results.model import Results
 
@@ -97,9 +97,8 @@ def _stderr(line: str) -> None:
 
 
 def fetch(
-    client: Github,
+    session: Session,
     wanted: Wanted,
-    token: str,
     cache_root: Path,
     bounds: Bounds | None = None,
     say: Say = _stderr,
@@ -112,12 +111,12 @@ def fetch(
         raise ConfigError(f"history of {bounds.runs} runs: it must be 1 to {MAX_RUNS}")
     directory = cache_dir(cache_root, wanted)
     try:
-        with translated(f"listing the runs of {wanted.workflow} on {wanted.branch}", token):
-            search = _search(client, wanted, bounds)
+        with session.translated(f"listing the runs of {wanted.workflow} on {wanted.branch}"):
+            search = _search(session.client, wanted, bounds)
     except GitHubError as error:
         return History(wanted.branch, notes=(f"fetching the history failed: {error.message}",))
     directory.mkdir(parents=True, exist_ok=True)
-    fetcher = _Fetcher(client, token, directory, bounds, say)
+    fetcher = _Fetcher(session, directory, bounds, say)
     left_out = fetcher.fetch(search.chosen)
     _prune(directory, {chosen.run.id for chosen in search.chosen})
     notes = _notes(search.passed_over + left_out, wanted, len(search.chosen), bounds)
@@ -149,10 +148,8 @@ class _Fetcher:
     GitHub's, else downloaded within the bounds, newest first (a deadline keeps the
     newest runs)."""
 
-    def __init__(
-        self, client: Github, token: str, directory: Path, bounds: Bounds, say: Say
-    ) -> None:
-        self.client, self.token, self.directory = client, token, directory
+    def __init__(self, session: Session, directory: Path, bounds: Bounds, say: Say) -> None:
+        self.session, self.directory = session, directory
         self.bounds, self.say = bounds, say
         self.started = time.monotonic()
         self.downloaded = 0
@@ -213,8 +210,8 @@ class _Fetcher:
         handle, scratch = tempfile.mkstemp(dir=self.directory, prefix=".download-", suffix=".zip")
         os.close(handle)
         try:
-            with translated(f"downloading artifact {name} of run {item.run.id}", self.token):
-                location = baseline_fetch.download_location(self.client, item.artifact)
+            with self.session.translated(f"downloading artifact {name} of run {item.run.id}"):
+                location = baseline_fetch.download_location(self.session.client, item.artifact)
                 baseline_fetch.download(location, Path(scratch), name)
             self.downloaded += Path(scratch).stat().st_size
             os.replace(scratch, archive)  # a new file in place of whatever was there

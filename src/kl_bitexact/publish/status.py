@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from github import Github
 from github.GithubObject import NotSet
 
 from kl_bitexact.compare.gate import Decision
 from kl_bitexact.errors import ExitCode, FatalError
-from kl_bitexact.publish.client import PullRequestTarget, translated
+from kl_bitexact.publish.client import PullRequestTarget, Session
 
 CONTEXT = "kl-bitexact"
 MAX_DESCRIPTION = 140  # GitHub refuses longer status descriptions
@@ -67,11 +66,11 @@ def refuse_unbound_pass(tested: str | None, marked: str, decision: Decision) -> 
 
 
 def post(
-    client: Github, target: PullRequestTarget, sha: str, status: Status, url: str | None
+    session: Session, target: PullRequestTarget, sha: str, status: Status, url: str | None
 ) -> None:
     """Set the status on `sha`, linking to `url` (the run's page) when there is one."""
-    with translated(f"setting the {CONTEXT} status on {sha[:12]}", target.token):
-        client.get_repo(target.repository).get_commit(sha).create_status(
+    with session.translated(f"setting the {CONTEXT} status on {sha[:12]}"):
+        session.client.get_repo(target.repository).get_commit(sha).create_status(
             status.state,
             target_url=url or NotSet,
             description=status.description,
