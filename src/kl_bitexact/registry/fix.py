@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from kl_bitexact.registry import paths, pyedit, yamledit, yamlio
+from kl_bitexact.registry import paths, yamlio
 from kl_bitexact.registry.edits import EditError
 from kl_bitexact.registry.findings import Code, Finding
 from kl_bitexact.registry.lint import (
@@ -274,6 +274,9 @@ def apply(root: Path, state: RepoState, only: str | None = None) -> list[str]:
 
 def _edited(root: Path, edit: Edit) -> tuple[str, str]:
     """The edited text of `edit.file`, and a note on what was left out."""
+    # The editors (ruamel.yaml's round-trip parser) are loaded only when there is an edit.
+    from kl_bitexact.registry import pyedit, yamledit
+
     path = paths.inside(root, edit.file)
     if paths.outside_root(root, edit.file):
         # Neither read (lint-ci reads nothing outside --root) nor written: see _write.
@@ -299,7 +302,9 @@ def _entry_like_siblings(text: str, edit: MatrixAddition) -> tuple[dict[str, obj
     """The new include entry: stage and runner_config, plus each other key only when at
     least two sibling entries exist and all share its value (a per-entry setting such as
     `timeout_per_file` belongs to its runner, not to a newcomer). Also says what it left out."""
-    include = yamlio.load(text, edit.file)["jobs"][edit.job]["strategy"]["matrix"]["include"]
+    include = yamlio.load_round_trip(text, edit.file)["jobs"][edit.job]["strategy"]["matrix"][
+        "include"
+    ]
     wanted: dict[str, object] = dict(edit.entry)
     siblings = [entry for entry in include if isinstance(entry, dict)]
     shared: dict[str, object] = {}

@@ -44,11 +44,10 @@ def runs_of(state: RepoState, suite: str, backend: str | None) -> list[Dispatch]
     """The runs of `suite` that select `backend`'s registrations: the runner's `--hw` is
     part of the match (a run whose backend cannot be read counts for every backend; a
     `backend` of None: any run of the suite)."""
-    return [
-        d
-        for d in state.workflows.by_suite.get(suite, ())
-        if backend is None or d.backend is None or d.backend == backend
-    ]
+    if backend is None:
+        return list(state.workflows.by_suite.get(suite, ()))
+    runs = state.workflows.by_suite_backend
+    return [*runs.get((suite, backend), ()), *runs.get((suite, None), ())]
 
 
 def is_dispatched(state: RepoState, suite: str, backend: str | None) -> bool:
@@ -191,21 +190,17 @@ def _empty_dispatches(state: RepoState) -> list[Finding]:
     first: dict[tuple[str, str | None, str], Dispatch] = {}
     for dispatch in sorted(state.workflows.dispatches, key=lambda d: d.line):
         first.setdefault((dispatch.suite, dispatch.backend, dispatch.file), dispatch)
+    enabled: set[tuple[str, str | None, bool | None]] = set()
+    for r in state.registrations:
+        if r.enabled:  # what a run selects, with its backend or cadence unknown (None)
+            for backend in (r.backend, None):
+                enabled.update({(r.suite, backend, r.nightly), (r.suite, backend, None)})
     findings = [
         _empty_finding(dispatch)
         for dispatch in first.values()
-        if not any(_selects(dispatch, r) for r in state.registrations)
+        if (dispatch.suite, dispatch.backend, dispatch.nightly) not in enabled
     ]
     return findings + _empty_globs(state)
-
-
-def _selects(d: Dispatch, r: Registration) -> bool:
-    return (
-        r.enabled
-        and r.suite == d.suite
-        and (d.backend is None or r.backend == d.backend)
-        and (d.nightly is None or r.nightly == d.nightly)
-    )
 
 
 def _empty_finding(d: Dispatch) -> Finding:
@@ -327,10 +322,14 @@ def _runner_dispatches(state: RepoState, r: Registration) -> list[Dispatch]:
 def _cadence(state: RepoState) -> list[Finding]:
     """run_suite.py selects files whose `nightly` equals its `--nightly` flag."""
     findings = []
+    cadences: dict[tuple[str, str], set[bool]] = {}
     for r in state.registrations:
         if r.backend == SUITE_FILE_BACKEND or not r.enabled:
             continue
-        flags = {bool(d.nightly) for d in _runner_dispatches(state, r)}
+        if (r.suite, r.backend) not in cadences:
+            runs = _runner_dispatches(state, r)
+            cadences[(r.suite, r.backend)] = {bool(d.nightly) for d in runs}
+        flags = cadences[(r.suite, r.backend)]
         if flags:
             if r.nightly not in flags:
                 findings.append(_cadence_by_runs(r, flags))
@@ -383,15 +382,27 @@ def _cadence_by_list(state: RepoState, r: Registration, expected: bool) -> Findi
 
 def _timeouts(state: RepoState) -> list[Finding]:
     findings = []
+    tightest: dict[tuple[str, str, bool], tuple[float, Dispatch] | None] = {}
     for r in state.registrations:
         if r.backend == SUITE_FILE_BACKEND or not r.enabled or r.est_time <= 0:
             continue
-        for d in _runner_dispatches(state, r):
-            limit = _timeout_of(state, d)
-            if d.nightly == r.nightly and limit is not None and r.est_time > limit:
-                findings.append(_timeout_finding(r, d, limit))
-                break
+        key = (r.suite, r.backend, r.nightly)
+        if key not in tightest:
+            tightest[key] = _tightest_run(state, r)
+        run = tightest[key]
+        if run is not None and r.est_time > run[0]:
+            findings.append(_timeout_finding(r, run[1], run[0]))
     return findings
+
+
+def _tightest_run(state: RepoState, r: Registration) -> tuple[float, Dispatch] | None:
+    """The run selecting `r` (backend, suite, cadence) with the smallest per-file limit."""
+    limits = [
+        (limit, d)
+        for d in _runner_dispatches(state, r)
+        if d.nightly == r.nightly and (limit := _timeout_of(state, d)) is not None
+    ]
+    return min(limits, key=lambda item: (item[0], item[1].file, item[1].line), default=None)
 
 
 def _timeout_of(state: RepoState, d: Dispatch) -> float | None:

@@ -1,7 +1,7 @@
 """What the workflows dispatch, cached by the hash of every workflow file and the settings.
 
-Reading workflows with positions (ruamel's round-trip loader) costs far more than the
-result: sglang has hundreds of workflow files. The result depends on all of them together
+Reading workflows with positions and following every step's script costs far more than
+the result: sglang has 83 workflow files, 20,000 lines. The result depends on all of them together
 (callers resolve reusable workflows), so one entry is kept per repository root, keyed by
 the hash of every (path, text) and the suite runners; JSON, as the scan cache.
 """
@@ -39,15 +39,18 @@ class Recording:
         self.checkout = checkout
         self.texts: dict[str, str | None] = {}
         self.files: dict[str, bool] = {}
+        self._read: dict[str, str | None] = {}
 
     def text(self, path: str) -> str | None:
-        found = self.checkout.text(path)
-        self.texts[path] = _digest(found)
-        return found
+        if path not in self._read:
+            self._read[path] = self.checkout.text(path)
+            self.texts[path] = _digest(self._read[path])
+        return self._read[path]
 
     def is_file(self, path: str) -> bool:
-        found = self.files[path] = self.checkout.is_file(path)
-        return found
+        if path not in self.files:
+            self.files[path] = self.checkout.is_file(path)
+        return self.files[path]
 
     def still_true(self, probes: Any) -> bool:
         texts, files = probes["texts"], probes["files"]

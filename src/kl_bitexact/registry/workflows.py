@@ -25,8 +25,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from ruamel.yaml.scalarstring import LiteralScalarString
-
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.registry import expressions, shell, yamlio
 from kl_bitexact.registry.expressions import UNKNOWN
@@ -115,6 +113,14 @@ class Workflows:
             found.setdefault(dispatch.suite, []).append(dispatch)
         return {suite: tuple(items) for suite, items in found.items()}
 
+    @cached_property
+    def by_suite_backend(self) -> Mapping[tuple[str, str | None], tuple[Dispatch, ...]]:
+        """Runs by (suite, --hw); a backend of None: the runner's backend is unknown."""
+        found: dict[tuple[str, str | None], list[Dispatch]] = {}
+        for dispatch in self.dispatches:
+            found.setdefault((dispatch.suite, dispatch.backend), []).append(dispatch)
+        return {key: tuple(items) for key, items in found.items()}
+
     def __add__(self, other: Workflows) -> Workflows:
         return Workflows(
             self.dispatches + other.dispatches,
@@ -172,6 +178,7 @@ class _Reader:
     ) -> None:
         self.documents = {path: doc for path, doc in documents.items() if isinstance(doc, dict)}
         self.runners = runners
+        self.runner_names = {posixpath.basename(runner) for runner in runners}
         self.checkout = checkout
         self.out = _Collector()
         # wrapper -> (file, line, why) of each run that could not be followed through it
@@ -262,10 +269,8 @@ class _Reader:
         self._read_with(job, context, path, job_id, line)
         for step in job.get("steps") or []:
             if isinstance(step, dict):
-                step_context = {
-                    **context,
-                    "env": _env(self.documents[path], job, step, inputs.values, context["matrix"]),
-                }
+                env = _LazyEnv(self.documents[path], job, step, inputs.values, context["matrix"])
+                step_context = {**context, "env": env}
                 self._read_with(step, step_context, path, job_id, line, action=True)
                 self._read_run(path, job_id, job, step, step_context, inputs, line)
 
@@ -314,9 +319,7 @@ class _Reader:
         script = step.get("run")
         if not isinstance(script, str):
             return
-        first = (yamlio.key_line(step, "run") or 1) + (
-            1 if isinstance(script, LiteralScalarString) else 0
-        )
+        first = yamlio.script_line(step, "run") or 1
         unknown: list[str] = []
 
         def mark(expression: str) -> str:
@@ -325,6 +328,8 @@ class _Reader:
 
         text = expressions.substitute(script, context, mark)
         self._kl_bitexact_runs(text, path, first)
+        if not self._may_start_runner(text, context["env"]):
+            return
         env = {}
         for key, value in context["env"].items():
             if isinstance(value, str):
@@ -348,6 +353,18 @@ class _Reader:
         for opaque in followed.opaque:
             wrapper = _unmarked(opaque.wrapper, unknown)
             self.opaque.setdefault(wrapper, []).append((path, first + opaque.line, opaque.why))
+
+    def _may_start_runner(self, text: str, env: Mapping[str, Any]) -> bool:
+        """Whether the script can start a suite runner at all: the runner's file name is in
+        its text or in a variable it may expand. Only such a script is worth following
+        through the shell (most steps install, build or upload)."""
+        names = self.runner_names
+        if any(name in text for name in names):
+            return True
+        return "$" in text and any(
+            isinstance(value, str) and any(name in value for name in names)
+            for value in env.values()
+        )
 
     def _runner_call(
         self,
@@ -633,6 +650,32 @@ def _env(
             for key, value in values.items():
                 env[str(key)] = _evaluate_value(value, context)
     return env
+
+
+class _LazyEnv(Mapping[str, Any]):
+    """A step's `env` context, evaluated the first time an expression or the shell reads
+    it (most steps never do)."""
+
+    def __init__(
+        self, document: Any, job: Any, step: Any, inputs: Mapping[str, Any] | None, matrix: Any
+    ) -> None:
+        self._arguments = (document, job, step, inputs, matrix)
+        self._values: dict[str, Any] | None = None
+
+    @property
+    def values_(self) -> dict[str, Any]:
+        if self._values is None:
+            self._values = _env(*self._arguments)
+        return self._values
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values_[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.values_)
+
+    def __len__(self) -> int:
+        return len(self.values_)
 
 
 def _raw_env(document: Any, job: Any, step: Any, key: str) -> str:

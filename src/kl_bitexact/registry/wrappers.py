@@ -12,6 +12,7 @@ command that passes the remaining arguments on (`"$@"`). A body it cannot read t
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from collections.abc import Callable
@@ -74,8 +75,10 @@ class Wrapper:
         return variables, args[index:]
 
 
+@functools.lru_cache(maxsize=64)
 def read(text: str) -> Wrapper | str:
-    """The wrapper `text` describes, or why it cannot be read as one."""
+    """The wrapper `text` describes, or why it cannot be read as one (the same script is
+    started by many steps: read once)."""
     if re.search(r"\bgetopts?\b", text):
         return "its options are parsed by getopts, which lint-ci does not follow"
     lines = _logical_lines(text)

@@ -25,7 +25,7 @@ _AMBIGUOUS = re.compile(r"(?i:true|false|yes|no|on|off|null|~|[-+]?[0-9._]+(e[-+
 def append(text: str, path: str, keys: Sequence[str], item: Any) -> str:
     """`text` with `item` appended to the sequence at `keys` (created when only the last
     key is missing from an existing top-level mapping)."""
-    document = yamlio.load(text, path)
+    document = yamlio.load_round_trip(text, path)
     parent = _walk(document, keys[:-1], path)
     sequence = parent.get(keys[-1]) if isinstance(parent, CommentedMap) else None
     missing = not isinstance(parent, CommentedMap) or keys[-1] not in parent
@@ -42,7 +42,7 @@ def append(text: str, path: str, keys: Sequence[str], item: Any) -> str:
 def add_word(text: str, path: str, keys: Sequence[str], word: str) -> str:
     """`text` with ` word` appended to the one-line string at `keys` (a space-separated
     list, such as the reusable workflow's `suites:` input), inside its quotes if any."""
-    document = yamlio.load(text, path)
+    document = yamlio.load_round_trip(text, path)
     parent = _walk(document, keys[:-1], path)
     value = parent.get(keys[-1]) if isinstance(parent, CommentedMap) else None
     if not isinstance(value, str) or not value.strip() or "\n" in value:
@@ -54,7 +54,7 @@ def add_word(text: str, path: str, keys: Sequence[str], word: str) -> str:
         end -= 1  # inside the closing quote
     # `word` is a checked suite name (lint.SAFE_SUITE_NAME): safe inside any scalar style.
     edited = insert(text, Insertion(line, end, f" {word}"))
-    if yamlio.plain(_walk(yamlio.load(edited, path), keys, path)) != f"{value} {word}":
+    if yamlio.plain(_walk(yamlio.load_round_trip(edited, path), keys, path)) != f"{value} {word}":
         raise EditError(f"{path}: the edit would change more than {'.'.join(keys)}")
     return edited
 
@@ -148,10 +148,10 @@ def _plain_safe(text: str) -> bool:
 
 
 def _verify(before: str, after: str, path: str, keys: Sequence[str], item: Any) -> None:
-    expected = yamlio.plain(yamlio.load(before, path)) or {}
+    expected = yamlio.plain(yamlio.load_round_trip(before, path)) or {}
     node = expected
     for key in keys[:-1]:
         node = node[key]
     node.setdefault(keys[-1], []).append(item)
-    if yamlio.plain(yamlio.load(after, path)) != expected:
+    if yamlio.plain(yamlio.load_round_trip(after, path)) != expected:
         raise EditError(f"{path}: the edit would change more than the one new list item")
