@@ -131,14 +131,22 @@ def write_tiny_llama(
     seed: int = 0,
     shape: TinyLlamaShape | None = None,
     vocabulary: str = "ascii",
+    chain: tuple[int, ...] = (),
 ) -> Path:
-    """Write the model to `path` (a few hundred KB) and return the path."""
+    """Write the model to `path` (a few hundred KB) and return the path.
+
+    `chain`: token ids the model cycles through whatever the context (after chain[i] it
+    samples chain[i + 1], after the last or any other token chain[0], every other token
+    about e^-24 as likely): a way to make llama-server sample a chosen sequence."""
     shape = shape or TinyLlamaShape()
     vocab = VOCABULARIES[vocabulary]()
     writer = gguf.GGUFWriter(str(path), arch="llama")
     _add_hyperparameters(writer, shape, len(vocab))
     _add_vocabulary(writer, vocab)
-    for name, weights in _random_tensors(shape, len(vocab), np.random.default_rng(seed)):
+    tensors = _random_tensors(shape, len(vocab), np.random.default_rng(seed))
+    if chain:
+        tensors = _chained(tensors, shape, len(vocab), chain)
+    for name, weights in tensors:
         writer.add_tensor(name, weights)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
@@ -210,3 +218,28 @@ def _random_tensors(
         ("output.weight", 4 * matrix(vocab, shape.embedding)),
     ]
     return tensors
+
+
+def _chained(
+    tensors: list[tuple[str, np.ndarray]], shape: TinyLlamaShape, vocab: int, chain: tuple[int, ...]
+) -> list[tuple[str, np.ndarray]]:
+    """The random tensors turned into a bigram model over `chain`: attention and
+    feed-forward write nothing (their output projections are zero), so the last hidden
+    state is the token's embedding, one axis per chain position (axis 0: any other token)."""
+    if len(chain) >= shape.embedding:
+        raise ValueError(f"a chain of {len(chain)} tokens needs more than {shape.embedding} axes")
+    embedding = np.zeros((vocab, shape.embedding), dtype=np.float32)
+    embedding[:, 0] = 1.0
+    output = np.zeros((vocab, shape.embedding), dtype=np.float32)
+    # RMS norm scales a one-hot row to sqrt(width) (8 at 64): logit 3 x 8 = 24 for the next one.
+    output[chain[0], 0] = 3.0
+    for position, token in enumerate(chain):
+        embedding[token] = 0.0
+        embedding[token, position + 1] = 1.0
+        output[chain[(position + 1) % len(chain)], position + 1] = 3.0
+    replaced = {"token_embd.weight": embedding, "output.weight": output}
+    silent = (".attn_output.weight", ".ffn_down.weight")
+    return [
+        (name, replaced.get(name, np.zeros_like(weights) if name.endswith(silent) else weights))
+        for name, weights in tensors
+    ]

@@ -255,3 +255,18 @@ def test_merge_joins_plans_and_any_unfinished_shard_makes_the_run_unfinished():
     unplanned = dataclasses.replace(two, plan=None, run=r.RunInfo(finished=True))
     merged = results_io.merge([("a", one), ("b", unplanned)])
     assert merged.plan is None and merged.run.finished is True
+
+
+def test_a_test_that_could_not_be_measured_exits_2_even_beside_red_ones():
+    from kl_bitexact.errors import ExitCode
+    from kl_bitexact.results.exit_code import exit_code
+
+    def run_of(*statuses: r.Status) -> r.Results:
+        tests = tuple(make_test(f"s::t{i}", status=s) for i, s in enumerate(statuses))
+        return r.Results(suites=(r.SuiteResult("s", r.ServerInfo("openai"), tests),))
+
+    # An adapter error beside failed tests is not a clean red run (issue 31).
+    assert exit_code(run_of(r.Status.FAILED, r.Status.ERROR)) is ExitCode.COULD_NOT_RUN
+    assert exit_code(run_of(r.Status.PASSED, r.Status.ERROR)) is ExitCode.COULD_NOT_RUN
+    assert exit_code(run_of(r.Status.FAILED, r.Status.PASSED)) is ExitCode.GATE_FAILED
+    assert exit_code(run_of(r.Status.PASSED)) is ExitCode.GATE_PASSED

@@ -137,3 +137,19 @@ def test_multiturn_detects_a_wrong_cached_token_count():
     result = run_check(engine, spec("multiturn"))  # exact rules, but the engine resumes per 8
     assert result.status is Status.FAILED and "cached_tokens assertion failed" in result.message
     assert run_check(engine, spec("multiturn", cache_assert="mamba")).status is Status.PASSED
+
+
+@pytest.mark.parametrize("check", ["prefill_cache_hit", "decode_cache_hit"])
+def test_samples_beyond_the_slots_are_warned_and_not_predicted(check: str) -> None:
+    # llama-server with 4 slots and --cache-ram 0 hit 0 of 8 samples against a prediction
+    # of 8, with no word why (issue 31): the slots are counted now.
+    engine = FakeEngine()
+    engine.info["total_slots"] = 2
+    result = run_check(engine, spec(check))
+    assert result.cache_hits is not None and result.cache_hits.expected is None
+    [warning] = [w for w in result.warnings if w.startswith("slots:")]
+    assert "6 samples but the server keeps 2 sequences" in warning and "-np 6" in warning
+    engine.info["total_slots"] = 6
+    result = run_check(engine, spec(check))
+    assert result.cache_hits is not None and result.cache_hits.expected == 6
+    assert not [w for w in result.warnings if w.startswith("slots:")]

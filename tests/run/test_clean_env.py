@@ -102,3 +102,15 @@ def test_under_actions_an_exposed_ancestor_is_a_refusal_elsewhere_a_warning(caps
         clean_env.warn({"GITHUB_ACTIONS": "true"}, exposed)
     clean_env.warn({}, exposed)
     assert "kl-bitexact: warning: GH_TOKEN in process 7 (bash)" in capsys.readouterr().err
+
+
+def test_names_known_not_to_hold_secrets_are_not_named():
+    environ = {
+        "TIKTOKEN_CACHE_DIR": "/cache",
+        "TOKENIZERS_PARALLELISM": "false",
+        "HF_TOKEN_PATH": "/secrets/hf",
+        "HF_TOKEN": "hf",
+    }
+    assert clean_env.kept_secrets(environ) == ["HF_TOKEN"]
+    assert not clean_env.secret_like("tiktoken_cache_dir")
+    assert clean_env.secret_like("MY_SECRET") and clean_env.secret_like("HF_TOKEN")

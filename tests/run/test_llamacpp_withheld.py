@@ -56,3 +56,19 @@ def test_entries_that_do_not_fit_the_rule_are_an_engine_error() -> None:
         align([1, 2], [{"id": 2, "logprob": -1.0}], [False, False])
     with pytest.raises(EngineError, match="not a number"):
         align([1], [{"id": 1, "logprob": None}], [False])
+
+
+def test_a_special_after_an_unfinished_character_is_appended_as_nothing() -> None:
+    # /tokenize spells <s> out; the generation appends it as nothing, so the character
+    # E4 .. B8 AD is still unfinished after it and <s> is kept back as well.
+    pieces = [ZHONG[:1], b"<s>", ZHONG[1:2], ZHONG[2:], b"<s>"]
+    asked: list[int] = []
+
+    def special(index: int) -> bool:
+        asked.append(index)
+        return pieces[index] == b"<s>"
+
+    assert withheld(pieces, special) == [True, True, True, False, False]
+    assert asked == [1]  # asked only where the text was mid-character
+    # Read as text, <s> would seem to end the character and be reported.
+    assert withheld(pieces) == [True, False, False, False, False]

@@ -14,6 +14,7 @@ from kl_bitexact.results.model import Status
 from kl_bitexact.run.checks import run_check
 from kl_bitexact.run.engines import llamacpp
 from kl_bitexact.run.engines.base import SamplingParams
+from kl_bitexact.run.engines.llamacpp_withheld import withheld
 from kl_bitexact.run.engines.openai import OpenAIEngine, connect
 from kl_bitexact.suite.load import parse
 from kl_bitexact.suite.model import CheckName, DialectName, TestSpec
@@ -43,7 +44,8 @@ def spec(check: str, **overrides: object) -> TestSpec:
 def test_detects_vllm_and_reports_its_model(fake: tuple[OpenAIEngine, FakeVllmState]) -> None:
     engine, _ = fake
     assert engine.dialect.name == "vllm"
-    assert engine.server_info() == {"dialect": "vllm", "model": MODEL, "max_model_len": 4096}
+    info = {"dialect": "vllm", "model": MODEL, "max_model_len": 4096, "version": "0.11.0"}
+    assert engine.server_info() == info
 
 
 def test_generate_sends_token_ids_and_reads_ids_logprobs_and_cached_tokens(
@@ -213,8 +215,8 @@ def test_llamacpp_generation_places_entries_around_withheld_byte_tokens() -> Non
             {"id": 176, "bytes": [228, 184, 173], "logprob": -2.5},
         ],
     }
-    pieces = [b"+", b"\xe4", b"\xb8", b"\xad"]
-    generation = llamacpp.parse_generation(answer, 4, pieces)
+    kept_back = withheld([b"+", b"\xe4", b"\xb8", b"\xad"])
+    generation = llamacpp.parse_generation(answer, 4, kept_back)
     assert generation.output_ids == (46, 231, 187, 176)
     assert generation.output_logprobs == (-1.5, None, None, -2.5)
 
@@ -241,3 +243,18 @@ def test_llamacpp_pieces_are_text_or_bytes() -> None:
     assert llamacpp.piece_bytes([228]) == b"\xe4"
     with pytest.raises(EngineError, match="not text or bytes"):
         llamacpp.piece_bytes([300])
+
+
+def test_the_engine_identity_is_what_the_server_reports() -> None:
+    from kl_bitexact.run.engines.base import Identity, identity
+
+    sglang = {"version": "0.5.4", "device": "cuda", "attention_backend": "fa3"}
+    assert identity(sglang) == Identity("0.5.4", None, "cuda, attention fa3")
+    llamacpp_log = [
+        "llama_model_load_from_file_impl: using device CUDA0 (NVIDIA H200) (0000:00:07.0) - "
+        "142000 MiB free",
+        "load_tensors: offloaded 9/9 layers to GPU",
+    ]
+    found = identity({"build": "b1-0c1e570", "version": None}, llamacpp_log)
+    assert found == Identity(None, "b1-0c1e570", "CUDA0 (NVIDIA H200)")
+    assert identity({"version": {"nested": 1}, "build": "x" * 999}).build == "x" * 200

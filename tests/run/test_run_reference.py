@@ -43,6 +43,12 @@ def test_bundled_suite_passes_bit_exact(cli, tmp_path):
     # every clean run that samples could be evicted (issue 27).
     budget = [w for t in tests for w in t.warnings if "cache budget" in w]
     assert budget == [] and "cache budget" not in result.stdout
+    # The engine as the server reports itself (issue 31).
+    from kl_bitexact import __version__
+
+    assert {(s.server.version, s.server.backend) for s in loaded.suites} == {
+        (__version__, "numpy, exact batch-invariant")
+    }
     comment = (out / "report.md").read_text()
     assert comment.startswith("<!-- kl-bitexact:kl-bitexact -->")
     assert "<code>reference-radix::multiturn</code> | 0 |" in comment

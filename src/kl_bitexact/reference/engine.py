@@ -57,11 +57,17 @@ class ReferenceEngine:
         # Fault.ORDER_DEPENDENT_DECODE: one draw per decode step, over the server's lifetime.
         self._jitter = np.random.default_rng(config.seed)
 
+    @property
+    def _exact(self) -> bool:
+        return self.config.enable_deterministic_inference
+
     def server_info(self) -> dict[str, Any]:
         return {
             "model_path": MODEL_NAME,
             "version": __version__,
             **self.config.server_info(),
+            # What a real engine's device and kernels are: here numpy, exact or plain float32.
+            "backend": "numpy, " + ("exact batch-invariant" if self._exact else "float32"),
             "vocab_size": self.spec.vocab_size,
             "eos_token_id": self.spec.eos_token_id,
             "model_layers": list(self.spec.layers),

@@ -122,6 +122,10 @@ class ServerInfo:
     engine: str
     args: tuple[str, ...] = ()
     launch_s: float | None = None
+    # The engine as the server reports itself (None: it does not say).
+    version: str | None = None
+    build: str | None = None
+    backend: str | None = None
 
 
 @dataclass(frozen=True)

@@ -64,8 +64,29 @@ def github_credential(name: str, value: str) -> bool:
     return name in CREDENTIALS or bool(_GITHUB_TOKEN_VALUE.match(value))
 
 
+# Names that look secret and are not (docs/cli.md lists them): a word of the pattern above
+# that names tokens of text (tokenizers) rather than a credential, and names ending in a
+# word for a place or a switch (`*_DIR`, `*_PATH`, `*_FILE`: where something is, not what;
+# TIKTOKEN_CACHE_DIR tripped the warning, issue 31). A credential's own name never ends so;
+# a file holding one (HF_TOKEN_PATH) is named here, its contents stay out of the environment.
+NOT_SECRETS = frozenset(
+    {
+        "TOKENIZERS_PARALLELISM",  # Hugging Face tokenizers' thread switch
+        "TIKTOKEN_CACHE_DIR",
+        "TIKTOKEN_ENCODINGS_BASE",
+        "HF_HUB_DISABLE_IMPLICIT_TOKEN",
+    }
+)
+NOT_SECRET_SUFFIXES = ("_DIR", "_PATH", "_FILE", "_CACHE", "_PARALLELISM")
+
+
 def secret_like(name: str) -> bool:
-    """The one rule for "this variable's name says it holds a secret"."""
+    """The one rule for "this variable's name says it holds a secret": a word of
+    `_SECRET_LIKE`, unless `NOT_SECRETS` or `NOT_SECRET_SUFFIXES` say the name is known
+    not to (TIKTOKEN_CACHE_DIR names a directory)."""
+    upper = name.upper()
+    if upper in NOT_SECRETS or upper.endswith(NOT_SECRET_SUFFIXES):
+        return False
     return bool(_SECRET_LIKE.search(name))
 
 

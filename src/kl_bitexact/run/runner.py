@@ -41,7 +41,7 @@ from kl_bitexact.run import engines, server
 from kl_bitexact.run.checks import run_check
 from kl_bitexact.run.checks.phases import Phases
 from kl_bitexact.run.checks.repeats import Attempt, fold
-from kl_bitexact.run.engines.base import Engine
+from kl_bitexact.run.engines.base import Engine, Identity, identity
 from kl_bitexact.suite.model import ServerSpec, Suite, TestSpec
 
 # A crashing server drops its connections a moment before it is seen to exit; under load
@@ -330,9 +330,18 @@ def _run_suite(
     if isinstance(launched, ServerError):
         reporter.server_failed(suite, launched)
     launch_s = launched.seconds if isinstance(launched, Launch) else None
-    info = ServerInfo(suite.server.engine.value, _args(plan, suite), launch_s)
+    engine = _connect(plan, suite, launched.server) if isinstance(launched, Launch) else None
+    found = _identity(engine, launched.server) if isinstance(launched, Launch) else Identity()
+    info = ServerInfo(
+        suite.server.engine.value,
+        _args(plan, suite),
+        launch_s,
+        version=found.version,
+        build=found.build,
+        backend=found.backend,
+    )
     result = SuiteResult(suite.name, info)
-    for attempts in _tests(suite, launched, plan, repeats.launch):
+    for attempts in _tests(suite, launched, engine, plan, repeats.launch):
         test = repeats.fold(attempts)
         result = SuiteResult(suite.name, info, (*result.tests, test))
         save(result)
@@ -341,23 +350,38 @@ def _run_suite(
     return result
 
 
-def _tests(
-    suite: Suite, launched: Launch | ServerError, plan: Plan, launch: int
-) -> Iterator[list[Attempt]]:
-    """Each test's attempts on this launch (`plan.per_launch` of them, fewer when one
-    errs: the server is gone or the check cannot run)."""
-    if isinstance(launched, ServerError):
-        for spec in suite.tests:
-            failed = error(suite, spec, launched.message, 0.0, hint=launched.hint)
-            yield [Attempt(failed, launch=launch)]
-        return
-    running = launched.server
-    engine = plan.connect(
+def _connect(plan: Plan, suite: Suite, running: server.Server) -> Engine:
+    return plan.connect(
         suite.server.engine,
         running.base_url,
         request_timeout=suite.server.request_timeout,
         dialect=suite.server.dialect,
     )
+
+
+def _identity(engine: Engine | None, running: server.Server) -> Identity:
+    """The engine's version, build and backend as the server reports them (results.json's
+    server); a server that cannot say leaves them unknown, and its checks will say why."""
+    try:
+        info = engine.server_info() if engine is not None else {}
+    except EngineError:
+        info = {}
+    return identity(info, server.log_lines(running.log_path))
+
+
+def _tests(
+    suite: Suite, launched: Launch | ServerError, engine: Engine | None, plan: Plan, launch: int
+) -> Iterator[list[Attempt]]:
+    """Each test's attempts on this launch (`plan.per_launch` of them, fewer when one
+    errs: the server is gone or the check cannot run)."""
+    if isinstance(launched, ServerError) or engine is None:
+        message = launched.message if isinstance(launched, ServerError) else "no engine"
+        hint = launched.hint if isinstance(launched, ServerError) else None
+        for spec in suite.tests:
+            failed = error(suite, spec, message, 0.0, hint=hint)
+            yield [Attempt(failed, launch=launch)]
+        return
+    running = launched.server
     # One per suite: a relaunched server (next suite) starts with nothing to reuse.
     phases = Phases(engine)
     gone: str | None = None

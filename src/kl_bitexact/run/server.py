@@ -466,3 +466,19 @@ def _read_lines(path: Path | None) -> list[str]:
         return path.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         return []
+
+
+# A server names its devices while it starts: the head of its log is enough to read them.
+LOG_HEAD_BYTES = 256 * 1024
+
+
+def log_lines(path: Path | None) -> list[str]:
+    """The first lines of a launched server's log (nothing for one attached by URL)."""
+    if path is None:
+        return []
+    try:
+        with path.open("rb") as log:
+            head = log.read(LOG_HEAD_BYTES)
+    except OSError:
+        return []
+    return head.decode("utf-8", errors="replace").splitlines()

@@ -43,7 +43,12 @@ def run(phases: Phases, spec: TestSpec, test_id: str | None = None) -> TestResul
         )
     measured = scoring.Measured(
         samples=scoring.replay_and_pair(phases, second, generations, kept),
-        hits=CacheHits(len(kept), len(first), spec.min_cache_hit_ratio, expected),
+        hits=CacheHits(
+            len(kept),
+            len(first),
+            spec.min_cache_hit_ratio,
+            scoring.predicted_hits(context, expected, len(first)),
+        ),
         hit_label="decode",
         warnings=notes,
     )

@@ -70,6 +70,9 @@ class Geometry:
     # --hicache-ratio): evicted pages wait there and come back on a hit. None: no host
     # tier; 0.0: a host tier of a size in bytes (--hicache-size), in tokens unknown.
     host_ratio: float | None = None
+    # Sequences the server's cache keeps at once (llama.cpp: one per slot, `total_slots`);
+    # None: no such limit reported (sglang's radix tree shares one budget).
+    slots: int | None = None
 
     @classmethod
     def from_server_info(cls, info: Mapping[str, Any]) -> Geometry:
@@ -84,6 +87,7 @@ class Geometry:
             prefill_chunk=_positive(info.get("chunked_prefill_size")) if interval else None,
             token_budget=_positive(info.get("max_total_tokens")),
             host_ratio=_host_ratio(info),
+            slots=_positive(info.get("total_slots")),
         )
 
     @property
@@ -272,4 +276,27 @@ def eviction_warning(held: int, geometry: Geometry) -> str:
         f"{budget}, so least-recently-used samples can be evicted before they are reused and "
         f"hit fewer than predicted; raise --max-total-tokens above {held} (sglang: or "
         "--mem-fraction-static), or send fewer or shorter samples"
+    )
+
+
+def slot_bound(expected: int, samples: int, geometry: Geometry) -> int | None:
+    """The hit prediction once slots are counted: unchanged while every sample has a slot
+    of its own; unknown (None) beyond, where only a host-side cache the server does not
+    report (llama.cpp's --cache-ram) can keep the rest."""
+    if geometry.slots is None or samples <= geometry.slots:
+        return expected
+    return None
+
+
+def slot_warning(samples: int, geometry: Geometry) -> str:
+    """Say so when the samples outnumber the sequences the server's slots keep at once."""
+    slots = geometry.slots
+    if slots is None or samples <= slots:
+        return ""
+    return (
+        f"slots: {samples} samples but the server keeps {slots} sequences in its slots, so a "
+        f"sample's cached prompt is evicted before it is reused unless a host-side prompt "
+        f"cache restores it (llama.cpp: --cache-ram, on by default; with --cache-ram 0 "
+        f"expect no hits at all, each request evicting one needed later); start the server "
+        f"with -np {samples} or more, or send at most {slots} samples"
     )

@@ -31,7 +31,12 @@ def run(phases: Phases, spec: TestSpec, test_id: str | None = None) -> TestResul
     expected = sum(metrics.prefill_hit_possible(len(p), context.geometry) for p in batch)
     measured = scoring.Measured(
         samples=scoring.replay_and_pair(phases, batch, generations, kept),
-        hits=CacheHits(len(kept), len(batch), spec.min_cache_hit_ratio, expected),
+        hits=CacheHits(
+            len(kept),
+            len(batch),
+            spec.min_cache_hit_ratio,
+            scoring.predicted_hits(context, expected, len(batch)),
+        ),
         hit_label="prefill",
         warnings=scoring.geometry_warnings(context, expected, len(batch))
         + scoring.budget_warnings(

@@ -61,7 +61,13 @@ def unreported(generations: Sequence[Generation]) -> bool:
 def geometry_warnings(context: Context, expected: int, total: int) -> tuple[str, ...]:
     ratio = context.spec.min_cache_hit_ratio
     text = metrics.geometry_warning(expected, total, ratio, context.geometry)
-    return (text,) if text else ()
+    slots = metrics.slot_warning(total, context.geometry)
+    return tuple(warning for warning in (text, slots) if warning)
+
+
+def predicted_hits(context: Context, expected: int, total: int) -> int | None:
+    """The hits the geometry allows, unknown when the samples outnumber the slots."""
+    return metrics.slot_bound(expected, total, context.geometry)
 
 
 def budget_warnings(context: Context, held: int) -> tuple[str, ...]:

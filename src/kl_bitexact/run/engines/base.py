@@ -7,6 +7,7 @@ engine. An adapter translates; it never decides pass or fail.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -82,6 +83,45 @@ def tail_start(length: int, last: int | None) -> int:
     if last is None:
         return 1
     return max(1, length - last)
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Which engine build served a run, as the server itself says (None: it does not)."""
+
+    version: str | None = None
+    build: str | None = None
+    backend: str | None = None
+
+
+# Device lines in a server's log where its HTTP answers do not name the backend (llama.cpp:
+# "llama_model_load_from_file_impl: using device CUDA0 (NVIDIA H200) (...) - N MiB free").
+_DEVICE_LINE = re.compile(r"using device (\S+) \(([^)]*)\)")
+MAX_IDENTITY_CHARS = 200
+
+
+def identity(info: Mapping[str, Any], log_lines: Sequence[str] = ()) -> Identity:
+    """The engine's version, build and backend from its `server_info` (keys `version`,
+    `build`, `backend`; sglang's raw /server_info names the backend by `device` and
+    `attention_backend`), the backend else from the device lines of its log."""
+    backend = _text(info.get("backend"))
+    if backend is None:
+        parts = [_text(info.get("device")), _text(info.get("attention_backend"))]
+        named = [part for part in parts if part]
+        backend = ", attention ".join(named) if named else None
+    if backend is None:
+        devices = dict.fromkeys(
+            f"{found[1]} ({found[2]})" for line in log_lines if (found := _DEVICE_LINE.search(line))
+        )
+        backend = ", ".join(devices) or None
+    return Identity(_text(info.get("version")), _text(info.get("build")), _text(backend))
+
+
+def _text(value: Any) -> str | None:
+    """A short one-line string of what a server sent (None when it sent nothing usable)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)) or value == "":
+        return None
+    return " ".join(str(value).split())[:MAX_IDENTITY_CHARS] or None
 
 
 class Engine(Protocol):

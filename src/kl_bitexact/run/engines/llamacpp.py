@@ -57,6 +57,7 @@ class LlamaCppDialect:
     def __init__(self, model: str) -> None:
         self.model = model
         self._pieces: dict[int, bytes] = {}  # token id -> its bytes, learnt from /tokenize
+        self._specials: dict[int, bool] = {}  # token id -> generation appends it as nothing
 
     @decoder("/props or /v1/models answer")
     def server_info(self, client: JsonClient) -> dict[str, Any]:
@@ -109,8 +110,17 @@ class LlamaCppDialect:
         tokens = token_ids(answer)
         # Bytes are needed only to place the entries when some tokens got none.
         complete = len(answer.get("completion_probabilities") or []) == len(tokens)
-        pieces = None if complete else self._bytes_of(client, tokens)
-        return parse_generation(answer, params.max_new_tokens, pieces)
+        kept_back = None if complete else self._kept_back(client, tokens)
+        return parse_generation(answer, params.max_new_tokens, kept_back)
+
+    def _kept_back(self, client: JsonClient, tokens: Sequence[int]) -> list[bool]:
+        """llama.cpp's rule over the tokens' bytes as the generation appends them."""
+        pieces = self._bytes_of(client, tokens)
+
+        def renders_empty(index: int) -> bool:
+            return self._special(client, tokens[index])
+
+        return llamacpp_withheld.withheld(pieces, renders_empty)
 
     def replay_one(self, client: JsonClient, sequence: TokenIds, last: int | None) -> Replay:
         first = tail_start(len(sequence), last)
@@ -149,20 +159,39 @@ class LlamaCppDialect:
             raise EngineError(f"llama-server's /tokenize gave no piece for tokens {missing[:8]}")
         return [self._pieces[token] for token in tokens]
 
+    @decoder("/tokenize answer")
+    def _special(self, client: JsonClient, token: int) -> bool:
+        """Whether `token` is a special (UNKNOWN or CONTROL: `<unk>`, `<s>`) that generation
+        appends as nothing. The server does not list them; its tokenizer tells: a special's
+        spelled-out text is read back as the token only when specials are parsed."""
+        if token not in self._specials:
+            text = self._pieces[token].decode("utf-8", errors="replace")
+            self._specials[token] = self._tokenized(client, text, True) == [
+                token
+            ] and self._tokenized(client, text, False) != [token]
+        return self._specials[token]
+
+    @staticmethod
+    def _tokenized(client: JsonClient, text: str, parse_special: bool) -> list[int]:
+        body = {"content": text, "add_special": False, "parse_special": parse_special}
+        tokens = require(client.post("/tokenize", body), "tokens", "the /tokenize answer")
+        return [int(item) for item in tokens]
+
 
 FINISH_REASONS = {"limit": "length", "eos": "stop", "word": "stop"}
 
 
 @decoder("/completion answer")
 def parse_generation(
-    answer: Mapping[str, Any], max_new_tokens: int, pieces: Sequence[bytes] | None
+    answer: Mapping[str, Any], max_new_tokens: int, kept_back: Sequence[bool] | None
 ) -> Generation:
-    """A `/completion` answer; `pieces` (each token's bytes) is needed only when some
-    tokens have no entry in `completion_probabilities`."""
+    """A `/completion` answer; `kept_back` (which tokens the server withheld,
+    `llamacpp_withheld.withheld`) is needed only when some tokens have no entry in
+    `completion_probabilities` (None: every token has its entry)."""
     tokens = token_ids(answer)
     entries = answer.get("completion_probabilities") or []
-    # No bytes needed when every token has its entry: nothing was kept back.
-    kept_back = [False] * len(tokens) if pieces is None else llamacpp_withheld.withheld(pieces)
+    if kept_back is None:
+        kept_back = [False] * len(tokens)
     logprobs = llamacpp_withheld.align(tokens, entries, kept_back)
     return Generation(
         output_ids=trimmed(tokens, max_new_tokens),

@@ -7,11 +7,18 @@ tokens such as `<0xE4>` and byte-level BPE pieces cut inside a character do that
 time. The token ids still come back (`return_tokens`), so this module replays the server's
 rule (`validate_utf8` in server-common.cpp) over the tokens' bytes to tell which ids the
 reported probabilities belong to.
+
+The bytes must be those the generation appends, not those `/tokenize` spells: a special
+token (`<unk>`, `<s>`: llama.cpp's UNKNOWN and CONTROL attributes) is appended as nothing
+unless the server runs with `--special`, while `/tokenize` spells it out. Spelled out, a
+special sampled right after an unfinished character would seem to end it, and the entries
+would be placed wrongly. Only there does it matter: after complete text, "" and "<s>" leave
+every later token's fate the same (the rule looks for unfinished lead bytes alone).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from kl_bitexact.errors import EngineError
 
@@ -30,14 +37,28 @@ def ends_mid_character(text: bytes) -> bool:
     return False
 
 
-def withheld(pieces: Sequence[bytes]) -> list[bool]:
-    """For each generated token (its bytes, in order): whether the server keeps it back."""
+def withheld(
+    pieces: Sequence[bytes], renders_empty: Callable[[int], bool] = lambda index: False
+) -> list[bool]:
+    """For each generated token (its bytes as /tokenize spells them, in order): whether the
+    server keeps it back. `renders_empty(i)`: whether token i is a special the generation
+    appends as nothing; asked only where it matters (the text is mid-character before it)
+    and only of text pieces (a special is text; a byte token is not)."""
     text = b""
     flags = []
-    for piece in pieces:
+    for index, piece in enumerate(pieces):
+        if ends_mid_character(text) and _text(piece) and renders_empty(index):
+            piece = b""
         text = (text + piece)[-4:]  # the rule looks at the last four bytes only
         flags.append(ends_mid_character(text))
     return flags
+
+
+def _text(piece: bytes) -> bool:
+    try:
+        return bool(piece.decode("utf-8"))
+    except UnicodeDecodeError:
+        return False
 
 
 def align(

@@ -45,10 +45,13 @@ class VllmDialect:
     def server_info(self, client: JsonClient) -> dict[str, Any]:
         models = require(client.get("/v1/models"), "data", "/v1/models")
         served = models[0] if models else {}
+        # GET /version: {"version": "0.x.y"} (a server without it still runs the checks).
+        version = client.get("/version") if client.status("GET", "/version") == 200 else {}
         return {
             "dialect": self.name,
             "model": served.get("id"),
             "max_model_len": served.get("max_model_len"),
+            "version": version.get("version") if isinstance(version, dict) else None,
         }
 
     def flush(self, client: JsonClient) -> None:
