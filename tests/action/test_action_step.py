@@ -59,6 +59,16 @@ def test_inputs_are_parsed():
     assert inputs.args == ("--select", "decode")
 
 
+def test_the_gate_input_becomes_run_s_gate_option():
+    from kl_bitexact.action.inputs import GATES
+    from kl_bitexact.suite.model import Gate
+
+    assert tuple(gate.value for gate in Gate) == GATES
+    inputs = read_inputs(env(gate="noise-floor"))
+    assert argv.run_argv(inputs, ["s.yaml"])[-2:] == ["--gate", "noise-floor"]
+    assert "--gate" not in argv.run_argv(read_inputs(env()), ["s.yaml"])
+
+
 @pytest.mark.parametrize(
     "value", ["flaky", "failure,flaky", "regression, flaky", "failure,allow-known"]
 )
@@ -100,6 +110,7 @@ def test_expected_shards_accepts_the_shard_matrix():
         ({"fail_on": "always"}, "action input `fail-on`: 'always' is not one of"),
         ({"fail_on": "never,failure"}, "'never,failure' is not one of regression, failure"),
         ({"repeat": "-1"}, "action input `repeat`: '-1' is not a positive integer"),
+        ({"gate": "loose"}, "action input `gate`: 'loose' is not one of bit-exact, noise-floor"),
         ({"comment": "yes"}, "action input `comment`: 'yes' is not true or false"),
         ({"partitions": "two"}, "action input `partitions`: 'two' is not a positive integer"),
         (

@@ -15,6 +15,7 @@ from kl_bitexact.compare.blockers import BlockerState
 from kl_bitexact.compare.comparison import Transition, compare, transition_of
 from kl_bitexact.compare.gate import FailOn, Policy, Verdict
 from kl_bitexact.errors import ConfigError, ExitCode
+from kl_bitexact.report import render
 from kl_bitexact.results import io as results_io
 from kl_bitexact.results import model as r
 from kl_bitexact.suite.references import BlockerRef
@@ -212,3 +213,54 @@ def test_a_test_outside_the_heads_plan_was_removed_by_the_pr():
     removed = {d.id: d for d in comparison.deltas}["x"]
     assert removed.transition is Transition.REMOVED and not removed.gating
     assert comparison.decision.passed
+
+
+def cpu_red(test_id: str, kl: float) -> r.TestResult:
+    """A test red on the CPU base: llama.cpp's last-bit drift, over sglang's 1e-9."""
+    return check_result(
+        test_id,
+        S.FAILED,
+        kl_div=kl,
+        kl_per_sample=(kl,) * 32,
+        exact=r.ExactMatch(tokens=160, mismatched=150),
+    )
+
+
+def test_a_test_red_on_base_whose_kl_grew_100x_is_a_regression():
+    # CPU results as the base, GPU ones as the head (issue 31): every test was "still
+    # failing" and the gate passed a 240x jump.
+    base = results(cpu_red("grew", 4.16e-7), cpu_red("same", 4.16e-7), cpu_red("5x", 4.16e-7))
+    head = results(cpu_red("grew", 4.16e-5), cpu_red("same", 4.5e-7), cpu_red("5x", 2.08e-6))
+    comparison = compare(head, base)
+    by_id = {d.id: d for d in comparison.deltas}
+    grew = by_id["grew"]
+    assert (grew.verdict, grew.transition) == (Verdict.REGRESSION, Transition.REGRESSED)
+    assert grew.gating and grew.worse == ("avg KL 4.16e-07 → 4.16e-05 (100x)",)
+    for name in ("same", "5x"):  # within 10x: still failing, excused by the base
+        assert by_id[name].verdict is Verdict.STILL_FAILING and not by_id[name].gating
+        assert by_id[name].worse == ()
+    assert comparison.decision.reasons == ("1 regression",)
+    comment = render.comment(comparison)
+    assert "Red on the base too, but worse than it by more than 10x, so a regression: " in comment
+    assert "avg KL 4.16e-07 → 4.16e-05 (100x)" in comment
+
+
+def test_more_missed_hits_or_more_differing_logprobs_than_a_red_base_are_regressions():
+    hits = r.CacheHits(hit=31, total=32, min_ratio=0.99)
+    base = results(
+        check_result("hits", S.FAILED, cache_hits=hits),
+        check_result(
+            "exact", S.FAILED, cache_hits=hits, exact=r.ExactMatch(4096, 0, enforced=True)
+        ),
+    )
+    head = results(
+        check_result("hits", S.FAILED, cache_hits=dataclasses.replace(hits, hit=16)),
+        check_result(
+            "exact", S.FAILED, cache_hits=hits, exact=r.ExactMatch(4096, 7, enforced=True)
+        ),
+    )
+    worse = {d.id: d.worse for d in compare(head, base).deltas}
+    assert worse == {
+        "hits": ("missed cache hits 3.12% → 50% (16x)",),
+        "exact": ("differing logprobs 0% → 0.171%",),
+    }

@@ -93,3 +93,24 @@ def test_report_on_a_forged_results_file_fails_the_gate(cli, tmp_path):
     assert verdict["verdict"] == "failed" and not verdict["passed"], verdict
     markdown = cli(["report", str(head), "--baseline", str(base)])
     assert "gate failed" in markdown.stdout and "contradicts its own numbers" in markdown.stdout
+
+
+def test_a_pass_by_the_noise_floor_is_judged_by_the_floor() -> None:
+    drift = r.TestResult(
+        id="s::prefill",
+        check="prefill_cache_hit",
+        status=r.Status.PASSED,
+        kl_div=1.9e-4,
+        kl_threshold=1e-9,
+        kl_per_sample=(1.9e-4,),
+        exact=r.ExactMatch(tokens=160, mismatched=160, enforced=True),
+        noise_floor=r.NoiseFloor(kl=1.6e-4, ratio=1.19, factor=4.0, margin=1e-9),
+    )
+    assert contradictions(drift) == []  # within 4 x 1.6e-4: the threshold does not apply
+    fault = dataclasses.replace(drift, kl_div=9e-4, kl_per_sample=(9e-4,))
+    assert contradictions(fault) == [
+        "avg KL 9.000e-04 > 4 x noise floor 1.600e-04 + 1e-09 (the same prompts with no cache)"
+    ]
+    # Measured but not gating (gate: bit-exact): the threshold and exact rules stand.
+    ungated = dataclasses.replace(drift, noise_floor=r.NoiseFloor(kl=1.6e-4))
+    assert len(contradictions(ungated)) == 2

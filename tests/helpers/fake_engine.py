@@ -2,7 +2,9 @@
 
 Logprobs are a pure function of the token prefix, so a fresh replay reproduces them
 exactly; the prefix cache remembers sequences and reports page-aligned hits. `drift`
-perturbs logprobs computed on top of a cache hit, the bug class the checks must catch.
+perturbs logprobs computed on top of a cache hit, the bug class the checks must catch;
+`decode_drift` perturbs every decoded logprob, cache or not (an engine that is not
+batch-invariant: a decode step rounds differently from the prefill that replays it).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class FakeEngine:
         track_interval: int | None = None,
         disable_radix_cache: bool = False,
         drift: float = 0.0,
+        decode_drift: float = 0.0,
         report_cached: bool = True,
         withhold: frozenset[int] = frozenset(),
     ) -> None:
@@ -42,6 +45,7 @@ class FakeEngine:
             "disable_radix_cache": disable_radix_cache,
         }
         self.drift = drift
+        self.decode_drift = decode_drift
         self.report_cached = report_cached
         # Token ids whose logprob is never reported, in generation or replay (as llama.cpp
         # withholds tokens that end mid-character).
@@ -87,7 +91,7 @@ class FakeEngine:
             lps: list[float | None] = []
             for _ in range(params.max_new_tokens):
                 token = _next_token(seq)
-                lp = _logprob([*seq, token]) + (self.drift if cached else 0.0)
+                lp = _logprob([*seq, token]) + (self.drift if cached else 0.0) + self.decode_drift
                 ids.append(token)
                 lps.append(None if token in self.withhold else lp)
                 seq.append(token)

@@ -12,6 +12,7 @@ from kl_bitexact.results import io as results_io
 from kl_bitexact.results import model as results
 from kl_bitexact.results.model import Status
 from kl_bitexact.run.checks import run_check
+from kl_bitexact.suite import model as suite_model
 from kl_bitexact.suite.model import CheckName, TestSpec
 
 SMALL: dict[str, Any] = dict(samples=6, prompt_tokens=(20, 40), max_new_tokens=12, vocab_size=500)
@@ -117,7 +118,10 @@ def test_a_check_whose_positions_were_all_withheld_fails():
 def test_decode_phases_are_batched_and_flush_before_each_cold_phase():
     engine = FakeEngine(page_size=4)
     run_check(engine, spec("decode_cache_hit"))
-    assert engine.calls == ["flush", "generate(6, 12)", "generate(6, 12)", "flush", "replay(6)"]
+    cached = ["flush", "generate(6, 12)", "generate(6, 12)", "flush", "replay(6)"]
+    # The noise floor: turn 2 generated cold; its outputs are the cached ones, so the
+    # replay above serves it too.
+    assert engine.calls == [*cached, "flush", "generate(6, 12)"]
 
 
 @pytest.mark.parametrize("samples", [32, 4])
@@ -153,3 +157,89 @@ def test_samples_beyond_the_slots_are_warned_and_not_predicted(check: str) -> No
     result = run_check(engine, spec(check))
     assert result.cache_hits is not None and result.cache_hits.expected == 6
     assert not [w for w in result.warnings if w.startswith("slots:")]
+
+
+NOISE_FLOOR = dict(gate=suite_model.Gate.NOISE_FLOOR)
+
+
+@pytest.mark.parametrize("check", ["prefill_cache_hit", "decode_cache_hit"])
+def test_a_drifting_engine_passes_the_noise_floor_gate_and_fails_bit_exact(check: str) -> None:
+    # Every decode step drifts 1e-3 from its replay, cache or not: the cache adds nothing.
+    drifting = FakeEngine(page_size=4, decode_drift=1e-3)
+    floor_gate = run_check(drifting, spec(check, **NOISE_FLOOR))
+    assert floor_gate.status is Status.PASSED, floor_gate.message
+    floor = floor_gate.noise_floor
+    assert floor is not None and floor.gates and (floor.factor, floor.margin) == (4.0, 1e-9)
+    assert floor.kl is not None and floor.kl > 1e-9
+    assert floor.kl == floor_gate.kl_div and floor.ratio == 1.0
+    assert floor.mismatched == floor.tokens > 0
+    assert floor_gate.max_abs_diff == pytest.approx(1e-3) == floor.max_abs_diff
+    assert "noise floor" in floor_gate.message and "(1x), within 4x + 1e-09" in floor_gate.message
+    # The same numbers in the default gate: over the 1e-9 threshold, every bit differs.
+    bit_exact = run_check(FakeEngine(page_size=4, decode_drift=1e-3), spec(check, exact=True))
+    assert bit_exact.status is Status.FAILED and "1e-09" in bit_exact.message
+    assert bit_exact.noise_floor is not None and not bit_exact.noise_floor.gates
+    assert bit_exact.noise_floor.kl == floor.kl  # measured in both gates
+
+
+@pytest.mark.parametrize("check", ["prefill_cache_hit", "decode_cache_hit"])
+def test_a_cache_fault_on_a_drifting_engine_fails_both_gates(check: str) -> None:
+    # A cache hit drifts 2e-3 more: (3e-3 / 1e-3)^2 = 9x the floor's KL, over 4x.
+    for gate in suite_model.Gate:
+        faulty = FakeEngine(page_size=4, decode_drift=1e-3, drift=2e-3)
+        result = run_check(faulty, spec(check, gate=gate))
+        assert result.status is Status.FAILED, (gate, result.message)
+        floor = result.noise_floor
+        assert floor is not None and floor.ratio == pytest.approx(9.0, rel=1e-3)
+    assert "> 4 x noise floor" in result.message and "(the same prompts with no cache)" in (
+        result.message
+    )
+
+
+def test_match_has_no_noise_floor_and_keeps_its_threshold() -> None:
+    result = run_check(FakeEngine(decode_drift=1e-3), spec("match", **NOISE_FLOOR))
+    assert result.noise_floor is None and result.status is Status.FAILED
+    assert result.max_abs_diff == pytest.approx(1e-3)
+
+
+def test_an_exact_engine_passes_the_noise_floor_gate_at_its_margin() -> None:
+    result = run_check(FakeEngine(page_size=4), spec("prefill_cache_hit", **NOISE_FLOOR))
+    assert result.status is Status.PASSED
+    assert result.noise_floor is not None and result.noise_floor.kl == 0.0
+    assert result.noise_floor.ratio is None and result.max_abs_diff == 0.0
+    tiny_fault = run_check(
+        FakeEngine(page_size=4, drift=1e-3), spec("prefill_cache_hit", **NOISE_FLOOR)
+    )
+    assert tiny_fault.status is Status.FAILED and "> 4 x noise floor 0" in tiny_fault.message
+
+
+@pytest.mark.parametrize(
+    ("info", "switch"),
+    [
+        ({"dialect": "llamacpp"}, "llama.cpp: start llama-server with -np 1 -ub 1"),
+        ({"dialect": "vllm"}, "vLLM: start vLLM with VLLM_BATCH_INVARIANT=1"),
+        ({"enable_deterministic_inference": False}, "--enable-deterministic-inference"),
+        ({}, "this engine: find its batch-invariant mode"),
+    ],
+)
+def test_a_failed_match_says_the_engine_is_not_batch_invariant(info, switch) -> None:
+    engine = FakeEngine(decode_drift=1e-3)
+    engine.info.update(info)
+    result = run_check(engine, spec("match"))
+    [note] = [w for w in result.warnings if w.startswith("not batch-invariant")]
+    assert switch in note and "72/72 decoded logprobs differ" in note
+    assert note.endswith("or judge the cache checks by the drift itself: gate: noise-floor")
+    healthy = run_check(FakeEngine(page_size=4), spec("match"))
+    assert healthy.status is Status.PASSED and not healthy.warnings
+
+
+def test_the_switches_are_the_ones_docs_engines_md_lists() -> None:
+    from pathlib import Path
+
+    from kl_bitexact.run.checks.invariance import SWITCHES
+
+    text = (Path(__file__).parents[2] / "docs" / "engines.md").read_text(encoding="utf-8")
+    section = text.split("## Batch invariance")[1].split("\n## ")[0]
+    for name, switch in SWITCHES.values():
+        flag = switch.split(" (")[0].split(" with ")[-1]  # "-np 1 -ub 1", "VLLM_BATCH_..."
+        assert f"| {name} |" in section and flag in section, (name, flag)

@@ -123,6 +123,6 @@ def test_specials_sampled_inside_a_character_are_placed_as_the_server_does(
     results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
     test = results["suites"][0]["tests"][0]
     assert test["status"] == "passed", test["message"] + run.stdout
-    # 16 tokens from a chain of 8 (whatever token the prompt ends with, chain[0] comes next):
+    # 16 tokens: two turns of the chain of 8 (wherever in it the prompt sends them first):
     # two characters of two per sample reported, 6 of 8 tokens kept back in each cycle.
     assert test["exact"]["tokens"] == 2 * 4 and test["exact"]["not_reported"] == 2 * 12

@@ -258,3 +258,7 @@ def test_the_engine_identity_is_what_the_server_reports() -> None:
     found = identity({"build": "b1-0c1e570", "version": None}, llamacpp_log)
     assert found == Identity(None, "b1-0c1e570", "CUDA0 (NVIDIA H200)")
     assert identity({"version": {"nested": 1}, "build": "x" * 999}).build == "x" * 200
+    # What llama-server on the H200 logged (llama-cpp-python 0.3.36's llama.cpp, issue 31).
+    h200 = "0.00.367.015 W resolve_fused_ops: layer 0 is assigned to device CUDA0 but Flash "
+    h200 += "Attention is assigned to device CPU (usually due to missing support)"
+    assert identity({}, [h200]).backend == "CUDA0"

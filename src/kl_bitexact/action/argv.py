@@ -18,6 +18,8 @@ def run_argv(inputs: ActionInputs, suite_files: Sequence[str]) -> list[str]:
         argv += ["--repeat", str(inputs.repeat)]
     if inputs.exact:
         argv.append("--exact")
+    if inputs.gate:
+        argv += ["--gate", inputs.gate]
     if inputs.prove != "false":
         argv += ["--prove-base", str(inputs.base_path)]
     return argv + list(inputs.args)

@@ -18,6 +18,9 @@ COMMANDS = ("run", "publish", "report", "lint-ci", "shard", "trust", "prove-plan
 PROVE = ("false", "true", "strict")
 # `baseline: fetch`: the newest successful base-branch run's results artifact (publish).
 FETCH_BASELINE = "fetch"
+# `gate`: how cache checks are judged (suite.model.Gate's words; the action layer does not
+# import the suite model: tests/act holds them equal).
+GATES = ("bit-exact", "noise-floor")
 _HINT = "fix the `with:` of the kl-bitexact step in your workflow"
 
 
@@ -37,6 +40,7 @@ class ActionInputs:
     partitions: int | None = None
     repeat: int | None = None  # run: `--repeat N`, the flake meter
     exact: bool = False  # run: `--exact` for suites and Python test files alike
+    gate: str = ""  # run: `--gate bit-exact|noise-floor` (empty: as the suites say)
     prove: str = "false"  # the proof of new tests (PROVE)
     base_path: Path = Path("kl-bitexact-base")  # the base revision's checkout (prove)
     proof_dir: Path = Path("kl-bitexact-proof")  # report, publish: the proof runs' results
@@ -74,6 +78,7 @@ def read_inputs(environ: Mapping[str, str]) -> ActionInputs:
         partitions=_positive_int("partitions", get("partitions")),
         repeat=_positive_int("repeat", get("repeat")),
         exact=_boolean("exact", get("exact", "false")),
+        gate=_choice("gate", get("gate"), GATES) if get("gate") else "",
         prove=_choice("prove", get("prove", "false").lower(), PROVE),
         base_path=Path(get("base-path", "kl-bitexact-base")),
         proof_dir=Path(get("proof-dir", "kl-bitexact-proof")),

@@ -26,7 +26,7 @@ from kl_bitexact.results.model import (
 from kl_bitexact.run import engines
 from kl_bitexact.run.runner import Plan, run_suites, test_id
 from kl_bitexact.suite import load as suite_file
-from kl_bitexact.suite.model import URL_EXAMPLE, EngineName, Suite, is_server_url
+from kl_bitexact.suite.model import URL_EXAMPLE, EngineName, Gate, Suite, is_server_url
 from kl_bitexact.untrusted.jsonfile import replace_text
 
 
@@ -62,6 +62,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--exact",
         action="store_true",
         help="make every test strict: any differing logprob fails, whatever the KL",
+    )
+    parser.add_argument(
+        "--gate",
+        choices=[gate.value for gate in Gate],
+        help="judge every test's cache checks this way, whatever the suite says: bit-exact "
+        "(the KL threshold, every bit with exact) or noise-floor (an engine that is not "
+        "batch-invariant: a cache test fails when its KL exceeds floor_factor x the KL of "
+        "the same prompts with no cache + floor_margin)",
     )
     parser.add_argument(
         "--repeat",
@@ -139,6 +147,8 @@ def run(args: argparse.Namespace) -> int:
         suites = with_faults(suites, args.fault, attached=args.base_url)
     if args.exact:
         suites = [strict(s) for s in suites]
+    if args.gate:
+        suites = [gated(s, Gate(args.gate)) for s in suites]
     if args.base_url:
         check_base_url(args.base_url)
     out: Path = args.out
@@ -379,6 +389,13 @@ def with_faults(
         else s
         for s, ours in zip(suites, launched, strict=True)
     ]
+
+
+def gated(item: Suite, gate: Gate) -> Suite:
+    """`--gate`: every test judged so."""
+    return dataclasses.replace(
+        item, tests=tuple(dataclasses.replace(t, gate=gate) for t in item.tests)
+    )
 
 
 def strict(item: Suite) -> Suite:

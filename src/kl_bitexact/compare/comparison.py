@@ -33,7 +33,7 @@ from kl_bitexact.suite.references import BlockerRef, parse_ref
 class Transition(str, Enum):
     """How a test moved from the base branch to this head."""
 
-    REGRESSED = "regressed"  # red now, not red on the base
+    REGRESSED = "regressed"  # red now, not red on the base (or far worse than it)
     NEWLY_NOT_RUN = "newly_not_run"  # measured on the base, not now
     STILL_FAILING = "still_failing"
     FIXED = "fixed"
@@ -72,6 +72,8 @@ class TestDelta:
     # there and the policy lets such tests through (`--fail-on ...,allow-known`).
     standing: Standing | None = None
     known_let_through: bool = False
+    # Red on the base too, but worse than it (`gate.worse_than_base`): base -> head, why.
+    worse: tuple[str, ...] = ()
 
     @property
     def kl_change(self) -> float | None:
@@ -180,7 +182,7 @@ def _delta(
     blockers = tuple(resolve(text) for text in test.blocked_by)
     have_base = baseline.results is not None
     verdict = gate.verdict(test, [blocker.state for blocker in blockers])
-    verdict = gate.by_base(verdict, base_test, have_base)
+    verdict = gate.by_base(verdict, test, base_test, have_base)
     gating = gate.gates(verdict, test, policy)
     if gating and policy.fail_on is gate.FailOn.REGRESSION:
         gating = not gate.excused_by_base(verdict, test, base_test)
@@ -188,7 +190,10 @@ def _delta(
         # Neither a blocker nor the base excuses a result that contradicts itself.
         verdict, gating = Verdict.INFRA, policy.fail_on is not gate.FailOn.NEVER
     transition = transition_of(test, base_test, have_base)
-    return TestDelta(suite, test.id, test, base_test, transition, verdict, blockers, gating)
+    worse = gate.worse_than_base(test, base_test)
+    return TestDelta(
+        suite, test.id, test, base_test, transition, verdict, blockers, gating, worse=worse
+    )
 
 
 def _against_history(delta: TestDelta, history: History, policy: Policy) -> TestDelta:
@@ -230,7 +235,8 @@ def transition_of(head: TestResult, base: TestResult | None, have_base: bool) ->
     if head.status in (Status.NOT_RUN, Status.SKIPPED) and base.status in gate.EXECUTED:
         return Transition.NEWLY_NOT_RUN
     if head_red:
-        return Transition.STILL_FAILING if base_red else Transition.REGRESSED
+        still = base_red and not gate.worse_than_base(head, base)
+        return Transition.STILL_FAILING if still else Transition.REGRESSED
     if base_red and head.status is Status.PASSED:
         return Transition.FIXED
     return Transition.UNCHANGED

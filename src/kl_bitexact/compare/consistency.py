@@ -21,7 +21,13 @@ def contradictions(test: TestResult) -> list[str]:
     if test.status is not Status.PASSED:
         return []  # a red or unmeasured status is never read as better than it says
     found: list[str] = []
-    threshold = test.kl_threshold
+    floor = test.noise_floor
+    # gate: noise-floor judges KL by the measured floor, not the threshold or every bit.
+    gated = floor is not None and floor.gates
+    threshold = None if gated else test.kl_threshold
+    floor_failure = floor.failure(test.kl_div) if floor is not None else None
+    if floor_failure:
+        found.append(floor_failure)
     if threshold is not None and test.kl_div is not None and not test.kl_div < threshold:
         found.append(f"avg KL {fmt_kl(test.kl_div)} is not below its threshold {threshold:g}")
     if threshold is not None and test.kl_per_sample and not found:  # a low avg hiding them
@@ -32,7 +38,7 @@ def contradictions(test: TestResult) -> list[str]:
     if exact is not None:
         if exact.mismatched > exact.tokens:
             found.append(f"{exact.mismatched} differing logprobs of {exact.tokens} compared")
-        elif exact.enforced and exact.mismatched:
+        elif exact.enforced and exact.mismatched and not gated:
             found.append(f"exact mode, yet {exact.mismatched}/{exact.tokens} logprobs differ")
         if exact.tokens == 0:
             found.append("no logprob was compared")

@@ -20,12 +20,14 @@ A run in which no test executed at all could not run: exit 2, never a pass.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
 from kl_bitexact.compare.blockers import BlockerState, classify, effective_state
 from kl_bitexact.errors import ExitCode
+from kl_bitexact.results.aggregate import enough_hits
+from kl_bitexact.results.formats import fmt_kl
 from kl_bitexact.results.model import Status, TestResult
 
 RED = frozenset({Status.FAILED, Status.ERROR})
@@ -39,9 +41,10 @@ class Verdict(str, Enum):
     the base branch showed (issue 20): `regression` only when the base was not red,
     `still_failing` when it was red too, `failing` when the base has no result for it (a
     new test, or no base at all). `verdict()` says `regression` for all three; the
-    comparison, which knows the base, names them (`by_base`)."""
+    comparison, which knows the base, names them (`by_base`). Red on the base too but far
+    worse than it (`worse_than_base`) is a `regression` all the same."""
 
-    REGRESSION = "regression"  # red here, not red on the base
+    REGRESSION = "regression"  # red here, not red on the base (or far worse than it)
     FAILING = "failing"  # red here, and the base has no result to compare with
     INFRA = "infra"  # error or not_run: the check did not measure
     FLAKY = "flaky"  # its own repeats disagree (`run --repeat`)
@@ -148,13 +151,77 @@ def gates(verdict: Verdict, test: TestResult, policy: Policy) -> bool:
     return verdict in UNEXCUSED_RED or verdict is Verdict.INFRA
 
 
-def by_base(verdict: Verdict, base: TestResult | None, have_base: bool) -> Verdict:
-    """An unexcused red test named by what the base showed (see `Verdict`)."""
+def by_base(
+    verdict: Verdict, test: TestResult, base: TestResult | None, have_base: bool
+) -> Verdict:
+    """An unexcused red test named by what the base showed (see `Verdict`): red on the
+    base too is `still_failing` only while it got no worse there (`worse_than_base`)."""
     if verdict not in UNEXCUSED_RED:
         return verdict
     if not have_base or base is None:
         return Verdict.FAILING
-    return Verdict.STILL_FAILING if base.status in RED else Verdict.REGRESSION
+    if base.status in RED and not worse_than_base(test, base):
+        return Verdict.STILL_FAILING
+    return Verdict.REGRESSION
+
+
+# Worse than base is a regression, even when the base was red (issue 31): a test red on the
+# base too is `regressed`, not `still failing`, when its avg KL, its share of differing
+# logprobs or its share of missed cache hits is more than WORSE_FACTOR times the base's (or
+# is failing where the base's was 0). The rule, stated once; docs/cli.md says it in words.
+# On a GPU engine whose tests are always a little red, "red on base too" let a 240x jump
+# through (CPU base, GPU head).
+WORSE_FACTOR = 10.0
+
+
+def worse_than_base(test: TestResult, base: TestResult | None) -> tuple[str, ...]:
+    """How a red test got worse than its red base, base -> head, one reason per number
+    that grew past WORSE_FACTOR (empty: not worse, or not red on both)."""
+    if base is None or test.status not in RED or base.status not in RED:
+        return ()
+    found = []
+    threshold = test.kl_threshold
+    kl_fails = threshold is not None and test.kl_div is not None and test.kl_div >= threshold
+    found.append(_grew("avg KL", base.kl_div, test.kl_div, kl_fails, fmt_kl))
+    if test.exact is not None and base.exact is not None:
+        shares = (
+            _share(base.exact.mismatched, base.exact.tokens),
+            _share(test.exact.mismatched, test.exact.tokens),
+        )
+        fails = test.exact.enforced and test.exact.mismatched > 0
+        found.append(_grew("differing logprobs", *shares, fails, _percent))
+    if test.cache_hits is not None and base.cache_hits is not None:
+        head_hits, base_hits = test.cache_hits, base.cache_hits
+        missed = (
+            _share(base_hits.total - base_hits.hit, base_hits.total),
+            _share(head_hits.total - head_hits.hit, head_hits.total),
+        )
+        fails = not enough_hits(head_hits.hit, head_hits.total, head_hits.min_ratio)
+        found.append(_grew("missed cache hits", *missed, fails, _percent))
+    return tuple(reason for reason in found if reason)
+
+
+def _grew(
+    what: str,
+    base: float | None,
+    head: float | None,
+    head_fails: bool,
+    shown: Callable[[float | None], str],
+) -> str:
+    """`what base -> head (Nx)` when head > WORSE_FACTOR x base (from 0: only if failing)."""
+    if base is None or head is None or not head > WORSE_FACTOR * base:
+        return ""
+    if base <= 0:
+        return f"{what} {shown(base)} → {shown(head)}" if head_fails else ""
+    return f"{what} {shown(base)} → {shown(head)} ({head / base:.3g}x)"
+
+
+def _share(part: int, whole: int) -> float | None:
+    return part / whole if whole > 0 else None
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.3g}%"
 
 
 def a_repeat_was_red(test: TestResult) -> bool:
@@ -169,7 +236,9 @@ def pre_existing(test: TestResult, base: TestResult | None) -> bool:
     if base is None or test.status is Status.PASSED:
         return False
     both_red = test.status in RED and base.status in RED
-    return both_red or base.status is test.status
+    if both_red:
+        return not worse_than_base(test, base)
+    return base.status is test.status
 
 
 def excused_by_base(verdict: Verdict, test: TestResult, base: TestResult | None) -> bool:

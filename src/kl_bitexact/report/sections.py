@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from kl_bitexact.compare.blockers import effective_state
 from kl_bitexact.compare.comparison import Blocker, Comparison, TestDelta, Transition
-from kl_bitexact.compare.gate import SEVERITY, Verdict
+from kl_bitexact.compare.gate import SEVERITY, WORSE_FACTOR, Verdict
 from kl_bitexact.report import charts, history, proofs
 from kl_bitexact.report.budget import Block, Section
 from kl_bitexact.report.wording import ICON, LABEL, TRANSITION, measured, passed_yet_differs
@@ -314,6 +314,13 @@ def _test_details(delta: TestDelta) -> str:
     ]
     if test.message:
         parts.append("\n" + escape.block(test.message, 2000) + "\n")
+    if delta.worse:
+        parts.append(
+            f"\nRed on the base too, but worse than it by more than {WORSE_FACTOR:g}x, so a "
+            f"regression: {escape.text('; '.join(delta.worse), 600)}\n"
+        )
+    if test.noise_floor is not None:
+        parts.append(_noise_floor(test))
     if test.repeats is not None:
         parts.append(_repeats(test.repeats))
     if test.kl_per_sample:
@@ -321,6 +328,28 @@ def _test_details(delta: TestDelta) -> str:
     if test.first_divergence:
         parts.append(_divergences(test))
     return "".join(parts)
+
+
+def _noise_floor(test: TestResult) -> str:
+    """The cache test's KL against its measured floor (the same prompts with no cache)."""
+    floor = test.noise_floor
+    assert floor is not None
+    ratio = f" ({floor.ratio:.3g}x the floor)" if floor.ratio is not None else ""
+    gate = (
+        f"; gate noise-floor: fails above {floor.factor:g} x floor + {floor.margin:g}"
+        if floor.gates
+        else ""
+    )
+    return (
+        f"\nNoise floor (the same prompts with no cache): avg KL {fmt_kl(floor.kl)}, "
+        f"{floor.mismatched}/{floor.tokens} logprobs differ, largest difference "
+        f"{_difference(floor.max_abs_diff)}; this test: avg KL {fmt_kl(test.kl_div)}{ratio}, "
+        f"largest difference {_difference(test.max_abs_diff)}{gate}\n"
+    )
+
+
+def _difference(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
 
 
 def _kl_with_context(delta: TestDelta) -> str:

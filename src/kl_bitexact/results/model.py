@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -94,6 +95,46 @@ class Repeats:
 
 
 @dataclass(frozen=True)
+class NoiseFloor:
+    """A cache check's noise floor: the engine's drift on the same prompts with no cache
+    involved (a cold generation of them against the same replay), measured in the same run.
+
+    On an engine that is not batch-invariant a decode step differs from the prefill that
+    replays it, cache or not; the floor says how much, so a cache test's KL can be read
+    against it (`ratio`) and, under `gate: noise-floor`, judged by it (`factor`, `margin`).
+    """
+
+    kl: float | None  # avg KL of the cold generation against the replay; None: nothing compared
+    tokens: int = 0
+    mismatched: int = 0
+    max_abs_diff: float | None = None
+    ratio: float | None = None  # the cache test's KL / `kl`; None when `kl` is 0 or unknown
+    # `gate: noise-floor` only: the test fails when its avg KL exceeds factor x kl + margin.
+    factor: float | None = None
+    margin: float | None = None
+
+    @property
+    def gates(self) -> bool:
+        """The test is judged by its floor (gate: noise-floor) rather than its threshold: a
+        floor was measured and is finite (an uncached path that diverges excuses nothing)."""
+        return self.factor is not None and self.kl is not None and math.isfinite(self.kl)
+
+    def failure(self, kl: float | None) -> str | None:
+        """The noise-floor rule, stated once (`run` and the report's check of recorded
+        numbers both apply it): a test whose floor gates fails when its avg KL exceeds
+        factor x floor KL + margin. Why it fails, or None."""
+        if not self.gates or kl is None:
+            return None
+        factor, floor, margin = self.factor or 0.0, self.kl or 0.0, self.margin or 0.0
+        if kl <= factor * floor + margin:
+            return None
+        return (
+            f"avg KL {kl:.3e} > {factor:g} x noise floor {floor:.3e} + {margin:g} "
+            "(the same prompts with no cache)"
+        )
+
+
+@dataclass(frozen=True)
 class TestResult:
     """One check of one suite."""
 
@@ -115,6 +156,9 @@ class TestResult:
     # What to do about an `error` (the EngineError's hint), e.g. which server flag is missing.
     hint: str = ""
     repeats: Repeats | None = None  # `run --repeat N` with N > 1 only
+    # The largest |decode - replay| logprob difference over the compared positions.
+    max_abs_diff: float | None = None
+    noise_floor: NoiseFloor | None = None  # cache checks: the same prompts with no cache
 
 
 @dataclass(frozen=True)

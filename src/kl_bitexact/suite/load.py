@@ -26,6 +26,7 @@ from kl_bitexact.suite.model import (
     DialectName,
     EngineName,
     Flow,
+    Gate,
     ServerSpec,
     Suite,
     TestSpec,
@@ -51,6 +52,7 @@ _SERVER_KEYS = (
     "base_url",
     "startup_timeout",
     "request_timeout",
+    "gate",
 )
 _TEST_KEYS = (
     "name",
@@ -67,6 +69,9 @@ _TEST_KEYS = (
     "temperature",
     "vocab_size",
     "separator_ids",
+    "gate",
+    "floor_factor",
+    "floor_margin",
 )
 _MULTITURN_KEYS = (
     "groups",
@@ -173,16 +178,18 @@ class _SuiteReader(Reader):
                 "expected a non-empty list of tests",
                 "add `tests: [{name: t, check: match}]`",
             )
-        specs = tuple(self.child(f"tests[{i}]", item).test() for i, item in enumerate(tests))
-        _check_unique(
-            [spec.name for spec in specs], f"{self.source}: {self.path or 'suite'}", "test name"
-        )
-        est = self.number("est_time", 0.0) if self.has("est_time") else None
         if "server" not in self.mapping:
             raise self.fail(
                 "server", "missing", "add `server: {engine: reference}` (see docs/suites.md)"
             )
         server = self.child("server", self.mapping["server"]).server()
+        specs = tuple(
+            self.child(f"tests[{i}]", item).test(server.gate) for i, item in enumerate(tests)
+        )
+        _check_unique(
+            [spec.name for spec in specs], f"{self.source}: {self.path or 'suite'}", "test name"
+        )
+        est = self.number("est_time", 0.0) if self.has("est_time") else None
         return Suite(self.suite_name(), self.source, server, specs, est)
 
     def suite_name(self) -> str:
@@ -217,6 +224,7 @@ class _SuiteReader(Reader):
             base_url=base_url,
             startup_timeout=self.number("startup_timeout", default_startup, low=1.0),
             request_timeout=self.number("request_timeout", 1800.0, low=1.0),
+            gate=self.choice("gate", Gate, Gate.BIT_EXACT),
         )
 
     def dialect(self, engine: EngineName) -> DialectName | None:
@@ -260,7 +268,7 @@ class _SuiteReader(Reader):
             raise self.fail("env", "every value must be a string", 'quote values: SOME_FLAG: "1"')
         return tuple(sorted((key, str(item)) for key, item in value.items()))
 
-    def test(self) -> TestSpec:
+    def test(self, gate: Gate = Gate.BIT_EXACT) -> TestSpec:
         self.allow(_TEST_KEYS + _MULTITURN_KEYS)
         check = self.choice("check", CheckName)
         multiturn = check is CheckName.MULTITURN
@@ -287,6 +295,9 @@ class _SuiteReader(Reader):
             temperature=self.number("temperature", 1.0),
             vocab_size=vocab,
             separator_ids=self.integers("separator_ids", (11,)),
+            gate=self.choice("gate", Gate, gate),
+            floor_factor=self.number("floor_factor", 4.0, low=1.0),
+            floor_margin=self.number("floor_margin", 1e-9),
             **shape,
         )
 

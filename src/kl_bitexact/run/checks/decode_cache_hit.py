@@ -1,7 +1,8 @@
 """`decode_cache_hit`: turn 2 resumes from state the cache kept while decoding turn 1.
 
 Phases: turn 1 generate (cold), turn 2 = prompt + output + separator generate, keep
-samples with cached_tokens > len(prompt) + 1 (sglang's rule), replay turn 2 (cold).
+samples with cached_tokens > len(prompt) + 1 (sglang's rule), replay turn 2 (cold), then
+the noise floor: turn 2 generated cold against that replay.
 """
 
 from __future__ import annotations
@@ -41,8 +42,10 @@ def run(phases: Phases, spec: TestSpec, test_id: str | None = None) -> TestResul
             f"speculative decoding (block {context.geometry.speculative_block}): up to "
             f"{at_risk} samples may miss because the last checkpoint falls in overshoot tokens",
         )
+    samples = scoring.replay_and_pair(phases, second, generations, kept)
     measured = scoring.Measured(
-        samples=scoring.replay_and_pair(phases, second, generations, kept),
+        samples=samples,
+        floor=scoring.no_cache_floor(phases, second, scoring.sampling(spec), samples),
         hits=CacheHits(
             len(kept),
             len(first),

@@ -3,8 +3,9 @@
 Phases: warm (a cold request, max_new_tokens=0), generate the same prompts, keep samples
 that hit (cached_tokens > 0), replay (a cold phase: not sent again when an earlier
 check of the suite replayed exactly these sequences, as `match` does in a bit-exact
-run). Radix cache disabled -> not_run (sglang returns early and passes; that would be a
-vacuous pass).
+run), then the noise floor: the same prompts generated cold (`match`'s generation,
+shared with a `match` of the same prompts) against that replay. Radix cache disabled ->
+not_run (sglang returns early and passes; that would be a vacuous pass).
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ def run(phases: Phases, spec: TestSpec, test_id: str | None = None) -> TestResul
         return scoring.not_run(context, scoring.NO_CACHED_TOKENS)
     kept = [i for i, g in enumerate(generations) if g.cached_tokens]
     expected = sum(metrics.prefill_hit_possible(len(p), context.geometry) for p in batch)
+    samples = scoring.replay_and_pair(phases, batch, generations, kept)
     measured = scoring.Measured(
-        samples=scoring.replay_and_pair(phases, batch, generations, kept),
+        samples=samples,
+        floor=scoring.no_cache_floor(phases, batch, scoring.sampling(spec), samples),
         hits=CacheHits(
             len(kept),
             len(batch),

@@ -2,11 +2,21 @@
 
 Verdict rules (never vacuous): too few cache hits or a failed cached-token assertion
 fails; nothing compared is `not_run`; avg KL >= threshold fails (strict, as sglang);
-in exact mode any differing logprob fails.
+in exact mode any differing logprob fails. Under `gate: noise-floor` a cache check's KL is
+judged by its measured noise floor instead of the threshold and the exact rule
+(`NoiseFloor.failure`).
+
+The noise floor of a cache check is the `match` check of the same prompts: they are
+generated again with no cache (a cold phase, so a later `match` of the same prompts reuses
+it) and scored against the same replay. A second replay of another batch or chunk shape
+would measure how replays differ among themselves; the question is how far a decode drifts
+from its replay when no cache is involved, which only a cold decode answers, on the very
+shapes (prompt lengths, output lengths, sampling) the cache test used.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -14,12 +24,12 @@ from typing import Any
 
 from kl_bitexact.errors import EngineError
 from kl_bitexact.results.formats import fmt_kl
-from kl_bitexact.results.model import CacheHits, ExactMatch, Status, TestResult
+from kl_bitexact.results.model import CacheHits, ExactMatch, NoiseFloor, Status, TestResult
 from kl_bitexact.run.checks import metrics
 from kl_bitexact.run.checks.metrics import Geometry, Sample
 from kl_bitexact.run.checks.phases import Phases
 from kl_bitexact.run.engines.base import Engine, Generation, SamplingParams
-from kl_bitexact.suite.model import TestSpec
+from kl_bitexact.suite.model import Gate, TestSpec
 
 # Enough to localise a bug; a run where every sample diverges need not list all 32.
 MAX_DIVERGENCES = 8
@@ -84,6 +94,8 @@ class Measured:
     hit_label: str = ""  # "prefill", "decode", "multiturn": in "Too few ... cache hits"
     problems: tuple[str, ...] = ()  # cached-token assertions that did not hold
     warnings: tuple[str, ...] = ()
+    # Cache checks: the same samples generated with no cache (`no_cache_floor`).
+    floor: tuple[Sample, ...] | None = None
 
 
 def replay_and_pair(
@@ -92,7 +104,39 @@ def replay_and_pair(
     generations: Sequence[Generation],
     indices: Sequence[int],
 ) -> tuple[Sample, ...]:
-    """Replay `prompt + output` for the kept samples (cold), pair the logprobs."""
+    """Replay `prompt + output` for the kept samples (cold), pair the logprobs; these are
+    the samples the check scores (the flake meter compares them between repeats)."""
+    phases.scored = _paired(phases, prompts, generations, indices)
+    return phases.scored
+
+
+def no_cache_floor(
+    phases: Phases,
+    prompts: Sequence[Sequence[int]],
+    params: SamplingParams,
+    scored: Sequence[Sample],
+) -> tuple[Sample, ...]:
+    """The noise floor of a cache check: its scored samples' prompts generated with no
+    cache, paired with the replay. A sample whose cold output is the cached one's reuses
+    that replay; only samples whose output changed are replayed again."""
+    cold = phases.cold_outputs(prompts, params)
+    changed = [s.index for s in scored if cold[s.index].output_ids != s.output_ids]
+    fresh = {s.index: s for s in _paired(phases, prompts, cold, changed)} if changed else {}
+    return tuple(
+        fresh.get(s.index)
+        or dataclasses.replace(
+            s, decode=cold[s.index].output_logprobs, cached_tokens=cold[s.index].cached_tokens
+        )
+        for s in scored
+    )
+
+
+def _paired(
+    phases: Phases,
+    prompts: Sequence[Sequence[int]],
+    generations: Sequence[Generation],
+    indices: Sequence[int],
+) -> tuple[Sample, ...]:
     sequences = [tuple(prompts[i]) + generations[i].output_ids for i in indices]
     # Only the decoded tokens' logprobs are compared: spare the engine the prompt's.
     needed = max((len(generations[i].output_logprobs) for i in indices), default=0)
@@ -115,8 +159,7 @@ def replay_and_pair(
                 output_ids=tuple(generations[i].output_ids),
             )
         )
-    phases.scored = tuple(samples)
-    return phases.scored
+    return tuple(samples)
 
 
 def not_run(context: Context, reason: str) -> TestResult:
@@ -146,7 +189,8 @@ def judge(context: Context, measured: Measured) -> TestResult:
         enforced=spec.exact,
     )
     divergences = [d for s in samples if (d := metrics.first_divergence(s, context.geometry))]
-    failures = _failures(spec, measured, kl, exact)
+    floor = _noise_floor(spec, kl, measured.floor)
+    failures = _failures(spec, measured, kl, exact, floor)
     status = Status.FAILED if failures else Status.PASSED
     if not failures and exact.tokens == 0:
         status, failures = _nothing_compared(exact)
@@ -162,8 +206,43 @@ def judge(context: Context, measured: Measured) -> TestResult:
         first_divergence=tuple(divergences[:MAX_DIVERGENCES]),
         blocked_by=spec.blocked_by,
         duration_s=time.monotonic() - context.started,
-        message=_failure_text(failures, exact) or _summary(kl, exact, measured.hits),
+        message=_failure_text(failures, exact) or _summary(kl, exact, measured.hits, floor),
         warnings=measured.warnings,
+        max_abs_diff=_largest_difference(pairs),
+        noise_floor=floor,
+    )
+
+
+def _largest_difference(pairs: Sequence[tuple[Sequence[float], Sequence[float]]]) -> float | None:
+    """The largest |decode - replay| over the compared positions."""
+    if not any(decode for decode, _ in pairs):
+        return None
+    differences = (
+        abs(a - b) for decode, replay in pairs for a, b in zip(decode, replay, strict=True)
+    )
+    # NaN (both sides -inf) is no difference; inf (one side) saturates as the KL does.
+    largest = max((d for d in differences if d == d), default=0.0)
+    return min(largest, metrics.KL_INFINITE)
+
+
+def _noise_floor(
+    spec: TestSpec, kl: float | None, floor: tuple[Sample, ...] | None
+) -> NoiseFloor | None:
+    """The floor's numbers beside the cache test's own, with the gate's terms when the
+    test is judged by it (`gate: noise-floor`)."""
+    if floor is None:
+        return None
+    pairs = [pair for pair in (_reported(sample) for sample in floor) if pair[0]]
+    floor_kl = metrics.average([metrics.k3(a, b) for a, b in pairs]) if pairs else None
+    gated = spec.gate is Gate.NOISE_FLOOR
+    return NoiseFloor(
+        kl=floor_kl,
+        tokens=sum(len(decode) for decode, _ in pairs),
+        mismatched=sum(metrics.mismatched(decode, replay) for decode, replay in pairs),
+        max_abs_diff=_largest_difference(pairs),
+        ratio=kl / floor_kl if kl is not None and floor_kl else None,
+        factor=spec.floor_factor if gated else None,
+        margin=spec.floor_margin if gated else None,
     )
 
 
@@ -184,7 +263,13 @@ def _nothing_compared(exact: ExactMatch) -> tuple[Status, list[str]]:
     ]
 
 
-def _failures(spec: TestSpec, measured: Measured, kl: float | None, exact: ExactMatch) -> list[str]:
+def _failures(
+    spec: TestSpec,
+    measured: Measured,
+    kl: float | None,
+    exact: ExactMatch,
+    floor: NoiseFloor | None,
+) -> list[str]:
     failures = []
     hits = measured.hits
     if hits is not None and not metrics.enough_hits(hits.hit, hits.total, hits.min_ratio):
@@ -196,6 +281,10 @@ def _failures(spec: TestSpec, measured: Measured, kl: float | None, exact: Exact
         shown = "; ".join(measured.problems[:3])
         more = f" (+{len(measured.problems) - 3} more)" if len(measured.problems) > 3 else ""
         failures.append(f"cached_tokens assertion failed: {shown}{more}")
+    if floor is not None and floor.gates:
+        # gate: noise-floor: the floor, not the threshold or every bit, says what drift is.
+        why = floor.failure(kl)
+        return failures + ([why] if why else [])
     if kl is not None and not kl < spec.kl_threshold:
         failures.append(f"avg KL {kl:.3e} >= threshold {spec.kl_threshold:g}")
     if spec.exact and exact.mismatched:
@@ -214,10 +303,18 @@ def _not_reported(exact: ExactMatch) -> str:
     return f"{exact.not_reported} not reported by the server"
 
 
-def _summary(kl: float | None, exact: ExactMatch, hits: CacheHits | None) -> str:
+def _summary(
+    kl: float | None, exact: ExactMatch, hits: CacheHits | None, floor: NoiseFloor | None
+) -> str:
     text = f"avg KL {fmt_kl(kl)}; {exact.mismatched}/{exact.tokens} logprobs differ"
     if exact.not_reported:
         text += f"; {_not_reported(exact)}"
     if hits is not None:
         text += f"; cache hits {hits.hit}/{hits.total}"
+    if floor is not None:
+        text += f"; noise floor {fmt_kl(floor.kl)}"
+        if floor.ratio is not None:
+            text += f" ({floor.ratio:.3g}x)"
+        if floor.gates:
+            text += f", within {floor.factor:g}x + {floor.margin:g}"
     return text

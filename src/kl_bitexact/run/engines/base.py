@@ -95,8 +95,11 @@ class Identity:
 
 
 # Device lines in a server's log where its HTTP answers do not name the backend (llama.cpp:
-# "llama_model_load_from_file_impl: using device CUDA0 (NVIDIA H200) (...) - N MiB free").
-_DEVICE_LINE = re.compile(r"using device (\S+) \(([^)]*)\)")
+# "using device CUDA0 (NVIDIA H200) (...) - N MiB free" at info verbosity; the build of
+# llama-cpp-python 0.3.36 on the H200 logged only "layer 0 is assigned to device CUDA0").
+_DEVICE_LINE = re.compile(
+    r"using device ([\w.:-]+) \(([^)]*)\)|layer \d+ is assigned to device ([\w.:-]+)()"
+)
 MAX_IDENTITY_CHARS = 200
 
 
@@ -110,11 +113,19 @@ def identity(info: Mapping[str, Any], log_lines: Sequence[str] = ()) -> Identity
         named = [part for part in parts if part]
         backend = ", attention ".join(named) if named else None
     if backend is None:
-        devices = dict.fromkeys(
-            f"{found[1]} ({found[2]})" for line in log_lines if (found := _DEVICE_LINE.search(line))
-        )
-        backend = ", ".join(devices) or None
+        backend = _devices(log_lines)
     return Identity(_text(info.get("version")), _text(info.get("build")), _text(backend))
+
+
+def _devices(log_lines: Sequence[str]) -> str | None:
+    """The devices a log names, in order, each with its description where one is given."""
+    devices: dict[str, str] = {}
+    for line in log_lines:
+        for found in _DEVICE_LINE.finditer(line):
+            name, description = found[1] or found[3], found[2]
+            if description or name not in devices:
+                devices[name] = f"{name} ({description})" if description else name
+    return ", ".join(devices.values()) or None
 
 
 def _text(value: Any) -> str | None:
