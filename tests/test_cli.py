@@ -194,7 +194,9 @@ def test_run_loads_no_other_engine_check_or_command_helper():
         "kl_bitexact.run.checks.multiturn",
         "kl_bitexact.suite.changes",
         "kl_bitexact.registry.findings_file",
-        "kl_bitexact.commands.common",
+        "kl_bitexact.commands.arguments",
+        "kl_bitexact.commands.input_files",
+        "kl_bitexact.commands.junit_import",
         "kl_bitexact.action.proof_jobs",
     }
     assert sorted(unneeded & modules) == []

@@ -13,7 +13,7 @@ import json
 import os
 import sys
 
-from kl_bitexact.commands import Command, common
+from kl_bitexact.commands import Command, arguments, input_files
 from kl_bitexact.compare.history import History
 from kl_bitexact.errors import ConfigError
 
@@ -39,7 +39,7 @@ DESCRIPTION = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    common.add_history_arguments(parser)
+    arguments.add_history_arguments(parser)
     parser.add_argument(
         "--repo",
         default=os.environ.get("GITHUB_REPOSITORY"),
@@ -64,7 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="EVENT",
         help="a run of this event on the branch counts (repeatable; default: push)",
     )
-    common.add_history_fetch_arguments(parser)
+    arguments.add_history_fetch_arguments(parser)
     parser.add_argument("--all", action="store_true", help="print every test, steady ones too")
     parser.add_argument(
         "--json", action="store_true", help="print the history as JSON (every test)"
@@ -86,7 +86,7 @@ def handle(args: argparse.Namespace) -> int:
 
 def _history(args: argparse.Namespace) -> History:
     if args.history_dir is not None:
-        found = common.history_from_dir(args.history_dir, args.history_runs)
+        found = input_files.history_from_dir(args.history_dir, args.history_runs)
         assert found is not None
         return found
     if not args.repo or not args.workflow:

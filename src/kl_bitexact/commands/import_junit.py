@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 
 from kl_bitexact.commands import Command
-from kl_bitexact.commands.common import add_common_arguments, import_and_write
+from kl_bitexact.commands.arguments import add_common_arguments
+from kl_bitexact.commands.junit_import import import_and_write
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -6,7 +6,8 @@ import argparse
 import sys
 
 from kl_bitexact.commands import Command
-from kl_bitexact.commands.common import add_repository_arguments, reads_python
+from kl_bitexact.commands.arguments import add_repository_arguments
+from kl_bitexact.commands.handlers import reads_python
 from kl_bitexact.errors import ConfigError, ExitCode
 from kl_bitexact.registry import config, findings, fix, lint, repo
 

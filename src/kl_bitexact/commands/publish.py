@@ -17,12 +17,9 @@ from pathlib import Path
 from github.PullRequest import PullRequest
 
 from kl_bitexact.action.proof_jobs import ProofJob
-from kl_bitexact.commands import Command, common
-from kl_bitexact.commands.common import (
-    add_input_arguments,
-    add_policy_arguments,
-    write_output,
-)
+from kl_bitexact.commands import Command, arguments, handlers, input_files
+from kl_bitexact.commands.arguments import add_input_arguments, add_policy_arguments
+from kl_bitexact.commands.output import say_notice, write_output
 from kl_bitexact.compare import baseline, excuses
 from kl_bitexact.compare.baseline import Baseline
 from kl_bitexact.compare.comparison import Comparison, compare
@@ -110,7 +107,7 @@ def _add_baseline_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_history_arguments(parser: argparse.ArgumentParser) -> None:
-    common.add_history_arguments(parser)
+    arguments.add_history_arguments(parser)
     parser.add_argument(
         "--fetch-history",
         action="store_true",
@@ -119,7 +116,7 @@ def _add_history_arguments(parser: argparse.ArgumentParser) -> None:
         "(--baseline-event; this repository's code; a commit on the branch), whatever their "
         "conclusion, each archive bounded as the baseline's; progress on stderr",
     )
-    common.add_history_fetch_arguments(parser)
+    arguments.add_history_fetch_arguments(parser)
 
 
 def _add_blocker_arguments(parser: argparse.ArgumentParser) -> None:
@@ -244,7 +241,7 @@ class Options:
             expected_proofs=tuple(args.expected_proofs),
             annotations=args.annotations,
             key=args.key,
-            policy=common.policy(args),
+            policy=arguments.policy(args),
             repo=args.repo,
             pr=args.pr,
             sha=args.sha,
@@ -273,10 +270,10 @@ class Published:
     status: status.Status
 
 
-@common.cycle_collector_paused
+@handlers.cycle_collector_paused
 def handle(args: argparse.Namespace) -> int:
     options = Options.from_args(args)
-    head = common.load_results(options.results, options.expected_shards)
+    head = input_files.load_results(options.results, options.expected_shards)
     found = findings.load(options.findings) if options.findings else ()
     with open_session(
         os.environ,
@@ -297,12 +294,12 @@ def _run(
 ) -> int:
     pull = _pull(session, target)
     marked = target.head_sha or pull.head.sha
-    proof = common.load_proof(options.proof, options.expected_proofs)
+    proof = input_files.load_proof(options.proof, options.expected_proofs)
     tested = results_io.tested_commit([("results", head), ("proof", proof or results.Results())])
     # Before anything is fetched or written: results of another commit mark nothing.
     status.refuse_other_commit(tested, marked)
     base = _baseline(options.baseline, session, target, pull.base.ref)
-    common.say_notice(baseline.notice(base))
+    say_notice(baseline.notice(base))
     head = excuses.vetted(head, base.results, _grant(options, target, pull), target.repository)
     blockers = _blocker_states(options, session, target, head, public=_public(pull))
     comparison = compare(
@@ -367,7 +364,7 @@ def _history(
 ) -> History | None:
     source = options.base_history
     if not source.fetch:
-        return common.history_from_dir(source.directory, source.runs)
+        return input_files.history_from_dir(source.directory, source.runs)
     workflow = _workflow(options.baseline, "--fetch-history")
     wanted = baseline_fetch.Wanted(
         target.repository, workflow, branch, options.baseline.artifact, options.baseline.events

@@ -26,13 +26,9 @@ from typing import IO
 
 import kl_bitexact
 from kl_bitexact.commands import Command
-from kl_bitexact.commands.common import (
-    add_common_arguments,
-    base_checkout,
-    import_and_write,
-    import_junit,
-    write_and_list,
-)
+from kl_bitexact.commands.arguments import add_common_arguments
+from kl_bitexact.commands.input_files import base_checkout
+from kl_bitexact.commands.junit_import import import_and_write, import_junit, write_and_list
 from kl_bitexact.errors import ConfigError, ExitCode, FatalError
 from kl_bitexact.ingest import pytest_proof
 from kl_bitexact.ingest.junit import JUnitCase

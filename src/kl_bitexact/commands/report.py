@@ -12,8 +12,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kl_bitexact.commands import Command, common
-from kl_bitexact.commands.common import add_input_arguments, add_policy_arguments, write_output
+from kl_bitexact.commands import Command, arguments, handlers, input_files
+from kl_bitexact.commands.arguments import add_input_arguments, add_policy_arguments
+from kl_bitexact.commands.output import say_notice, write_output
 from kl_bitexact.compare import baseline
 from kl_bitexact.compare.comparison import Comparison, compare
 from kl_bitexact.report import render
@@ -62,11 +63,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help='append the job summary to FILE (in Actions: --job-summary "$GITHUB_STEP_SUMMARY")',
     )
-    common.add_history_arguments(parser)
+    arguments.add_history_arguments(parser)
     add_policy_arguments(parser)
 
 
-@common.cycle_collector_paused
+@handlers.cycle_collector_paused
 def handle(args: argparse.Namespace) -> int:
     comparison = _compare(args)
     found = _findings(args.findings) if args.findings else ()
@@ -88,13 +89,13 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> Comparison:
-    head = common.load_results(args.results, args.expected_shards)
-    policy = common.policy(args)
+    head = input_files.load_results(args.results, args.expected_shards)
+    policy = arguments.policy(args)
     states = _blocker_states(args.blockers) if args.blockers else None
     base = baseline.load(args.baseline)
-    common.say_notice(baseline.notice(base))
-    proof = common.load_proof(args.proof or (), args.expected_proofs)
-    history = common.history_from_dir(args.history_dir, args.history_runs)
+    say_notice(baseline.notice(base))
+    proof = input_files.load_proof(args.proof or (), args.expected_proofs)
+    history = input_files.history_from_dir(args.history_dir, args.history_runs)
     return compare(
         head,
         base,

@@ -288,7 +288,7 @@ def _to_prove(
     """The tests the suite files add or change against the base checkout (--prove-base)."""
     if not args.suites:
         raise ConfigError("--prove-base needs the head's suite files", hint="pass SUITE.yaml ...")
-    from kl_bitexact.commands.common import base_checkout  # --prove-base only
+    from kl_bitexact.commands.input_files import base_checkout  # --prove-base only
     from kl_bitexact.suite import changes
 
     base = base_checkout(args.prove_base)
