@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 
 import pytest
 
@@ -142,3 +143,26 @@ def test_fix_never_allowlists_a_suite_whose_tests_are_all_disabled(cli, make_rep
         result.stderr
     )
     assert result.returncode == 1
+
+
+@pytest.mark.parametrize("size", [1, 2])
+def test_shard_plans_the_kernel_files_the_runner_collects_as_sglang_does(
+    cli, make_repo, sglang_oracle, size
+):
+    # Before: "suite 'base-b-kernel-unit-1-gpu-large' has no enabled test file" (exit 2):
+    # its files live under python/, which only the runner's own globs reach.
+    ci = sglang_oracle("ci.ci_register")
+    root = make_repo("runner-collects")
+    suite = "base-b-kernel-unit-1-gpu-large"
+    command = ["shard", "--root", str(root), "--suite", suite, "--format", "sglang"]
+    result = cli([*command, "--partitions", str(size)])
+    assert result.returncode == 0, result.stderr
+    planned = json.loads(result.stdout)[suite]["files"]
+    kernels = sorted((root / "python/pkg/kernels/tests").rglob("test_*.py"))
+    tests = ci.collect_tests([str(path) for path in kernels])
+    theirs = [
+        sorted(os.path.relpath(t.filename, root) for t in ci.auto_partition(tests, i, size))
+        for i in range(size)
+    ]
+    assert [sorted(files) for files in planned] == theirs
+    assert sum(len(files) for files in planned) == 2
