@@ -11,14 +11,18 @@ from pathlib import Path
 import proof_repo
 import pytest
 
+from kl_bitexact import cli as kl_cli
 from kl_bitexact.action import argv, outputs, shards, trust
-from kl_bitexact.action.inputs import ActionInputs, read_inputs
+from kl_bitexact.action import inputs as action_inputs
+from kl_bitexact.action.inputs import ActionInputs, Prove
 from kl_bitexact.commands.action import (
+    STEPS,
     comment_url,
     expand_suites,
     label_shards,
     readable_durations,
 )
+from kl_bitexact.compare.gate import FailOn, FailOnChoice, parse_fail_on
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.results import io as results_io
 from kl_bitexact.results import model as results
@@ -26,6 +30,16 @@ from kl_bitexact.results import model as results
 
 def env(**values: str) -> dict[str, str]:
     return {"INPUT_" + key.upper(): value for key, value in values.items()}
+
+
+def read_inputs(environ: dict[str, str]) -> ActionInputs:
+    return action_inputs.read_inputs(environ, STEPS)
+
+
+def test_the_action_s_commands_are_the_cli_s_but_trust():
+    """One list: the action's steps are named as the commands they run."""
+    names = {command.name for command in kl_cli.COMMANDS}
+    assert [step for step in STEPS if step not in names] == ["trust"]
 
 
 # --- inputs -------------------------------------------------------------------------------
@@ -52,7 +66,11 @@ def test_inputs_are_parsed():
         )
     )
     assert inputs.suites == ("a.yaml", "b/*.yaml")
-    assert (inputs.fail_on, inputs.comment, inputs.strict) == ("never", False, True)
+    assert (inputs.fail_on, inputs.comment, inputs.strict) == (
+        FailOnChoice(FailOn.NEVER),
+        False,
+        True,
+    )
     assert (inputs.partitions, inputs.findings) == (3, "lint/findings.json")
     assert inputs.repeat == 5 and argv.run_argv(inputs, [])[-4:-2] == ["--repeat", "5"]
     assert inputs.expected_shards == ("s-0", "s-1")
@@ -60,11 +78,10 @@ def test_inputs_are_parsed():
 
 
 def test_the_gate_input_becomes_run_s_gate_option():
-    from kl_bitexact.action.inputs import GATES
     from kl_bitexact.suite.model import Gate
 
-    assert tuple(gate.value for gate in Gate) == GATES
     inputs = read_inputs(env(gate="noise-floor"))
+    assert inputs.gate is Gate.NOISE_FLOOR
     assert argv.run_argv(inputs, ["s.yaml"])[-2:] == ["--gate", "noise-floor"]
     assert "--gate" not in argv.run_argv(read_inputs(env()), ["s.yaml"])
 
@@ -74,8 +91,9 @@ def test_the_gate_input_becomes_run_s_gate_option():
 )
 def test_fail_on_takes_flaky_beside_a_mode(value):
     inputs = read_inputs(env(fail_on=value))
-    assert inputs.fail_on == value
-    assert argv.report_argv(inputs, [], Path("c.md"), None)[-2:] == ["--fail-on", value]
+    assert inputs.fail_on == parse_fail_on(value)
+    option, given = argv.report_argv(inputs, [], Path("c.md"), None)[-2:]
+    assert (option, parse_fail_on(given)) == ("--fail-on", inputs.fail_on)
 
 
 @pytest.mark.parametrize(("value", "runs"), [("", 20), ("0", 0), ("5", 5), ("100", 100)])
@@ -172,7 +190,7 @@ def test_expected_shards_reach_report_and_publish_as_the_option():
 
 
 def test_publish_fetches_the_baseline_and_report_cannot():
-    inputs = ActionInputs(command="publish", baseline="fetch", fail_on="never")
+    inputs = ActionInputs(command="publish", baseline="fetch", fail_on=FailOnChoice(FailOn.NEVER))
     assert argv.publish_argv(inputs, [Path("r.json")]) == [
         "publish",
         "r.json",
@@ -493,7 +511,11 @@ def test_registration_findings_are_reported_when_no_shard_ran(cli, tmp_path):
 
 def test_prove_inputs_reach_each_command_line():
     inputs = read_inputs(env(command="run", prove="Strict", base_path="base", proof_dir="p"))
-    assert (inputs.prove, inputs.base_path, inputs.proof_dir) == ("strict", Path("base"), Path("p"))
+    assert (inputs.prove, inputs.base_path, inputs.proof_dir) == (
+        Prove.STRICT,
+        Path("base"),
+        Path("p"),
+    )
     assert argv.run_argv(inputs, ["s.yaml"])[-2:] == ["--prove-base", "base"]
     proof = [Path("p/proof-a/results.json"), Path("p/proof-b/results.json")]
     published = argv.publish_argv(inputs, [Path("r.json")], proof)
@@ -527,7 +549,7 @@ def test_expected_proofs_reach_report_and_publish_as_the_option():
 
 def test_prove_off_adds_nothing():
     inputs = read_inputs(env(command="publish"))
-    assert inputs.prove == "false"
+    assert inputs.prove is Prove.OFF
     assert "--proof" not in argv.publish_argv(inputs, [Path("r.json")], [Path("x.json")])
     assert "--prove-base" not in argv.run_argv(inputs, [])
 
@@ -557,7 +579,7 @@ def test_python_test_files_run_with_pytest_under_the_python_input():
         "--",
         "t/test_x.py",
     ]
-    proving = dataclasses.replace(inputs, prove="true", base_path=Path("b"))
+    proving = dataclasses.replace(inputs, prove=Prove.ON, base_path=Path("b"))
     assert argv.pytest_argv(proving, ["t/test_x.py"], Path("p"))[5:] == [
         "--prove-base",
         "b",

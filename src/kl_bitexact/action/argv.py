@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from kl_bitexact.action.inputs import FETCH_BASELINE, ActionInputs
+from kl_bitexact.action.inputs import FETCH_BASELINE, ActionInputs, Prove
 
 
 def run_argv(inputs: ActionInputs, suite_files: Sequence[str]) -> list[str]:
@@ -18,9 +18,9 @@ def run_argv(inputs: ActionInputs, suite_files: Sequence[str]) -> list[str]:
         argv += ["--repeat", str(inputs.repeat)]
     if inputs.exact:
         argv.append("--exact")
-    if inputs.gate:
-        argv += ["--gate", inputs.gate]
-    if inputs.prove != "false":
+    if inputs.gate is not None:
+        argv += ["--gate", inputs.gate.value]
+    if inputs.prove is not Prove.OFF:
         argv += ["--prove-base", str(inputs.base_path)]
     return argv + list(inputs.args)
 
@@ -32,7 +32,7 @@ def pytest_argv(inputs: ActionInputs, test_files: Sequence[str], out: Path) -> l
     argv = ["pytest", "--out", str(out), "--python", inputs.python]
     if inputs.exact:
         argv.append("--exact")
-    if inputs.prove != "false":
+    if inputs.prove is not Prove.OFF:
         argv += ["--prove-base", str(inputs.base_path)]
     return [*argv, "--", *test_files]
 
@@ -104,11 +104,13 @@ def _findings(inputs: ActionInputs) -> list[str]:
 
 def _proof(inputs: ActionInputs, proof: Sequence[Path]) -> list[str]:
     """`--proof FILE` per proof run found (prove on), `--proof-strict` for `prove: strict`."""
-    if inputs.prove == "false":
+    if inputs.prove is Prove.OFF:
         return []
     files = [arg for path in proof for arg in ("--proof", str(path))]
     return (
-        files + _expected_proofs(inputs) + (["--proof-strict"] if inputs.prove == "strict" else [])
+        files
+        + _expected_proofs(inputs)
+        + (["--proof-strict"] if inputs.prove is Prove.STRICT else [])
     )
 
 
@@ -122,4 +124,4 @@ def _expected_proofs(inputs: ActionInputs) -> list[str]:
 
 
 def _policy(inputs: ActionInputs) -> list[str]:
-    return ["--fail-on", inputs.fail_on] + (["--strict"] if inputs.strict else [])
+    return ["--fail-on", str(inputs.fail_on)] + (["--strict"] if inputs.strict else [])

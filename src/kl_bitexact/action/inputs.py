@@ -2,26 +2,34 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
 from kl_bitexact.action import proof_jobs, shards
 from kl_bitexact.action.proof_jobs import ProofJob
-from kl_bitexact.compare.gate import parse_fail_on
+from kl_bitexact.compare.gate import FailOnChoice, parse_fail_on
 from kl_bitexact.compare.history import DEFAULT_RUNS as DEFAULT_HISTORY_RUNS
 from kl_bitexact.compare.history import MAX_RUNS as MAX_HISTORY_RUNS
 from kl_bitexact.errors import ConfigError
+from kl_bitexact.suite.model import Gate
 
-COMMANDS = ("run", "publish", "report", "lint-ci", "shard", "trust", "prove-plan")
-# `prove`: off, on (a new test green on base too is a warning), or strict (it gates).
-PROVE = ("false", "true", "strict")
 # `baseline: fetch`: the newest successful base-branch run's results artifact (publish).
 FETCH_BASELINE = "fetch"
-# `gate`: how cache checks are judged (suite.model.Gate's words; the action layer does not
-# import the suite model: tests/act holds them equal).
-GATES = ("bit-exact", "noise-floor")
 _HINT = "fix the `with:` of the kl-bitexact step in your workflow"
+
+
+class Prove(str, Enum):
+    """`prove`: the proof of new tests off, on (a new test green on the base revision too is
+    a warning), or strict (it gates). Equal to the input's word."""
+
+    OFF = "false"
+    ON = "true"
+    STRICT = "strict"
+
+    def __str__(self) -> str:
+        return self.value
 
 
 @dataclass(frozen=True)
@@ -33,15 +41,15 @@ class ActionInputs:
     baseline: str = ""
     # publish with `baseline: fetch`: the base branch's last N runs (0: no history)
     history_runs: int = DEFAULT_HISTORY_RUNS
-    github_token: str = ""
-    fail_on: str = "regression"
+    github_token: str = field(default="", repr=False)
+    fail_on: FailOnChoice = field(default_factory=FailOnChoice)
     comment: bool = True
     strict: bool = False
     partitions: int | None = None
     repeat: int | None = None  # run: `--repeat N`, the flake meter
     exact: bool = False  # run: `--exact` for suites and Python test files alike
-    gate: str = ""  # run: `--gate bit-exact|noise-floor` (empty: as the suites say)
-    prove: str = "false"  # the proof of new tests (PROVE)
+    gate: Gate | None = None  # run: `--gate bit-exact|noise-floor` (None: as the suites say)
+    prove: Prove = Prove.OFF  # the proof of new tests
     base_path: Path = Path("kl-bitexact-base")  # the base revision's checkout (prove)
     proof_dir: Path = Path("kl-bitexact-proof")  # report, publish: the proof runs' results
     shard_timeout: float | None = None
@@ -60,12 +68,15 @@ def env_name(input_name: str) -> str:
     return "INPUT_" + input_name.upper().replace("-", "_")
 
 
-def read_inputs(environ: Mapping[str, str]) -> ActionInputs:
+def read_inputs(environ: Mapping[str, str], commands: Collection[str]) -> ActionInputs:
+    """The inputs, each checked and parsed once; `command` must be one of `commands` (the
+    action's steps, commands/action.py's STEPS)."""
+
     def get(name: str, default: str = "") -> str:
         return environ.get(env_name(name), "").strip() or default
 
     return ActionInputs(
-        command=_choice("command", get("command", "run"), COMMANDS),
+        command=_choice("command", get("command", "run"), tuple(commands)),
         suites=tuple(get("suites").split()),
         base_url=get("base-url"),
         results_dir=Path(get("results-dir", "kl-bitexact-results")),
@@ -78,8 +89,8 @@ def read_inputs(environ: Mapping[str, str]) -> ActionInputs:
         partitions=_positive_int("partitions", get("partitions")),
         repeat=_positive_int("repeat", get("repeat")),
         exact=_boolean("exact", get("exact", "false")),
-        gate=_choice("gate", get("gate"), GATES) if get("gate") else "",
-        prove=_choice("prove", get("prove", "false").lower(), PROVE),
+        gate=Gate(_choice("gate", get("gate"), tuple(Gate))) if get("gate") else None,
+        prove=Prove(_choice("prove", get("prove", "false").lower(), tuple(Prove))),
         base_path=Path(get("base-path", "kl-bitexact-base")),
         proof_dir=Path(get("proof-dir", "kl-bitexact-proof")),
         shard_timeout=_positive_float("shard-timeout", get("shard-timeout")),
@@ -94,6 +105,7 @@ def read_inputs(environ: Mapping[str, str]) -> ActionInputs:
 
 
 def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
+    """`value` when it is one of `allowed` (words, or str enums equal to them)."""
     if value not in allowed:
         raise ConfigError(
             f"action input `{name}`: {value!r} is not one of {', '.join(allowed)}", hint=_HINT
@@ -101,12 +113,11 @@ def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
     return value
 
 
-def _fail_on(value: str) -> str:
+def _fail_on(value: str) -> FailOnChoice:
     try:
-        parse_fail_on(value)
+        return parse_fail_on(value)
     except ValueError as error:
         raise ConfigError(f"action input `fail-on`: {error}", hint=_HINT) from None
-    return value
 
 
 def _history_runs(value: str) -> int:

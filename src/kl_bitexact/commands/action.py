@@ -27,7 +27,7 @@ from typing import Any
 
 from kl_bitexact.action import argv as command_lines
 from kl_bitexact.action import outputs, shards, trust
-from kl_bitexact.action.inputs import ActionInputs, env_name, read_inputs
+from kl_bitexact.action.inputs import ActionInputs, Prove, env_name, read_inputs
 from kl_bitexact.commands import Command
 from kl_bitexact.errors import ConfigError, ExitCode, FatalError
 from kl_bitexact.publish.client import pr_from_event, read_event
@@ -63,7 +63,7 @@ def handle(args: argparse.Namespace) -> int:
     inputs: ActionInputs | None = None
     try:
         variables = _input_variables(args.inputs_fd)
-        inputs = read_inputs(variables)
+        inputs = read_inputs(variables, STEPS)
         if inputs.command in RUNS_REPOSITORY_CODE:
             _restart_clean(variables)
         step = STEPS[inputs.command](inputs)
@@ -307,10 +307,13 @@ def trust_step(inputs: ActionInputs) -> StepResult:
     return StepResult(0, outputs=values, summary=f"kl-bitexact trust: {verdict.reason}\n")
 
 
+# The action's one list of commands (the `command` input is checked against it, in this
+# order): each named as the kl-bitexact command it runs (tests/action checks they are
+# cli.COMMANDS'), but `trust`, the action's own (it only reads the event).
 STEPS: dict[str, Callable[[ActionInputs], StepResult]] = {
     "run": run_step,
-    "report": report_step,
     "publish": publish_step,
+    "report": report_step,
     "lint-ci": lint_ci_step,
     "shard": shard_step,
     "trust": trust_step,
@@ -390,7 +393,7 @@ def _write_empty_run() -> Path:
 def proof_files(inputs: ActionInputs) -> tuple[Path, ...]:
     """The proof runs' results under proof-dir (one per proof job); none when prove is off
     or no test needed proving."""
-    if inputs.prove == "false" or not inputs.proof_dir.is_dir():
+    if inputs.prove is Prove.OFF or not inputs.proof_dir.is_dir():
         return ()
     return tuple(shards.results_files(inputs.proof_dir))
 

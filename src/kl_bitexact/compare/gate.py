@@ -103,6 +103,13 @@ class FailOnChoice:
     flaky: bool = False
     allow_known: bool = False
 
+    def __str__(self) -> str:
+        """As `--fail-on` takes it: `parse_fail_on(str(choice)) == choice`."""
+        modifiers = [
+            word for word, on in ((FLAKY, self.flaky), (ALLOW_KNOWN, self.allow_known)) if on
+        ]
+        return ",".join([self.mode.value, *modifiers])
+
 
 def parse_fail_on(text: str) -> FailOnChoice:
     """`regression`, `failure`, `never`, optionally with `,flaky` and `,allow-known`;
