@@ -16,13 +16,10 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import sysconfig
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO
 
 import kl_bitexact
 from kl_bitexact.commands import Command
@@ -36,6 +33,7 @@ from kl_bitexact.pytest_plugin import EXACT, OBSERVE, PROVE_UNIT
 from kl_bitexact.pytest_plugin.fixtures import LOG_DIR_ENV
 from kl_bitexact.registry import proof_checkout
 from kl_bitexact.results.model import Results, current_run_info
+from kl_bitexact.run.session import Session
 from kl_bitexact.untrusted import confined
 
 # pytest's own exit codes (pytest.ExitCode), named here for the messages.
@@ -173,39 +171,25 @@ def _run_child(
     *,
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
+    session: Session | None = None,
 ) -> int:
+    """pytest as a guarded session (run/session.py: its own group, the teardown ladder,
+    the parent-death signal, a watchdog, and whatever left the group swept), its output
+    shown live and kept in `log_path`."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with (
-        log_path.open("w", encoding="utf-8") as log,
-        subprocess.Popen(
-            command,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            errors="replace",
-            cwd=cwd,
-            env={**(os.environ if env is None else env), LOG_DIR_ENV: str(log_path.parent)},
-        ) as child,
-    ):
-        assert child.stdout is not None  # stdout=PIPE
-        try:
-            _tee(child.stdout, (sys.stdout, log))
-            return child.wait()
-        except KeyboardInterrupt as stop:
-            # Ctrl-C reached the child too (same process group); a SIGTERM or SIGHUP sent
-            # to this process alone is passed on. Either way, let it write its XML.
-            signum = getattr(stop, "signum", signal.SIGINT)
-            if signum != signal.SIGINT:
-                child.send_signal(signum)
-            child.wait(timeout=30)
-            raise
+    log_path.write_text("", encoding="utf-8")  # appended to, by the watchdog's notes too
+    environment = {**(os.environ if env is None else env), LOG_DIR_ENV: str(log_path.parent)}
+    with log_path.open("a", encoding="utf-8") as log:
 
+        def show(line: str) -> None:
+            for sink in (sys.stdout, log):
+                sink.write(line)
+                sink.flush()
 
-def _tee(source: IO[str], sinks: Sequence[IO[str]]) -> None:
-    for line in source:
-        for sink in sinks:
-            sink.write(line)
-            sink.flush()
+        if session is not None:
+            return session.run(command, show, cwd=cwd, env=environment)
+        with Session(log_path) as own:
+            return own.run(command, show, cwd=cwd, env=environment)
 
 
 def _check_child(returncode: int, junit_path: Path, log_path: Path) -> None:
@@ -263,11 +247,16 @@ def _prove(args: argparse.Namespace, pytest_args: list[str]) -> int:
         print(f"to prove: {unit}")
     print(f"engine code: {', '.join(map(str, engine)) or '(none added)'} first on PYTHONPATH")
     runnable = sorted({unit.partition("::")[0] for unit in units} - set(refused))
-    with proof_checkout.head_files_in(base, runnable) as not_copied:
+    # The session's watchdog outlives the base files' journal: a SIGKILLed run still has
+    # them put back (issue 30, item 6).
+    with (
+        Session(log_path) as session,
+        proof_checkout.head_files_in(base, runnable, session.journal) as not_copied,
+    ):
         refused |= not_copied
         runnable = [file for file in runnable if file not in not_copied]
         returncode = _run_proof(
-            runnable, options, units, base, engine, args.python, junit_path, log_path
+            runnable, options, units, base, engine, args.python, junit_path, log_path, session
         )
     failure = _proof_failure(returncode, junit_path, log_path)
     cases: tuple[JUnitCase, ...] = ()
@@ -314,6 +303,7 @@ def _run_proof(
     python: str | None,
     junit_path: Path,
     log_path: Path,
+    session: Session,
 ) -> int | None:
     """pytest over the head files in the base checkout, only the units; None: not run."""
     if not files:
@@ -325,7 +315,7 @@ def _run_proof(
     pythonpath = os.pathsep.join([*map(str, engine), *([inherited] if inherited else [])])
     env = _interpreter_env({**os.environ, "PYTHONPATH": pythonpath}, python)
     command = pytest_command(arguments, junit_path, python)
-    return _run_child(command, log_path, cwd=base, env=env)
+    return _run_child(command, log_path, cwd=base, env=env, session=session)
 
 
 def _proof_failure(returncode: int | None, junit_path: Path, log_path: Path) -> str:

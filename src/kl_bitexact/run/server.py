@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import requests
 
@@ -173,6 +174,11 @@ class Watchdog:
         finally:
             os.close(read_end)
 
+    def tell(self, kind: str, value: str) -> None:
+        """One more thing to act on once this process is gone (watchdog.py: `group`,
+        `sweep`, `journal`)."""
+        os.write(self._write_end, f"{kind} {value}\n".encode())
+
     def release(self) -> None:
         """The server is stopped: close the pipe; the watchdog finds no group and exits."""
         with contextlib.suppress(OSError):
@@ -213,7 +219,7 @@ def launch(
                 stderr=subprocess.STDOUT,
                 env={**os.environ, **dict(spec.env)},
                 start_new_session=True,  # its own process group, for the teardown ladder
-                preexec_fn=_die_with_parent(),
+                preexec_fn=die_with_parent(),
             )
         except OSError as error:
             raise ServerError(
@@ -257,7 +263,7 @@ def stop_reason(error: BaseException) -> str:
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
-def _die_with_parent() -> Callable[[], None] | None:
+def die_with_parent() -> Callable[[], None] | None:
     """What the child runs before exec: ask Linux for SIGTERM when its parent dies.
 
     libc is loaded here, in the parent: only async-signal-safe work belongs after fork.
@@ -429,7 +435,7 @@ def free_port() -> int:
         return port
 
 
-def stop_group(process: subprocess.Popen[bytes], teardown: Teardown) -> None:
+def stop_group(process: subprocess.Popen[Any], teardown: Teardown) -> None:
     """Interrupt, then terminate, then kill the process group, waiting between steps."""
     ladder: Sequence[tuple[signal.Signals, float]] = (
         (signal.SIGINT, teardown.interrupt_s),
@@ -449,7 +455,7 @@ def stop_group(process: subprocess.Popen[bytes], teardown: Teardown) -> None:
     process.poll()
 
 
-def _group_alive(process: subprocess.Popen[bytes]) -> bool:
+def _group_alive(process: subprocess.Popen[Any]) -> bool:
     if process.poll() is None:
         return True
     try:  # the leader is gone; are any of its children left in the group?
