@@ -162,7 +162,7 @@ def test_samples_beyond_the_slots_are_warned_and_not_predicted(check: str) -> No
 NOISE_FLOOR = dict(gate=suite_model.Gate.NOISE_FLOOR)
 
 
-@pytest.mark.parametrize("check", ["prefill_cache_hit", "decode_cache_hit"])
+@pytest.mark.parametrize("check", ["prefill_cache_hit", "decode_cache_hit", "multiturn"])
 def test_a_drifting_engine_passes_the_noise_floor_gate_and_fails_bit_exact(check: str) -> None:
     # Every decode step drifts 1e-3 from its replay, cache or not: the cache adds nothing.
     drifting = FakeEngine(page_size=4, decode_drift=1e-3)
@@ -182,7 +182,7 @@ def test_a_drifting_engine_passes_the_noise_floor_gate_and_fails_bit_exact(check
     assert bit_exact.noise_floor.kl == floor.kl  # measured in both gates
 
 
-@pytest.mark.parametrize("check", ["prefill_cache_hit", "decode_cache_hit"])
+@pytest.mark.parametrize("check", ["prefill_cache_hit", "decode_cache_hit", "multiturn"])
 def test_a_cache_fault_on_a_drifting_engine_fails_both_gates(check: str) -> None:
     # A cache hit drifts 2e-3 more: (3e-3 / 1e-3)^2 = 9x the floor's KL, over 4x.
     for gate in suite_model.Gate:

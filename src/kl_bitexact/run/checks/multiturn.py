@@ -5,7 +5,8 @@ prefix; turn 1 generates prefix + suffix for every branch, one wave per branch i
 (cached_tokens must equal the prefix, page-aligned); each later turn extends
 history + output + a fresh suffix, sent in interleaved order (g0b0, g1b0, ..., g0b1, ...)
 to stress the radix tree, and its cached_tokens must cover the previous turn; the last
-turn is replayed and scored. `cache_assert: mamba` uses the checkpoint rules of hybrid
+turn is replayed and scored, and its noise floor measured (each sample's last turn generated
+cold and alone, against that replay). `cache_assert: mamba` uses the checkpoint rules of hybrid
 models instead of exact ones. `flow: sglang` sends sglang's own request sequence instead
 (kl_multiturn_utils: one seed request per sample, turn 1 as one batch; branches in run()).
 """
@@ -57,8 +58,11 @@ def run(phases: Phases, spec: TestSpec, test_id: str | None = None) -> TestResul
         found += later
     missed = {violation.sample for violation in found}
     hits = CacheHits(count - len(missed), count, spec.min_cache_hit_ratio, count)
+    samples = replayed(phases, spec, current, generations)
     measured = scoring.Measured(
-        samples=replayed(phases, spec, current, generations),
+        samples=samples,
+        # Branches share prefixes: each generated alone, so none is served from another.
+        floor=scoring.no_cache_floor(phases, current, sampling(spec), samples, alone=True),
         hits=hits,
         hit_label="multiturn",
         problems=tuple(str(violation) for violation in found),

@@ -115,11 +115,19 @@ def no_cache_floor(
     prompts: Sequence[Sequence[int]],
     params: SamplingParams,
     scored: Sequence[Sample],
+    *,
+    alone: bool = False,
 ) -> tuple[Sample, ...]:
     """The noise floor of a cache check: its scored samples' prompts generated with no
     cache, paired with the replay. A sample whose cold output is the cached one's reuses
-    that replay; only samples whose output changed are replayed again."""
-    cold = phases.cold_outputs(prompts, params)
+    that replay; only samples whose output changed are replayed again. `alone`: each
+    prompt in a cold request of its own, for prompts that share a prefix (multiturn): an
+    engine that flushes before a cold batch could still serve one prompt's prefix from
+    another's in the same batch, and the floor would then hold the cache it is to judge."""
+    if alone:
+        cold = [phases.cold_outputs([prompt], params)[0] for prompt in prompts]
+    else:
+        cold = phases.cold_outputs(prompts, params)
     changed = [s.index for s in scored if cold[s.index].output_ids != s.output_ids]
     fresh = {s.index: s for s in _paired(phases, prompts, cold, changed)} if changed else {}
     return tuple(
