@@ -20,9 +20,10 @@ from kl_bitexact.commands.action import (
     comment_url,
     expand_suites,
     label_shards,
+    publish_options,
     readable_durations,
 )
-from kl_bitexact.compare.gate import FailOn, FailOnChoice, parse_fail_on
+from kl_bitexact.compare.gate import FailOn, FailOnChoice, Policy, parse_fail_on
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.results import io as results_io
 from kl_bitexact.results import model as results
@@ -100,13 +101,13 @@ def test_fail_on_takes_flaky_beside_a_mode(value):
 def test_history_runs_fetches_that_many_runs_beside_the_baseline_or_none(value, runs):
     inputs = read_inputs(env(command="publish", baseline="fetch", history_runs=value))
     assert inputs.history_runs == runs
-    published = argv.publish_argv(inputs, [Path("r.json")])
-    fetches = ["--fetch-history", "--history-runs", str(runs)]
-    assert (published[4:7] == fetches) is bool(runs)
-    assert ("--fetch-history" in published) is bool(runs)
+    published = publish_options(inputs, [Path("r.json")], [])
+    assert published.baseline.fetch
+    assert published.base_history.fetch is bool(runs)
+    assert published.base_history.runs == (runs or 20)  # 0: not fetched; publish's default
     # A baseline file, or report: nothing is fetched, history included.
     given = read_inputs(env(command="publish", baseline="b.json", history_runs=value))
-    assert "--fetch-history" not in argv.publish_argv(given, [Path("r.json")])
+    assert not publish_options(given, [Path("r.json")], []).base_history.fetch
 
 
 @pytest.mark.parametrize("value", ["101", "-1", "x", "2.5"])
@@ -163,45 +164,47 @@ def test_run_command_line():
     ]
 
 
-def test_publish_command_line():
+def test_publish_options_from_the_inputs():
     inputs = ActionInputs(command="publish", baseline="base.json", strict=True, findings="f.json")
-    assert argv.publish_argv(inputs, [Path("r/results.json")]) == [
-        "publish",
-        "r/results.json",
-        "--annotations",
-        "--baseline",
-        "base.json",
-        "--findings",
-        "f.json",
-        "--fail-on",
-        "regression",
-        "--strict",
-    ]
+    options = publish_options(inputs, [Path("r/results.json")], [Path("p.json")])
+    assert options.results == (Path("r/results.json"),) and options.annotations
+    assert (options.baseline.file, options.baseline.fetch) == (Path("base.json"), False)
+    assert options.findings == Path("f.json")
+    assert options.policy == Policy(FailOn.REGRESSION, strict=True)
+    assert options.proof == ()  # prove is off
+
+
+def test_the_args_input_is_parsed_over_the_inputs_by_publish_s_parser():
+    """As words appended to a command line: a value given there wins, a repeatable option
+    adds to the inputs'; a word publish does not take is the input's error."""
+    inputs = ActionInputs(
+        command="publish",
+        prove=Prove.ON,
+        args=("--fail-on", "failure", "--proof", "extra.json", "--blocker-repo", "o/*"),
+    )
+    options = publish_options(inputs, [Path("r.json")], [Path("p.json")])
+    assert options.policy.fail_on is FailOn.FAILURE
+    assert options.proof == (Path("p.json"), Path("extra.json"))
+    assert options.blocker_repos == ("o/*",)
+    wrong = dataclasses.replace(inputs, args=("--no-such-option",))
+    with pytest.raises(ConfigError, match="action input `args`: publish does not take --no-such"):
+        publish_options(wrong, [Path("r.json")], [])
 
 
 def test_expected_shards_reach_report_and_publish_as_the_option():
     inputs = ActionInputs(command="publish", expected_shards=("s-0", "s-1"))
     expected = ["--expected-shards", '["s-0","s-1"]']
-    published = argv.publish_argv(inputs, [])
+    assert publish_options(inputs, [], []).expected_shards == ("s-0", "s-1")
     reported = argv.report_argv(inputs, [], Path("c.md"), None)
-    for line in (published, reported):
-        at = line.index("--expected-shards")
-        assert line[at : at + 2] == expected
+    at = reported.index("--expected-shards")
+    assert reported[at : at + 2] == expected
 
 
 def test_publish_fetches_the_baseline_and_report_cannot():
     inputs = ActionInputs(command="publish", baseline="fetch", fail_on=FailOnChoice(FailOn.NEVER))
-    assert argv.publish_argv(inputs, [Path("r.json")]) == [
-        "publish",
-        "r.json",
-        "--annotations",
-        "--fetch-baseline",
-        "--fetch-history",
-        "--history-runs",
-        "20",
-        "--fail-on",
-        "never",
-    ]
+    options = publish_options(inputs, [Path("r.json")], [])
+    assert (options.baseline.fetch, options.base_history.fetch) == (True, True)
+    assert options.policy.fail_on is FailOn.NEVER
     assert argv.report_argv(inputs, [Path("r.json")], Path("c.md"), "summary.md") == [
         "report",
         "r.json",
@@ -258,7 +261,7 @@ def test_zero_means_unset_for_number_inputs():
     assert read_inputs(env(shard_timeout="12.5")).shard_timeout == 12.5
 
 
-def test_comment_url_from_the_publish_line_and_the_event(tmp_path):
+def test_comment_url_from_publish_s_comment_id_and_the_event(tmp_path):
     event = tmp_path / "event.json"
     event.write_text(json.dumps({"pull_request": {"number": 42}, "number": 42}))
     environ = {
@@ -266,9 +269,8 @@ def test_comment_url_from_the_publish_line_and_the_event(tmp_path):
         "GITHUB_SERVER_URL": "https://github.example",
         "GITHUB_REPOSITORY": "o/r",
     }
-    line = "kl-bitexact: comment created (id 1003); status success: gate passed\n"
-    assert comment_url(line, environ) == "https://github.example/o/r/pull/42#issuecomment-1003"
-    assert comment_url("no such line", environ) == ""
+    assert comment_url(1003, environ) == "https://github.example/o/r/pull/42#issuecomment-1003"
+    assert comment_url(1003, {**environ, "GITHUB_EVENT_PATH": ""}) == ""  # no pull request
 
 
 def test_suite_globs_are_expanded_and_a_dead_glob_is_an_error(tmp_path, monkeypatch):
@@ -518,14 +520,8 @@ def test_prove_inputs_reach_each_command_line():
     )
     assert argv.run_argv(inputs, ["s.yaml"])[-2:] == ["--prove-base", "base"]
     proof = [Path("p/proof-a/results.json"), Path("p/proof-b/results.json")]
-    published = argv.publish_argv(inputs, [Path("r.json")], proof)
-    assert published[published.index("--proof") :][:5] == [
-        "--proof",
-        "p/proof-a/results.json",
-        "--proof",
-        "p/proof-b/results.json",
-        "--proof-strict",
-    ]
+    published = publish_options(inputs, [Path("r.json")], proof)
+    assert (published.proof, published.policy.proof_strict) == (tuple(proof), True)
     plan = argv.prove_plan_argv(dataclasses.replace(inputs, suites=("a", "b")))
     assert plan == ["prove-plan", "--base", "base", "--suite", "a", "--suite", "b"]
 
@@ -535,14 +531,14 @@ def test_expected_proofs_reach_report_and_publish_as_the_option():
         "include": [{"suite": "s", "name": "proof-s", "files": ["s.yaml"], "tests": ["s::t"]}]
     }
     inputs = read_inputs(env(command="publish", prove="true", expected_proofs=json.dumps(matrix)))
-    published = argv.publish_argv(inputs, [Path("r.json")])
-    option = published[published.index("--expected-proofs") + 1]
+    published = publish_options(inputs, [Path("r.json")], [])
+    assert [(job.name, job.tests) for job in published.expected_proofs] == [("proof-s", ("s::t",))]
+    reported = argv.report_argv(inputs, [Path("r.json")], Path("c.md"), None)
+    option = reported[reported.index("--expected-proofs") + 1]
     # The files are not needed to say which tests could not be proven.
     assert json.loads(option) == {"include": [{"name": "proof-s", "suite": "s", "tests": ["s::t"]}]}
-    reported = argv.report_argv(inputs, [Path("r.json")], Path("c.md"), None)
-    assert "--expected-proofs" in reported
     off = read_inputs(env(command="publish", expected_proofs=json.dumps(matrix)))
-    assert "--expected-proofs" not in argv.publish_argv(off, [Path("r.json")])
+    assert publish_options(off, [Path("r.json")], []).expected_proofs == ()
     with pytest.raises(ConfigError, match="action input `expected-proofs`: not JSON"):
         read_inputs(env(expected_proofs="{"))
 
@@ -550,7 +546,7 @@ def test_expected_proofs_reach_report_and_publish_as_the_option():
 def test_prove_off_adds_nothing():
     inputs = read_inputs(env(command="publish"))
     assert inputs.prove is Prove.OFF
-    assert "--proof" not in argv.publish_argv(inputs, [Path("r.json")], [Path("x.json")])
+    assert publish_options(inputs, [Path("r.json")], [Path("x.json")]).proof == ()
     assert "--prove-base" not in argv.run_argv(inputs, [])
 
 
@@ -649,3 +645,22 @@ def test_the_proof_run_takes_python_files_too(cli, tmp_path):
         f"{SMALL_TEST}::TestSmall::test_b": results.Status.PASSED,
     }
     assert (base / SMALL_TEST).read_text() == SMALL_SOURCE  # put back
+
+
+def test_the_action_reads_no_command_s_output_with_a_regular_expression():
+    """publish runs in process and its comment id is a value (issue 29): the step module
+    imports no `re`, so no wording of a print can silently break the action again."""
+    import ast
+
+    import kl_bitexact.commands.action as step_module
+
+    tree = ast.parse(Path(step_module.__file__).read_text(encoding="utf-8"))
+    imported = {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in (node.names if isinstance(node, ast.Import) else [])
+    }
+    modules = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert "re" not in imported | modules
+    assert not hasattr(argv, "publish_argv")  # publish's options are values, not a line

@@ -781,3 +781,66 @@ def test_a_successful_publish_prints_no_refusal_it_expected(
     assert run.returncode == 0, stderr
     assert stderr == "", stderr
     assert stdout.startswith("kl-bitexact: comment created"), stdout
+
+
+# --- the action's publish step: publish in process, its result read as a value ------------
+
+
+def test_the_action_publishes_in_process_with_the_token_input(
+    fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
+) -> None:
+    """The step's own GITHUB_TOKEN is not publish's: the `github-token` input is; the
+    comment's URL comes from publish's result (its comment id), the gate's code is the step's."""
+    _write(tmp_path / "results" / "results-s-0" / "results.json", _test("t::a", red=True))
+    output = tmp_path / "output.txt"
+    inputs = {
+        "INPUT_COMMAND": "publish",
+        "INPUT_RESULTS_DIR": str(tmp_path / "results"),
+        "INPUT_GITHUB_TOKEN": TOKEN,
+        "INPUT_ARGS": "--fail-on never",
+    }
+    step = {**env, **inputs, "GITHUB_TOKEN": "the-step-s-own", "GITHUB_OUTPUT": str(output)}
+    done = subprocess.run(
+        [sys.executable, "-m", "kl_bitexact", "action"],
+        env={**os.environ, **step},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr  # --fail-on never, from `args`
+    [comment] = fake_github.world.repos[REPO].comments
+    url = f"https://github.com/{REPO}/pull/7#issuecomment-{comment.id}"
+    assert re.search(f"^comment-url<<(\\w+)\n{re.escape(url)}\n\\1$", output.read_text(), re.M)
+    assert f"kl-bitexact: comment created (id {comment.id}); status success" in done.stdout
+    assert TOKEN not in done.stdout + done.stderr + output.read_text()
+
+
+def test_a_publish_step_that_fails_keeps_its_outputs_and_says_why_once(
+    fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
+) -> None:
+    results = _write(tmp_path / "results" / "results-s-0" / "results.json", _test("t::a"))
+    event = tmp_path / "push.json"
+    event.write_text(json.dumps({"ref": "refs/heads/main"}))  # about no pull request
+    output = tmp_path / "output.txt"
+    step = {
+        "INPUT_COMMAND": "publish",
+        "INPUT_RESULTS_DIR": str(tmp_path / "results"),
+        "INPUT_GITHUB_TOKEN": TOKEN,
+        "GITHUB_EVENT_PATH": str(event),
+        "GITHUB_OUTPUT": str(output),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "kl_bitexact", "action"],
+        env={**os.environ, **step},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.count("no pull request number") == 1
+    written = output.read_text()
+    assert re.search(r"^conclusion<<(\w+)\nerror\n\1$", written, re.M), written
+    assert str(results) in written  # results-path, as far as the step got
+    assert fake_github.world.repos[REPO].comments == []

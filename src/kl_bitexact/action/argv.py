@@ -55,20 +55,6 @@ def report_argv(
     return argv + _findings(inputs) + _proof(inputs, proof) + _policy(inputs) + list(inputs.args)
 
 
-def publish_argv(
-    inputs: ActionInputs, results: Sequence[Path], proof: Sequence[Path] = ()
-) -> list[str]:
-    argv = ["publish", *map(str, results), "--annotations"]
-    if inputs.baseline == FETCH_BASELINE:
-        argv.append("--fetch-baseline")
-        if inputs.history_runs:  # the same runs' artifacts, the last N of them
-            argv += ["--fetch-history", "--history-runs", str(inputs.history_runs)]
-    elif inputs.baseline:
-        argv += ["--baseline", inputs.baseline]
-    argv += _expected_shards(inputs)
-    return argv + _findings(inputs) + _proof(inputs, proof) + _policy(inputs) + list(inputs.args)
-
-
 def prove_plan_argv(inputs: ActionInputs) -> list[str]:
     suites = [arg for suite in inputs.suites for arg in ("--suite", suite)]
     return ["prove-plan", "--base", str(inputs.base_path), *suites, *inputs.args]

@@ -1,7 +1,9 @@
 """`kl-bitexact action`: the step action.yml runs; reads INPUT_* variables, not arguments.
 
-It runs one kl-bitexact command in a child process whose environment holds no action
-input and, except for `publish`, no token: `run` executes suite commands from the PR.
+`publish` runs in this process, on values: its options built from the inputs (the `args`
+input parsed over them by publish's own parser), its result (the comment id) read as a
+value. The other commands run in a child process whose environment holds no action input
+and no token: `run` executes suite commands from the PR.
 For `run` that is not enough: the PR's code can read the environment this process was
 started with (`/proc/<pid>/environ` of an ancestor), so before anything runs this process
 restarts itself without credentials or INPUT_* variables, its inputs handed over through
@@ -15,7 +17,6 @@ import dataclasses
 import glob
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -23,11 +24,11 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kl_bitexact.action import argv as command_lines
 from kl_bitexact.action import outputs, shards, trust
-from kl_bitexact.action.inputs import ActionInputs, Prove, env_name, read_inputs
+from kl_bitexact.action.inputs import FETCH_BASELINE, ActionInputs, Prove, env_name, read_inputs
 from kl_bitexact.commands import Command
 from kl_bitexact.errors import ConfigError, ExitCode, FatalError
 from kl_bitexact.publish.client import pr_from_event, read_event
@@ -38,6 +39,9 @@ from kl_bitexact.run import clean_env
 from kl_bitexact.untrusted import escape
 from kl_bitexact.untrusted.jsonfile import read_bounded, replace_text
 
+if TYPE_CHECKING:
+    from kl_bitexact.commands import publish
+
 _HINT = "fix the `with:` of the kl-bitexact step in your workflow"
 
 
@@ -47,6 +51,15 @@ class StepResult:
     results: tuple[Path, ...] = ()
     outputs: dict[str, str] = field(default_factory=dict)
     summary: str = ""
+
+
+class _StepFailed(Exception):
+    """A command run in process failed: the step's outputs as far as it got, and the error
+    the command's own process would have ended with (the CLI reports it, with its code)."""
+
+    def __init__(self, step: StepResult, error: Exception) -> None:
+        super().__init__(str(error))
+        self.step, self.error = step, error
 
 
 # Commands that execute the repository's code: the step restarts clean before them.
@@ -70,6 +83,9 @@ def handle(args: argparse.Namespace) -> int:
     except FatalError as error:
         _finish(inputs.command if inputs else "?", StepResult(int(error.exit_code)))
         raise
+    except _StepFailed as failed:
+        _finish(inputs.command if inputs else "?", failed.step)
+        raise failed.error from None
     _finish(inputs.command, step)
     return step.exit_code
 
@@ -111,14 +127,10 @@ def _finish(command: str, step: StepResult) -> None:
     outputs.append(os.environ.get("GITHUB_STEP_SUMMARY"), step.summary)
 
 
-def _kl_bitexact(
-    argv: Sequence[str], *, token: str = "", capture: bool = False
-) -> subprocess.CompletedProcess[str]:
-    """Run `python -m kl_bitexact ARGV` with the inputs (and the token) kept out of its env."""
+def _kl_bitexact(argv: Sequence[str], *, capture: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run `python -m kl_bitexact ARGV` with the inputs and the token kept out of its env."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("INPUT_")}
     env.pop("GITHUB_TOKEN", None)
-    if token:
-        env["GITHUB_TOKEN"] = token
     print(f"kl-bitexact {' '.join(argv)}", flush=True)
     command = [sys.executable, "-m", "kl_bitexact", *argv]
     return subprocess.run(command, env=env, check=False, text=True, capture_output=capture)
@@ -233,16 +245,87 @@ def report_step(inputs: ActionInputs) -> StepResult:
 def publish_step(inputs: ActionInputs) -> StepResult:
     if not inputs.comment:
         return report_step(inputs)  # the gate and the job summary, no GitHub writes
+    from kl_bitexact.commands import publish  # PyGithub and requests: this step only
+
     inputs = _existing_findings(inputs)
     files = gather_results(inputs)
-    argv = command_lines.publish_argv(inputs, files, proof_files(inputs))
-    finished = _kl_bitexact(argv, token=inputs.github_token, capture=True)
-    sys.stdout.write(finished.stdout)
-    sys.stderr.write(finished.stderr)
-    url = comment_url(finished.stdout, os.environ)
+    print(f"kl-bitexact publish ({len(files)} results file(s); in process)", flush=True)
+    try:
+        options = publish_options(inputs, files, proof_files(inputs))
+        published = publish.publish(options, _publish_env(inputs))
+    except Exception as error:  # the step's outputs first, then the CLI's report of it
+        code = error.exit_code if isinstance(error, FatalError) else ExitCode.INTERNAL_ERROR
+        failed = StepResult(int(code), files, {"results-path": _lines(files), "comment-url": ""})
+        raise _StepFailed(failed, error) from None
+    print(published.line(), flush=True)
+    url = comment_url(published.comment.comment_id, os.environ)
     return StepResult(
-        finished.returncode, files, {"results-path": _lines(files), "comment-url": url}
+        published.exit_code, files, {"results-path": _lines(files), "comment-url": url}
     )
+
+
+def publish_options(
+    inputs: ActionInputs, files: Sequence[Path], proof: Sequence[Path]
+) -> publish.Options:
+    """`publish`'s options from the inputs: typed values as the defaults of publish's own
+    parser, which then parses the `args` input over them (as words appended to a command
+    line would: a value given there wins, a repeatable option adds to the inputs')."""
+    from kl_bitexact.commands import publish
+
+    parser = argparse.ArgumentParser(prog="kl-bitexact publish", add_help=False)
+    publish.add_arguments(parser)
+    _set_defaults(parser, _publish_values(inputs, files, proof))
+    args, unknown = parser.parse_known_args(list(inputs.args))
+    if unknown:
+        raise ConfigError(
+            f"action input `args`: publish does not take {' '.join(unknown)}", hint=_HINT
+        )
+    return publish.Options.from_args(args)
+
+
+def _publish_values(
+    inputs: ActionInputs, files: Sequence[Path], proof: Sequence[Path]
+) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        "results": list(files),
+        "annotations": True,
+        "expected_shards": inputs.expected_shards,
+        "fail_on": inputs.fail_on,
+        "strict": inputs.strict,
+    }
+    if inputs.baseline == FETCH_BASELINE:
+        values["fetch_baseline"] = True
+        if inputs.history_runs:  # the same runs' artifacts, the last N of them
+            values |= {"fetch_history": True, "history_runs": inputs.history_runs}
+    elif inputs.baseline:
+        values["baseline"] = Path(inputs.baseline)
+    if inputs.findings:
+        values["findings"] = Path(inputs.findings)
+    if inputs.prove is not Prove.OFF:
+        values |= {
+            "proof": list(proof),
+            "expected_proofs": inputs.expected_proofs,
+            "proof_strict": inputs.prove is Prove.STRICT,
+        }
+    return values
+
+
+def _set_defaults(parser: argparse.ArgumentParser, values: Mapping[str, Any]) -> None:
+    """`values` as the parser's defaults; a name it has no option for is a bug here."""
+    known = {action.dest for action in parser._actions}
+    unknown = sorted(set(values) - known)
+    assert not unknown, f"no such option of {parser.prog}: {unknown}"
+    parser.set_defaults(**values)
+
+
+def _publish_env(inputs: ActionInputs) -> dict[str, str]:
+    """What `publish` reads: the step's environment without the action's inputs, and the
+    `github-token` input as GITHUB_TOKEN (the step's own, if any, is not publish's)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(clean_env.INPUT_PREFIX)}
+    env.pop("GITHUB_TOKEN", None)
+    if inputs.github_token:
+        env["GITHUB_TOKEN"] = inputs.github_token
+    return env
 
 
 def lint_ci_step(inputs: ActionInputs) -> StepResult:
@@ -411,18 +494,14 @@ def _existing_findings(inputs: ActionInputs) -> ActionInputs:
     return inputs
 
 
-_PUBLISHED = re.compile(r"^kl-bitexact: comment \w+ \(id (\d+)\)", re.MULTILINE)
-
-
-def comment_url(publish_output: str, environ: Mapping[str, str]) -> str:
-    """The sticky comment's web URL, from the line `publish` prints (its id) and the event."""
-    found = _PUBLISHED.search(publish_output)
+def comment_url(comment_id: int, environ: Mapping[str, str]) -> str:
+    """The sticky comment's web URL, from its id (publish's result) and the event."""
     number = pr_from_event(environ.get("GITHUB_EVENT_PATH"))
-    if not found or number is None:
+    if number is None:
         return ""
     server = environ.get("GITHUB_SERVER_URL", "https://github.com").rstrip("/")
     repository = environ.get("GITHUB_REPOSITORY", "")
-    return f"{server}/{repository}/pull/{number}#issuecomment-{found.group(1)}"
+    return f"{server}/{repository}/pull/{number}#issuecomment-{comment_id}"
 
 
 def _lines(paths: Sequence[Path]) -> str:

@@ -266,17 +266,33 @@ class Options:
 
 @dataclass(frozen=True)
 class Published:
+    """What `publish` did: the comment (its id), the status, and the gate's exit code."""
+
     comment: sticky.Outcome
     status: status.Status
+    exit_code: int
+
+    def line(self) -> str:
+        return (
+            f"kl-bitexact: comment {self.comment.action} (id {self.comment.comment_id}); "
+            f"status {self.status.state}: {self.status.description}"
+        )
 
 
 @handlers.cycle_collector_paused
 def handle(args: argparse.Namespace) -> int:
-    options = Options.from_args(args)
+    published = publish(Options.from_args(args), os.environ)
+    print(published.line())
+    return published.exit_code
+
+
+def publish(options: Options, env: Mapping[str, str]) -> Published:
+    """The work of `publish` (the command, and the action's publish step, in process): the
+    token, the repository and the event come from `env`."""
     head = input_files.load_results(options.results, options.expected_shards)
     found = findings.load(options.findings) if options.findings else ()
     with open_session(
-        os.environ,
+        env,
         settings=options.settings,
         repository=options.repo,
         pr_number=options.pr,
@@ -291,7 +307,7 @@ def _run(
     session: Session,
     head: results.Results,
     found: tuple[findings.Finding, ...],
-) -> int:
+) -> Published:
     pull = _pull(session, target)
     marked = target.head_sha or pull.head.sha
     proof = input_files.load_proof(options.proof, options.expected_proofs)
@@ -318,13 +334,7 @@ def _run(
     for command in render.workflow_commands(comparison) if options.annotations else ():
         print(command)
     _write_summary(os.environ, render.job_summary(comparison, findings=found))
-    published = _publish(options, target, session, pull, marked, comparison, found)
-    # Contract: `kl-bitexact action` (action.yml's publish step) reads the comment id here.
-    print(
-        f"kl-bitexact: comment {published.comment.action} (id {published.comment.comment_id}); "
-        f"status {published.status.state}: {published.status.description}"
-    )
-    return int(comparison.decision.exit_code)
+    return _publish(options, target, session, pull, marked, comparison, found)
 
 
 def _pull_request(target: Target) -> PullRequestTarget:
@@ -447,7 +457,7 @@ def _publish(
         )
     verdict = status.of(comparison.decision)
     status.post(session, target, sha, verdict, links.run)
-    return Published(outcome, verdict)
+    return Published(outcome, verdict, int(comparison.decision.exit_code))
 
 
 def _write_summary(env: Mapping[str, str], summary: str) -> None:
