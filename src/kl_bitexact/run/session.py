@@ -12,7 +12,8 @@ gets (server.py):
 - the parent-death signal (SIGTERM when this process dies, SIGKILL included);
 - a watchdog that walks the same ladder once this process is gone;
 - and, for what left the group, a marker in the environment of everything the child
-  starts (`KL_BITEXACT_SESSION=<random>`): after the ladder, every process still holding
+  starts (`KL_BITEXACT_SESSION_<random>=1`: a name of its own, so a session inside another
+  keeps the outer one's marker too): after the ladder, every process still holding
   it is terminated, then killed - by this process when it can, by the watchdog when it
   was SIGKILLed.
 
@@ -36,7 +37,7 @@ from typing import IO
 from kl_bitexact.run import watchdog
 from kl_bitexact.run.server import Teardown, Watchdog, die_with_parent, stop_group
 
-MARKER_ENV = "KL_BITEXACT_SESSION"
+MARKER_PREFIX = "KL_BITEXACT_SESSION_"
 # After a stop signal: pytest's fixtures stop their servers (each with its own ladder)
 # before pytest exits; what is left of its group after that gets the rest of the ladder.
 PYTEST_TEARDOWN = Teardown(interrupt_s=60.0, terminate_s=10.0, kill_s=5.0)
@@ -51,10 +52,11 @@ class Session:
     def __init__(self, log_path: Path, teardown: Teardown = PYTEST_TEARDOWN) -> None:
         self.log_path = log_path
         self.teardown = teardown
-        self.marker = secrets.token_hex(16)
+        self.variable = MARKER_PREFIX + secrets.token_hex(16)
+        self.marker = f"{self.variable}=1"  # as it reads in /proc/PID/environ
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._guard = Watchdog(0, log_path, WATCHDOG_TEARDOWN)
-        self._guard.tell("sweep", f"{MARKER_ENV}={self.marker}")
+        self._guard.tell("sweep", self.marker)
 
     def __enter__(self) -> Session:
         return self
@@ -89,7 +91,7 @@ class Session:
             text=True,
             errors="replace",
             cwd=cwd,
-            env={**(os.environ if env is None else env), MARKER_ENV: self.marker},
+            env={**(os.environ if env is None else env), self.variable: "1"},
             start_new_session=True,
             preexec_fn=die_with_parent(),
         )
@@ -116,7 +118,7 @@ class Session:
                 child.wait(timeout=self.teardown.interrupt_s)
         left = Teardown(0.5, self.teardown.terminate_s, self.teardown.kill_s)
         stop_group(child, left)
-        watchdog.sweep(f"{MARKER_ENV}={self.marker}", str(self.log_path), self._waits())
+        watchdog.sweep(self.marker, str(self.log_path), self._waits())
 
     def _waits(self) -> list[float]:
         return [self.teardown.interrupt_s, self.teardown.terminate_s, self.teardown.kill_s]
