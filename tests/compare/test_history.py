@@ -147,3 +147,20 @@ def test_a_history_dir_that_is_not_one_is_a_usage_error(tmp_path: Path) -> None:
         (tmp_path / f"{i}.json").write_text("{}")
     with pytest.raises(ConfigError, match="over the limit of 400"):
         history_dir.load(tmp_path, 20)
+
+
+def test_allow_known_lets_through_no_more_than_10x_the_worst_its_history_failed_with() -> None:
+    # Issue 31: a GPU test always a little red is "known"; a cache bug 250x worse is not.
+    def drift(kl: float, status: r.Status = r.Status.FAILED) -> r.TestResult:
+        return r.TestResult(
+            id="gpu::prefill", check="prefill_cache_hit", status=status, kl_div=kl,
+            kl_threshold=1e-9, kl_per_sample=(kl,),
+        )  # fmt: skip
+
+    runs = [(Run(commit(i), when(i)), results(drift(kl))) for i, kl in enumerate((4e-7, 3e-7))]
+    built = history.build("main", runs)
+    policy = Policy(FailOn.FAILURE, allow_known=True)
+    for kl, let_through in ((1e-6, True), (1e-4, False)):
+        (delta,) = compare(results(drift(kl)), None, policy=policy, history=built).deltas
+        assert delta.known_let_through is let_through and delta.gating is not let_through
+    assert delta.worse == ("avg KL 4.00e-07 → 1.00e-04 (250x) against the history's worst",)

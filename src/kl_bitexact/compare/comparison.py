@@ -23,7 +23,7 @@ from kl_bitexact.compare.baseline import Baseline
 from kl_bitexact.compare.blockers import BlockerState
 from kl_bitexact.compare.consistency import judged_by_numbers
 from kl_bitexact.compare.gate import RED, Decision, Policy, Verdict
-from kl_bitexact.compare.history import History, Standing, lets_through
+from kl_bitexact.compare.history import History, Standing, TestHistory, lets_through
 from kl_bitexact.compare.proof import Outcome, Proof, prove
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.results.model import Results, Status, TestResult
@@ -204,8 +204,25 @@ def _against_history(delta: TestDelta, history: History, policy: Policy) -> Test
         and delta.verdict is not None
         and lets_through(policy, delta.verdict, delta.head, standing)
     )
+    beyond = _beyond_history(delta.head, history.of(delta.id)) if let_through else ()
+    # Known to fail, but far worse than it ever failed: not what `allow-known` excuses.
+    let_through = let_through and not beyond
     gating = delta.gating and not let_through
-    return replace(delta, standing=standing, known_let_through=let_through, gating=gating)
+    return replace(
+        delta,
+        standing=standing,
+        known_let_through=let_through,
+        gating=gating,
+        worse=delta.worse + beyond,
+    )
+
+
+def _beyond_history(head: TestResult | None, found: TestHistory | None) -> tuple[str, ...]:
+    """How a red head got worse than the worst its history failed with (`gate.worse_than`)."""
+    worst = found.worst_failure() if found is not None else None
+    if head is None or worst is None:
+        return ()
+    return tuple(f"{reason} against the history's worst" for reason in gate.worse_than(head, worst))
 
 
 def _no_verdict(test_id: str, check: str, head: Results) -> TestResult:

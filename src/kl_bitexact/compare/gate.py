@@ -181,30 +181,48 @@ def by_base(
 WORSE_FACTOR = 10.0
 
 
+@dataclass(frozen=True)
+class RedNumbers:
+    """What a red earlier result measured, as `worse_than` compares it: avg KL, the share of
+    differing logprobs, the share of missed cache hits (None: not measured)."""
+
+    kl: float | None = None
+    differing: float | None = None
+    missed: float | None = None
+
+    @classmethod
+    def of(cls, test: TestResult) -> RedNumbers:
+        exact, hits = test.exact, test.cache_hits
+        return cls(
+            test.kl_div,
+            _share(exact.mismatched, exact.tokens) if exact else None,
+            _share(hits.total - hits.hit, hits.total) if hits else None,
+        )
+
+
 def worse_than_base(test: TestResult, base: TestResult | None) -> tuple[str, ...]:
     """How a red test got worse than its red base, base -> head, one reason per number
     that grew past WORSE_FACTOR (empty: not worse, or not red on both)."""
     if base is None or test.status not in RED or base.status not in RED:
         return ()
-    found = []
-    threshold = test.kl_threshold
+    return worse_than(test, RedNumbers.of(base))
+
+
+def worse_than(test: TestResult, before: RedNumbers) -> tuple[str, ...]:
+    """The rule: how a red test's numbers grew past WORSE_FACTOR x what a red earlier result
+    measured (its base, or the worst its history failed with), before -> now."""
+    if test.status not in RED:
+        return ()
+    now = RedNumbers.of(test)
+    threshold, exact, hits = test.kl_threshold, test.exact, test.cache_hits
     kl_fails = threshold is not None and test.kl_div is not None and test.kl_div >= threshold
-    found.append(_grew("avg KL", base.kl_div, test.kl_div, kl_fails, fmt_kl))
-    if test.exact is not None and base.exact is not None:
-        shares = (
-            _share(base.exact.mismatched, base.exact.tokens),
-            _share(test.exact.mismatched, test.exact.tokens),
-        )
-        fails = test.exact.enforced and test.exact.mismatched > 0
-        found.append(_grew("differing logprobs", *shares, fails, _percent))
-    if test.cache_hits is not None and base.cache_hits is not None:
-        head_hits, base_hits = test.cache_hits, base.cache_hits
-        missed = (
-            _share(base_hits.total - base_hits.hit, base_hits.total),
-            _share(head_hits.total - head_hits.hit, head_hits.total),
-        )
-        fails = not enough_hits(head_hits.hit, head_hits.total, head_hits.min_ratio)
-        found.append(_grew("missed cache hits", *missed, fails, _percent))
+    differing_fails = exact is not None and exact.enforced and exact.mismatched > 0
+    missed_fails = hits is not None and not enough_hits(hits.hit, hits.total, hits.min_ratio)
+    found = (
+        _grew("avg KL", before.kl, now.kl, kl_fails, fmt_kl),
+        _grew("differing logprobs", before.differing, now.differing, differing_fails, _percent),
+        _grew("missed cache hits", before.missed, now.missed, missed_fails, _percent),
+    )
     return tuple(reason for reason in found if reason)
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from kl_bitexact.compare.gate import UNEXCUSED_RED, Policy, Verdict
+from kl_bitexact.compare.gate import UNEXCUSED_RED, Policy, RedNumbers, Verdict
 from kl_bitexact.results.model import Status, TestResult
 
 R = TypeVar("R")
@@ -147,6 +147,27 @@ class TestHistory:
     def first_failure(self) -> int | None:
         """Index of the oldest run in which it failed or was flaky."""
         return next((i for i, p in enumerate(self.points) if p is not None and p.failed), None)
+
+    def worst_failure(self) -> RedNumbers | None:
+        """The worst each number got in the runs where it failed (None: it never failed):
+        what `allow-known` excuses, and no more (`gate.worse_than`)."""
+        failed = [point for point in self.points if point is not None and point.failed]
+        if not failed:
+            return None
+        differing = [
+            p.mismatched / p.tokens for p in failed if p.mismatched is not None and p.tokens
+        ]
+        missed = [
+            (p.hits_total - p.hits) / p.hits_total
+            for p in failed
+            if p.hits is not None and p.hits_total
+        ]
+        kls = [p.kl for p in failed if p.kl is not None]
+        return RedNumbers(
+            max(kls) if kls else None,
+            max(differing) if differing else None,
+            max(missed) if missed else None,
+        )
 
     @property
     def changes(self) -> tuple[int, ...]:

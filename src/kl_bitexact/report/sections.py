@@ -316,8 +316,8 @@ def _test_details(delta: TestDelta) -> str:
         parts.append("\n" + escape.block(test.message, 2000) + "\n")
     if delta.worse:
         parts.append(
-            f"\nRed on the base too, but worse than it by more than {WORSE_FACTOR:g}x, so a "
-            f"regression: {escape.text('; '.join(delta.worse), 600)}\n"
+            f"\nRed before too, but more than {WORSE_FACTOR:g}x worse than then, so it is "
+            f"no pre-existing failure: {escape.text('; '.join(delta.worse), 600)}\n"
         )
     if test.noise_floor is not None:
         parts.append(_noise_floor(test))
