@@ -22,6 +22,7 @@ from kl_bitexact.commands.action import (
     label_shards,
     publish_options,
     readable_durations,
+    shard_options,
 )
 from kl_bitexact.compare.gate import FailOn, FailOnChoice, Policy, parse_fail_on
 from kl_bitexact.errors import ConfigError
@@ -220,9 +221,14 @@ def test_publish_fetches_the_baseline_and_report_cannot():
 def test_lint_and_shard_command_lines():
     inputs = ActionInputs(command="shard", partitions=4)
     assert argv.lint_ci_argv(inputs, "json") == ["lint-ci", "--format", "json"]
-    assert argv.shard_argv(inputs, "s") == ["shard", "--suite", "s", "--partitions", "4"]
-    derived = ActionInputs(command="shard", shard_timeout=45.0)
-    assert argv.shard_argv(derived, "s") == ["shard", "--suite", "s", "--timeout", "45"]
+    options = shard_options(inputs, "s", [])
+    assert (options.suite, options.partitions, options.timeout) == ("s", 4, None)
+    derived = ActionInputs(command="shard", shard_timeout=45.0, args=("--nightly",))
+    options = shard_options(derived, "s", [])
+    assert (options.partitions, options.timeout, options.nightly) == (None, 45.0, True)
+    sglang = dataclasses.replace(derived, args=("--format", "sglang"))
+    with pytest.raises(ConfigError, match="--format sglang: the shard step plans the GitHub"):
+        shard_options(sglang, "s", [])
 
 
 def test_shard_takes_the_readable_durations_files_and_warns_of_the_rest(tmp_path, capsys):
@@ -244,14 +250,7 @@ def test_shard_takes_the_readable_durations_files_and_warns_of_the_rest(tmp_path
     assert (
         warning.startswith("::warning title=kl-bitexact::durations: ") and "run-3.json" in warning
     )
-    assert argv.shard_argv(inputs, "s", readable) == [
-        "shard",
-        "--suite",
-        "s",
-        "--durations",
-        str(good[0]),
-        str(good[1]),
-    ]
+    assert shard_options(inputs, "s", readable).durations == tuple(good)
     assert readable_durations([f"{tmp_path}/nothing/**/run-*.json"]) == []
 
 
@@ -522,8 +521,6 @@ def test_prove_inputs_reach_each_command_line():
     proof = [Path("p/proof-a/results.json"), Path("p/proof-b/results.json")]
     published = publish_options(inputs, [Path("r.json")], proof)
     assert (published.proof, published.policy.proof_strict) == (tuple(proof), True)
-    plan = argv.prove_plan_argv(dataclasses.replace(inputs, suites=("a", "b")))
-    assert plan == ["prove-plan", "--base", "base", "--suite", "a", "--suite", "b"]
 
 
 def test_expected_proofs_reach_report_and_publish_as_the_option():
@@ -664,3 +661,29 @@ def test_the_action_reads_no_command_s_output_with_a_regular_expression():
     modules = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert "re" not in imported | modules
     assert not hasattr(argv, "publish_argv")  # publish's options are values, not a line
+
+
+def test_the_prove_plan_and_shard_steps_read_their_matrices_as_values(cli, tmp_path):
+    """prove-plan and shard run in process (issue 29): the step's outputs are the plans'
+    matrices, and `args` reaches the command's own parser."""
+    repo = proof_repo.create(tmp_path / "engine")
+    base = proof_repo.checkout(repo, repo.base, tmp_path / "base")
+    output = tmp_path / "output.txt"
+    step = {"GITHUB_OUTPUT": str(output)}
+    inputs = env(command="prove-plan", suites=proof_repo.SUITE, base_path=str(base))
+    finished = cli(["action"], cwd=repo.path, env={**inputs, **step}, timeout=120)
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    written = output.read_text()
+    [matrix] = [line for line in written.splitlines() if line.startswith('{"include"')]
+    assert json.loads(matrix)["include"][0]["tests"] == [proof_repo.NEW_TEST]
+    assert re.search(r"^proof-needed<<(\w+)\ntrue\n\1$", written, re.M)
+    output.unlink()
+    inputs = env(command="shard", suites=proof_repo.SUITE, partitions="2", args="--nightly")
+    finished = cli(["action"], cwd=repo.path, env={**inputs, **step}, timeout=120)
+    assert finished.returncode == 2  # --nightly from `args`: no file registered so
+    assert "has no enabled file registered with nightly=True" in finished.stderr
+    finished = cli(["action"], cwd=repo.path, env={**inputs, "INPUT_ARGS": "", **step})
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    [matrix] = [line for line in output.read_text().splitlines() if line.startswith('{"incl')]
+    [entry] = json.loads(matrix)["include"]  # one file: one shard of the two asked
+    assert entry["name"] == f"{proof_repo.SUITE}-0"

@@ -55,26 +55,8 @@ def report_argv(
     return argv + _findings(inputs) + _proof(inputs, proof) + _policy(inputs) + list(inputs.args)
 
 
-def prove_plan_argv(inputs: ActionInputs) -> list[str]:
-    suites = [arg for suite in inputs.suites for arg in ("--suite", suite)]
-    return ["prove-plan", "--base", str(inputs.base_path), *suites, *inputs.args]
-
-
 def lint_ci_argv(inputs: ActionInputs, output_format: str) -> list[str]:
     return ["lint-ci", "--format", output_format, *inputs.args]
-
-
-def shard_argv(inputs: ActionInputs, suite: str, durations: Sequence[Path] = ()) -> list[str]:
-    """`durations`: the readable results files the `durations` input named (the step
-    expands and checks them)."""
-    argv = ["shard", "--suite", suite]
-    if inputs.partitions:
-        argv += ["--partitions", str(inputs.partitions)]
-    if inputs.shard_timeout:
-        argv += ["--timeout", f"{inputs.shard_timeout:g}"]
-    if durations:
-        argv += ["--durations", *map(str, durations)]
-    return argv + list(inputs.args)
 
 
 def _expected_shards(inputs: ActionInputs) -> list[str]:

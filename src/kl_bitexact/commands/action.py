@@ -1,9 +1,10 @@
 """`kl-bitexact action`: the step action.yml runs; reads INPUT_* variables, not arguments.
 
-`publish` runs in this process, on values: its options built from the inputs (the `args`
-input parsed over them by publish's own parser), its result (the comment id) read as a
-value. The other commands run in a child process whose environment holds no action input
-and no token: `run` executes suite commands from the PR.
+`publish`, `shard` and `prove-plan` run in this process, on values: their options built
+from the inputs (the `args` input parsed over them by the command's own parser), their
+results (the comment id, the matrices) read as values. The other commands run in a child
+process whose environment holds no action input and no token: `run` executes suite
+commands from the PR.
 For `run` that is not enough: the PR's code can read the environment this process was
 started with (`/proc/<pid>/environ` of an ancestor), so before anything runs this process
 restarts itself without credentials or INPUT_* variables, its inputs handed over through
@@ -40,7 +41,7 @@ from kl_bitexact.untrusted import escape
 from kl_bitexact.untrusted.jsonfile import read_bounded, replace_text
 
 if TYPE_CHECKING:
-    from kl_bitexact.commands import publish
+    from kl_bitexact.commands import publish, shard
 
 _HINT = "fix the `with:` of the kl-bitexact step in your workflow"
 
@@ -267,20 +268,11 @@ def publish_step(inputs: ActionInputs) -> StepResult:
 def publish_options(
     inputs: ActionInputs, files: Sequence[Path], proof: Sequence[Path]
 ) -> publish.Options:
-    """`publish`'s options from the inputs: typed values as the defaults of publish's own
-    parser, which then parses the `args` input over them (as words appended to a command
-    line would: a value given there wins, a repeatable option adds to the inputs')."""
+    """`publish`'s options from the inputs (`_parsed`)."""
     from kl_bitexact.commands import publish
 
-    parser = argparse.ArgumentParser(prog="kl-bitexact publish", add_help=False)
-    publish.add_arguments(parser)
-    _set_defaults(parser, _publish_values(inputs, files, proof))
-    args, unknown = parser.parse_known_args(list(inputs.args))
-    if unknown:
-        raise ConfigError(
-            f"action input `args`: publish does not take {' '.join(unknown)}", hint=_HINT
-        )
-    return publish.Options.from_args(args)
+    values = _publish_values(inputs, files, proof)
+    return publish.Options.from_args(_parsed(publish.COMMAND, values, inputs.args))
 
 
 def _publish_values(
@@ -310,12 +302,32 @@ def _publish_values(
     return values
 
 
-def _set_defaults(parser: argparse.ArgumentParser, values: Mapping[str, Any]) -> None:
-    """`values` as the parser's defaults; a name it has no option for is a bug here."""
-    known = {action.dest for action in parser._actions}
-    unknown = sorted(set(values) - known)
-    assert not unknown, f"no such option of {parser.prog}: {unknown}"
+def _parsed(
+    command: Command, values: Mapping[str, Any], words: Sequence[str]
+) -> argparse.Namespace:
+    """A command's options from typed values: they are the defaults of the command's own
+    parser, which then parses the `args` input's words over them, as words appended to a
+    command line would be (a value given there wins, a repeatable option adds to the
+    inputs'). A word the command does not take is the input's error."""
+    parser = argparse.ArgumentParser(
+        prog=f"kl-bitexact {command.name}", add_help=False, exit_on_error=False
+    )
+    command.add_arguments(parser)
+    actions = {action.dest: action for action in parser._actions}
+    unknown = sorted(set(values) - set(actions))
+    assert not unknown, f"no such option of {command.name}: {unknown}"
+    for dest in values:
+        actions[dest].required = False  # given here
     parser.set_defaults(**values)
+    try:
+        args, extra = parser.parse_known_args(list(words))
+    except argparse.ArgumentError as error:
+        raise ConfigError(f"action input `args`: {error}", hint=_HINT) from None
+    if extra:
+        raise ConfigError(
+            f"action input `args`: {command.name} does not take {' '.join(extra)}", hint=_HINT
+        )
+    return args
 
 
 def _publish_env(inputs: ActionInputs) -> dict[str, str]:
@@ -343,14 +355,15 @@ def lint_ci_step(inputs: ActionInputs) -> StepResult:
 def shard_step(inputs: ActionInputs) -> StepResult:
     if not inputs.suites:
         raise ConfigError("action input `suites`: `command: shard` needs suite names", hint=_HINT)
+    from kl_bitexact.commands import shard
+
     include: list[dict[str, Any]] = []
     measured = readable_durations(inputs.durations)
     for suite in inputs.suites:
-        finished = _kl_bitexact(command_lines.shard_argv(inputs, suite, measured), capture=True)
-        sys.stderr.write(finished.stderr)
-        if finished.returncode != 0:
-            return StepResult(finished.returncode)
-        include += label_shards(suite, json.loads(finished.stdout)["include"])
+        print(f"kl-bitexact shard --suite {suite} (in process)", flush=True)
+        planned = shard.plan(shard_options(inputs, suite, measured))
+        print("\n".join(planned.summary), file=sys.stderr, flush=True)
+        include += label_shards(suite, planned.matrix["include"])
     matrix = json.dumps({"include": include}, separators=(",", ":"))
     print(matrix)
     return StepResult(0, outputs={"matrix": matrix})
@@ -360,14 +373,39 @@ def prove_plan_step(inputs: ActionInputs) -> StepResult:
     """The proof matrix (`proof-matrix` output): suites with tests the PR adds or changes."""
     if not inputs.suites:
         raise ConfigError("action input `suites`: `command: prove-plan` needs suite names")
-    finished = _kl_bitexact(command_lines.prove_plan_argv(inputs), capture=True)
-    sys.stderr.write(finished.stderr)
-    if finished.returncode != 0:
-        return StepResult(finished.returncode)
-    matrix = finished.stdout.strip()
+    from kl_bitexact.commands import prove_plan
+
+    print("kl-bitexact prove-plan (in process)", flush=True)
+    values = {"base": inputs.base_path, "suite": list(inputs.suites)}
+    planned = prove_plan.plan(
+        prove_plan.Options.from_args(_parsed(prove_plan.COMMAND, values, inputs.args))
+    )
+    for line in planned.lines():
+        print(line, file=sys.stderr, flush=True)
+    matrix = json.dumps(planned.matrix(), separators=(",", ":"))
     print(matrix)
-    any_test = "true" if json.loads(matrix)["include"] else "false"
+    any_test = "true" if planned.include else "false"
     return StepResult(0, outputs={"proof-matrix": matrix, "proof-needed": any_test})
+
+
+def shard_options(inputs: ActionInputs, suite: str, durations: Sequence[Path]) -> shard.Options:
+    """`shard`'s options for one suite (`_parsed`); `durations`: the readable results files
+    the `durations` input named. The action plans GitHub matrices only."""
+    from kl_bitexact.commands import shard
+
+    values: dict[str, Any] = {"suite": suite, "durations": list(durations)}
+    if inputs.partitions:
+        values["partitions"] = inputs.partitions
+    if inputs.shard_timeout:
+        values["timeout"] = inputs.shard_timeout
+    options = shard.Options.from_args(_parsed(shard.COMMAND, values, inputs.args))
+    if options.format != "matrix":
+        raise ConfigError(
+            f"action input `args`: --format {options.format}: the shard step plans the "
+            "GitHub matrix (run `kl-bitexact shard` itself for other formats)",
+            hint=_HINT,
+        )
+    return options
 
 
 def trust_step(inputs: ActionInputs) -> StepResult:

@@ -8,6 +8,10 @@ import functools
 import gc
 import warnings
 from collections.abc import Callable
+from typing import ParamSpec, TypeVar
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def cycle_collector_paused(
@@ -35,17 +39,16 @@ def cycle_collector_paused(
     return handle
 
 
-def reads_python(
-    handler: Callable[[argparse.Namespace], int],
-) -> Callable[[argparse.Namespace], int]:
-    """A handler that parses a repository's Python, never runs it: the SyntaxWarnings its
-    sources would raise when compiled (an invalid escape, `1if`) are their authors' business,
-    not lines in our output (found by tests/test_fuzz.py)."""
+def reads_python(work: Callable[P, R]) -> Callable[P, R]:
+    """A handler (or a command's work, called in process by the action) that parses a
+    repository's Python, never runs it: the SyntaxWarnings its sources would raise when
+    compiled (an invalid escape, `1if`) are their authors' business, not lines in our output
+    (found by tests/test_fuzz.py)."""
 
-    @functools.wraps(handler)
-    def handle(args: argparse.Namespace) -> int:
+    @functools.wraps(work)
+    def quiet(*args: P.args, **kwargs: P.kwargs) -> R:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SyntaxWarning)
-            return handler(args)
+            return work(*args, **kwargs)
 
-    return handle
+    return quiet

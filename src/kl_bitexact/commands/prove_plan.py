@@ -15,7 +15,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kl_bitexact.commands import Command
 from kl_bitexact.commands.arguments import add_repository_arguments
@@ -45,8 +47,46 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_repository_arguments(parser)
 
 
+@dataclass(frozen=True)
+class Options:
+    """What `prove-plan` was asked (the command line, or the action's inputs)."""
+
+    base: Path
+    suites: tuple[str, ...]
+    root: Path
+    config: Path | None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Options:
+        return cls(args.base, tuple(args.suite), args.root, args.config)
+
+
+@dataclass(frozen=True)
+class ProofPlan:
+    """The proof matrix: one entry per suite with a new or changed test."""
+
+    include: tuple[dict[str, Any], ...]
+
+    def matrix(self) -> dict[str, list[dict[str, Any]]]:
+        return {"include": list(self.include)}
+
+    def lines(self) -> list[str]:
+        """Each suite to prove and its tests, for a person reading the log."""
+        return [f"{entry['suite']}: {', '.join(entry['tests'])}" for entry in self.include]
+
+
 @reads_python
 def handle(args: argparse.Namespace) -> int:
+    planned = plan(Options.from_args(args))
+    print(json.dumps(planned.matrix(), separators=(",", ":")))
+    for line in planned.lines():
+        print(line, file=sys.stderr)
+    return 0
+
+
+@reads_python
+def plan(args: Options) -> ProofPlan:
+    """The proof matrix (`kl-bitexact prove-plan`, and the action's prove-plan step)."""
     if not args.base.is_dir():
         raise ConfigError(
             f"--base {args.base}: not a directory", hint="check out the base revision there"
@@ -61,7 +101,7 @@ def handle(args: argparse.Namespace) -> int:
         )
     base = args.base.resolve()
     include = []
-    for name in args.suite:
+    for name in args.suites:
         members = _members(args.root, settings, state, name, unread)
         yaml_files = sorted({r.file for r in members if r.backend == SUITE_FILE_BACKEND})
         tests = _changed(args.root, yaml_files, base)
@@ -74,10 +114,7 @@ def handle(args: argparse.Namespace) -> int:
             include.append({"suite": name, "name": f"proof-{name}", "files": files, "tests": tests})
         elif members:
             say(f"suite {name}: no test added or changed against {args.base}: nothing to prove")
-    print(json.dumps({"include": include}, separators=(",", ":")))
-    for entry in include:
-        print(f"{entry['suite']}: {', '.join(entry['tests'])}", file=sys.stderr)
-    return 0
+    return ProofPlan(tuple(include))
 
 
 def say(line: str) -> None:

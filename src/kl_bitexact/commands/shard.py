@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from kl_bitexact.commands import Command
@@ -87,25 +88,82 @@ def _positive_float(text: str) -> float:
     return value
 
 
+@dataclass(frozen=True)
+class Options:
+    """What `shard` was asked (the command line, or the action's inputs)."""
+
+    suite: str
+    partitions: int | None
+    root: Path
+    config: Path | None
+    durations: tuple[Path, ...]
+    timeout: float | None
+    hw: str | None
+    nightly: bool
+    format: str
+    partition_model_file: Path | None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Options:
+        return cls(
+            suite=args.suite,
+            partitions=args.partitions,
+            root=args.root,
+            config=args.config,
+            durations=tuple(args.durations),
+            timeout=args.timeout,
+            hw=args.hw,
+            nightly=args.nightly,
+            format=args.format,
+            partition_model_file=args.partition_model_file,
+        )
+
+
+Matrix = dict[str, list[dict[str, object]]]
+
+
+@dataclass(frozen=True)
+class Planned:
+    """The GitHub matrix of one suite's shards, and the lines that summarise the plan."""
+
+    matrix: Matrix
+    summary: tuple[str, ...]
+
+
 @reads_python
 def handle(args: argparse.Namespace) -> int:
-    if args.partitions is None and args.timeout is None:
-        raise ConfigError("give --partitions N, or --timeout MIN to derive it")
-    if args.partition_model_file is not None and args.format != "sglang":
-        raise ConfigError("--partition-model-file goes with --format sglang")
-    state = repo.read(args.root, config.load(args.root, args.config))
-    members = _suite_registrations(state.registrations, args.suite, args.hw)
-    members = _at_cadence(members, args.suite, args.nightly)
-    runs = [results_io.load(path) for path in args.durations]
-    measured = durations.measured(runs, members)
-    if args.format == "sglang":
-        return _sglang(args, members, measured)
-    units = shard.units(members, measured)
-    count = args.partitions or _needed(units, args.timeout, args.suite)
-    plan = shard.partition(units, min(count, len(units)))
-    print(json.dumps(_matrix(plan), separators=(",", ":")))
-    _summarize(args, units, plan, count)
+    options = Options.from_args(args)
+    if options.format == "sglang":
+        return _sglang(options, *_members(options))
+    planned = plan(options)
+    print(json.dumps(planned.matrix, separators=(",", ":")))
+    print("\n".join(planned.summary), file=sys.stderr)
     return 0
+
+
+@reads_python
+def plan(options: Options) -> Planned:
+    """The `matrix` format's plan (`kl-bitexact shard`, and the action's shard step)."""
+    units = shard.units(*_members(options))
+    count = options.partitions
+    if count is None:
+        assert options.timeout is not None  # _members refused neither being given
+        count = _needed(units, options.timeout, options.suite)
+    partition = shard.partition(units, min(count, len(units)))
+    return Planned(_matrix(partition), _summary(options, units, partition, count))
+
+
+def _members(options: Options) -> tuple[list[Registration], dict[str, float]]:
+    """The suite's files run_suite.py would select, and their measured seconds."""
+    if options.partitions is None and options.timeout is None:
+        raise ConfigError("give --partitions N, or --timeout MIN to derive it")
+    if options.partition_model_file is not None and options.format != "sglang":
+        raise ConfigError("--partition-model-file goes with --format sglang")
+    state = repo.read(options.root, config.load(options.root, options.config))
+    members = _suite_registrations(state.registrations, options.suite, options.hw)
+    members = _at_cadence(members, options.suite, options.nightly)
+    runs = [results_io.load(path) for path in options.durations]
+    return members, durations.measured(runs, members)
 
 
 def _suite_registrations(
@@ -149,12 +207,11 @@ def _at_cadence(members: list[Registration], suite: str, nightly: bool) -> list[
     return kept
 
 
-def _sglang(
-    args: argparse.Namespace, members: list[Registration], measured: dict[str, float]
-) -> int:
+def _sglang(args: Options, members: list[Registration], measured: dict[str, float]) -> int:
     items = sglang_partition.units(members, measured)
     count = args.partitions
     if count is None:
+        assert args.timeout is not None  # _members refused neither being given
         count = sglang_partition.needed(items, args.timeout * 60)
         if count is None:
             longest = max(items, key=lambda unit: unit.seconds)
@@ -214,7 +271,7 @@ def _needed(units: list[shard.Unit], timeout_min: float, suite: str) -> int:
     return needed
 
 
-def _matrix(plan: shard.Plan) -> dict[str, list[dict[str, object]]]:
+def _matrix(plan: shard.Plan) -> Matrix:
     return {
         "include": [
             {"partition": index, "files": [file for unit in units for file in unit.files]}
@@ -223,9 +280,9 @@ def _matrix(plan: shard.Plan) -> dict[str, list[dict[str, object]]]:
     }
 
 
-def _summarize(
-    args: argparse.Namespace, units: list[shard.Unit], plan: shard.Plan, asked: int
-) -> None:
+def _summary(
+    args: Options, units: list[shard.Unit], plan: shard.Plan, asked: int
+) -> tuple[str, ...]:
     weights = [unit.seconds for unit in units]
     floor = shard.lower_bound(weights, len(plan.shards))
     lines = [
@@ -237,7 +294,7 @@ def _summarize(
     if args.timeout is not None:
         needed = shard.shards_needed(units, args.timeout * 60)
         lines.append(f"shard: {needed} shard(s) needed to finish within {args.timeout:g} min")
-    print("\n".join(lines), file=sys.stderr)
+    return tuple(lines)
 
 
 COMMAND = Command(
