@@ -27,7 +27,10 @@ S = r.Status
     ("base", "head", "expected"),
     [
         (S.PASSED, S.FAILED, Transition.REGRESSED),
-        (S.PASSED, S.ERROR, Transition.REGRESSED),
+        # Nothing measured is never "regressed" (issue 27): the runner, not the change.
+        (S.PASSED, S.ERROR, Transition.NEWLY_NOT_RUN),
+        (S.FAILED, S.ERROR, Transition.NEWLY_NOT_RUN),
+        (S.ERROR, S.ERROR, Transition.UNCHANGED),
         (S.FAILED, S.FAILED, Transition.STILL_FAILING),
         (S.ERROR, S.FAILED, Transition.STILL_FAILING),
         (S.FAILED, S.PASSED, Transition.FIXED),
@@ -192,18 +195,19 @@ def test_a_planned_test_without_verdict_is_an_error_that_gates_not_removed():
     base = results(check_result("a"), check_result("b"), check_result("c"))
     comparison = compare(head, base)
     lost = {d.id: d for d in comparison.deltas}["c"]
-    assert lost.transition is Transition.REGRESSED and lost.verdict is Verdict.INFRA
+    assert lost.transition is Transition.NEWLY_NOT_RUN and lost.verdict is Verdict.COULD_NOT_RUN
     assert lost.head is not None
     assert lost.gating and "the run stopped before this planned test" in lost.head.message
     assert Transition.REMOVED not in comparison.transitions
-    assert comparison.decision.exit_code is ExitCode.GATE_FAILED
+    # The gate fails as could not run (exit 2): the run stopped, nothing blames the change.
+    assert comparison.decision.exit_code is ExitCode.COULD_NOT_RUN
 
 
 def test_without_a_plan_a_missing_base_test_cannot_be_called_removed():
     head = results(check_result("a"), planned=False)
     comparison = compare(head, results(check_result("a"), check_result("gone")))
     lost = {d.id: d for d in comparison.deltas}["gone"]
-    assert lost.verdict is Verdict.INFRA and lost.gating
+    assert lost.verdict is Verdict.COULD_NOT_RUN and lost.gating
     assert lost.head is not None and "record no plan" in lost.head.message
     assert not comparison.decision.passed
 
@@ -264,3 +268,24 @@ def test_more_missed_hits_or_more_differing_logprobs_than_a_red_base_are_regress
         "hits": ("missed cache hits 3.12% → 50% (16x)",),
         "exact": ("differing logprobs 0% → 0.171%",),
     }
+
+
+def test_an_interrupted_or_partial_baseline_excuses_nothing():
+    # Issue 30, item 4: an interrupted base (finished: false) excused an interrupted head:
+    # "gate passed, 3 still failing".
+    red = [check_result(name, S.ERROR, message="interrupted: SIGTERM") for name in "abc"]
+    head = dataclasses.replace(results(*red), run=r.RunInfo(finished=False))
+    base = dataclasses.replace(results(*red), run=r.RunInfo(finished=False))
+    comparison = compare(head, base)
+    assert all(d.gating for d in comparison.deltas)
+    assert not comparison.decision.passed
+    # A base missing planned tests (a kill -9, a lost shard) is no more complete.
+    failed = [check_result(name, S.FAILED) for name in "abc"]
+    partial = results(*failed)
+    assert partial.plan is not None
+    partial = dataclasses.replace(
+        partial, plan=(*partial.plan, r.PlannedTest("hicache-mamba", "d", "multiturn"))
+    )
+    assert compare(results(*failed), partial).decision.exit_code is ExitCode.GATE_FAILED
+    # The same red on a finished, whole base is what regression mode excuses.
+    assert compare(results(*failed), results(*failed)).decision.passed

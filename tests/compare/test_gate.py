@@ -51,7 +51,7 @@ def test_every_row_of_the_blocked_by_table(state, status, expected, gating):
     [
         (Status.PASSED, Verdict.OK),
         (Status.FAILED, Verdict.REGRESSION),
-        (Status.ERROR, Verdict.INFRA),
+        (Status.ERROR, Verdict.COULD_NOT_RUN),
         (Status.NOT_RUN, Verdict.INFRA),
         (Status.SKIPPED, Verdict.SKIPPED),
     ],

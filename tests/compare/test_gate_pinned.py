@@ -23,11 +23,24 @@ def test_a_run_in_which_every_test_errored_could_not_run():
     assert decision.passed is False
 
 
-def test_one_executed_test_among_errors_is_a_verdict_not_could_not_run():
+def test_errors_beside_passing_tests_could_not_run_and_never_blame_the_change():
+    # Issue 27: a gate failed only by tests that did not measure (the server, the runner,
+    # the run) could not run - exit 2, commit status error - as `run` always said.
     head = results(check_result("a", Status.ERROR), check_result("b", Status.PASSED))
     decision = compare(head, None).decision
-    assert decision.exit_code is ExitCode.GATE_FAILED
-    assert decision.reasons == ("1 test that did not measure",)
+    assert decision.exit_code is ExitCode.COULD_NOT_RUN
+    assert decision.reasons == ("1 test that could not run",)
+    assert decision.label == "could not run" and not decision.passed
+
+
+def test_a_red_test_beside_errors_is_a_failed_gate_of_an_incomplete_run():
+    # Issue 31: a run with a hole in it is not a clean red run (exit 2); what it did
+    # measure is said beside (issue 27).
+    head = results(check_result("a", Status.ERROR), check_result("b", Status.FAILED))
+    decision = compare(head, None).decision
+    assert decision.exit_code is ExitCode.COULD_NOT_RUN and decision.red
+    assert decision.label == "gate failed, run incomplete"
+    assert decision.reasons == ("1 failing test without a base result", "1 test that could not run")
 
 
 def test_reasons_are_ordered_by_severity_whatever_the_input_order():

@@ -61,3 +61,18 @@ def test_a_whole_check_result_and_its_server():
     }
     test = imported(recorder)
     assert (test.status, test.message) == (Status.NOT_RUN, "cache disabled")
+
+
+def test_impossible_recorded_numbers_are_an_error_by_the_same_rule_as_the_gate():
+    # Issue 27, item 2: the recorder judged by its own copy of the rule, which knew neither
+    # impossible numbers nor exact mode; it now calls results.verdict like run and report.
+    nine = Recorder()
+    nine.cache_hits(9, 8, min_ratio=0.5)
+    assert imported(nine).status is Status.ERROR
+    assert "9 cache hits of 8 samples" in imported(nine).message
+    negative = Recorder()
+    negative.kl_div(-1e300, threshold=1e-9)
+    assert imported(negative).status is Status.ERROR
+    nothing = Recorder()
+    nothing.exact(0, 0)
+    assert imported(nothing).status is Status.ERROR

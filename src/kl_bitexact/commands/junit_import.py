@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kl_bitexact.compare.comparison import compare
 from kl_bitexact.errors import ExitCode
 from kl_bitexact.results import io as results_io
-from kl_bitexact.results.exit_code import exit_code
 from kl_bitexact.results.model import Results, Status, TestResult, current_run_info
 from kl_bitexact.untrusted.jsonfile import read_bounded
 
@@ -28,7 +28,8 @@ def import_and_write(
     """Convert, write atomically, print one line per test; exit codes as `run`'s."""
     _, imported = import_junit(junit_path, log_path, args.min_cache_hit_ratio)
     write_and_list(imported, out_path)
-    code = exit_code(imported)
+    # The gate's verdict of these results without a base, as `report` gives it.
+    code = compare(imported, None).decision.exit_code
     if code is ExitCode.COULD_NOT_RUN:
         print(f"kl-bitexact: {_could_not_run(imported, junit_path)}", file=sys.stderr)
     return int(code)

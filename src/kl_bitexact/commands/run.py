@@ -12,12 +12,12 @@ from pathlib import Path
 
 from kl_bitexact.commands import Command, console
 from kl_bitexact.commands.console import ConsoleReporter
-from kl_bitexact.compare.comparison import compare
+from kl_bitexact.compare.comparison import Comparison, compare
+from kl_bitexact.compare.gate import FailOnChoice, Policy, parse_fail_on
 from kl_bitexact.errors import ConfigError, ExitCode
 from kl_bitexact.reference.faults import Fault, parse_fault
 from kl_bitexact.report import render, terminal
 from kl_bitexact.results import io as results_io
-from kl_bitexact.results.exit_code import exit_code
 from kl_bitexact.results.model import (
     Results,
     Status,
@@ -105,6 +105,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         + " (docs/reference-engine.md)",
     )
     parser.add_argument(
+        "--fail-on",
+        type=_fail_on,
+        default=FailOnChoice(),
+        metavar="MODE[,flaky]",
+        help="the gate this run's exit code reports, as `report --fail-on` (one rule: "
+        "the same results give the same verdict): regression, failure or never; ',flaky' "
+        "for a test whose repeats disagree to gate even when every repeat passed "
+        "(default: regression)",
+    )
+    parser.add_argument(
         "--print-comment",
         action="store_true",
         help="also print the PR comment this run would post (report.md, Markdown) at the end",
@@ -126,6 +136,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 MAX_REPEAT = 100
+
+
+def _fail_on(text: str) -> FailOnChoice:
+    try:
+        return parse_fail_on(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _repeat_count(text: str) -> int:
@@ -176,8 +193,10 @@ def run(args: argparse.Namespace) -> int:
         relaunch=args.relaunch,
         cwd=args.prove_base,
     )
-    final = _run_writing(plan, reporter, out)
-    code = exit_code(final)
+    choice: FailOnChoice = args.fail_on
+    policy = Policy(choice.mode, flaky=choice.flaky, allow_known=choice.allow_known)
+    final, comparison = _run_writing(plan, reporter, out, policy)
+    code = comparison.decision.exit_code
     if args.prove_base is not None:
         # Red on the base revision is what a proof hopes for, and an error there is
         # "could not prove": `report --proof` judges them; the proof run itself passes.
@@ -187,13 +206,17 @@ def run(args: argparse.Namespace) -> int:
         _print_comment((out / "report.md").read_text(encoding="utf-8"), github=reporter.github)
     _summary(final, out, reporter)
     if code == ExitCode.COULD_NOT_RUN:
-        reporter.say("kl-bitexact: no test ran to a verdict (see the errors above)")
+        why = ", ".join(comparison.decision.reasons)
+        reporter.say(f"kl-bitexact: could not run: {why} (see the errors above)")
     return int(code)
 
 
-def _run_writing(plan: Plan, reporter: ConsoleReporter, out: Path) -> Results:
+def _run_writing(
+    plan: Plan, reporter: ConsoleReporter, out: Path, policy: Policy
+) -> tuple[Results, Comparison]:
     """The run, results.json rewritten after every test; results.json and report.md
-    written however it ends."""
+    written however it ends. The comparison (without a base) is the gate's verdict of
+    these results, the one `report` gives them: the exit code is its."""
     latest = Results(run=plan.run)
 
     def save(partial: Results) -> None:
@@ -206,12 +229,11 @@ def _run_writing(plan: Plan, reporter: ConsoleReporter, out: Path) -> Results:
     except BaseException:
         # The one shutdown path (a stop signal, a crash): the runner has stopped the
         # servers; what finished is written before the exit code is decided.
-        _write_outputs(latest, out)
+        _write_outputs(latest, out, policy)
         written = f"{out / 'results.json'} and {out / 'report.md'}"
         reporter.say(f"kl-bitexact: wrote what finished to {written}")
         raise
-    _write_outputs(final, out)
-    return final
+    return final, _write_outputs(final, out, policy)
 
 
 def _reporter(args: argparse.Namespace) -> ConsoleReporter:
@@ -247,11 +269,13 @@ def _summary(final: Results, out: Path, reporter: ConsoleReporter) -> None:
     say(f"report:  {out / 'report.md'} (the PR comment; --print-comment prints it)")
 
 
-def _write_outputs(results: Results, out: Path) -> None:
+def _write_outputs(results: Results, out: Path, policy: Policy | None = None) -> Comparison:
     """results.json and report.md; report.md is the PR comment this run would post (no
     baseline, no resolved blockers: `publish` adds those)."""
     results_io.write_atomic(results, out / "results.json")
-    replace_text(out / "report.md", render.comment(compare(results, None)))
+    comparison = compare(results, None, policy=policy)
+    replace_text(out / "report.md", render.comment(comparison))
+    return comparison
 
 
 def check_base_url(url: str) -> None:

@@ -27,6 +27,23 @@ class Baseline:
     def of(cls, base: Results | None) -> Baseline:
         return cls() if base is None else cls(base, "")
 
+    @property
+    def incomplete(self) -> str:
+        """Why a baseline that loaded excuses nothing (issue 30): a base run that did not
+        finish, or planned tests it has no result for. Its red tests are still shown (and
+        named still failing), but only a whole base run's red says the change did not
+        cause it. Empty when complete, or when completeness was not recorded."""
+        results = self.results
+        if results is None:
+            return ""
+        if results.run.finished is False:
+            return "the base run did not finish (interrupted or aborted)"
+        missing = len(results.missing())
+        if missing:
+            tests = "planned test" if missing == 1 else "planned tests"
+            return f"the base run has no result for {missing} {tests}"
+        return ""
+
 
 def load(path: Path | None) -> Baseline:
     """The baseline at `path`; another schema version or a damaged file is a reason, a

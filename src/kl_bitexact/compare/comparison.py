@@ -21,12 +21,12 @@ from enum import Enum
 from kl_bitexact.compare import gate
 from kl_bitexact.compare.baseline import Baseline
 from kl_bitexact.compare.blockers import BlockerState
-from kl_bitexact.compare.consistency import judged_by_numbers
 from kl_bitexact.compare.gate import RED, Decision, Policy, Verdict
 from kl_bitexact.compare.history import History, Standing, TestHistory, lets_through
 from kl_bitexact.compare.proof import Outcome, Proof, prove
 from kl_bitexact.errors import ConfigError
-from kl_bitexact.results.model import Results, Status, TestResult
+from kl_bitexact.results import verdict as numbers
+from kl_bitexact.results.model import Cause, Results, Status, TestResult
 from kl_bitexact.suite.references import BlockerRef, parse_ref
 
 
@@ -138,18 +138,16 @@ def compare(
     baseline = base if isinstance(base, Baseline) else Baseline.of(base)
     base_tests = _index(baseline.results)
     resolve = _Resolver(blockers or {}, default_repo, blocker_reasons or {})
+    judge = _Judge(baseline, resolve, policy, planned=head.plan is not None)
     reported = [(suite.name, test) for suite, test in head.all_tests()]
     reported += [(item.suite, _no_verdict(item.id, item.check, head)) for item in head.missing()]
-    deltas = [
-        _delta(suite, test, base_tests.pop(test.id, None), baseline, resolve, policy)
-        for suite, test in reported
-    ]
+    deltas = [judge(suite, test, base_tests.pop(test.id, None)) for suite, test in reported]
     for suite, test in base_tests.values():
         if head.plan is not None:
             deltas.append(_removed(suite, test))
         else:
             lost = _no_verdict(test.id, test.check, head)
-            deltas.append(_delta(suite, lost, (suite, test), baseline, resolve, policy))
+            deltas.append(judge(suite, lost, (suite, test)))
     if history is not None:
         deltas = [_against_history(delta, history, policy) for delta in deltas]
     proofs = None
@@ -169,31 +167,38 @@ def _index(results: Results | None) -> dict[str, tuple[str, TestResult]]:
     return {test.id: (suite.name, test) for suite, test in results.all_tests()}
 
 
-def _delta(
-    suite: str,
-    test: TestResult,
-    base: tuple[str, TestResult] | None,
-    baseline: Baseline,
-    resolve: _Resolver,
-    policy: Policy,
-) -> TestDelta:
-    base_test = base[1] if base else None
-    test, contradicted = judged_by_numbers(test)
-    blockers = tuple(resolve(text) for text in test.blocked_by)
-    have_base = baseline.results is not None
-    verdict = gate.verdict(test, [blocker.state for blocker in blockers])
-    verdict = gate.by_base(verdict, test, base_test, have_base)
-    gating = gate.gates(verdict, test, policy)
-    if gating and policy.fail_on is gate.FailOn.REGRESSION:
-        gating = not gate.excused_by_base(verdict, test, base_test)
-    if contradicted:
-        # Neither a blocker nor the base excuses a result that contradicts itself.
-        verdict, gating = Verdict.INFRA, policy.fail_on is not gate.FailOn.NEVER
-    transition = transition_of(test, base_test, have_base)
-    worse = gate.worse_than_base(test, base_test)
-    return TestDelta(
-        suite, test.id, test, base_test, transition, verdict, blockers, gating, worse=worse
-    )
+@dataclass(frozen=True)
+class _Judge:
+    """One head test against its base: its verdict, whether it gates, its transition."""
+
+    baseline: Baseline
+    resolve: _Resolver
+    policy: Policy
+    planned: bool  # the head recorded its plan: a pass must prove itself (results.verdict)
+
+    def __call__(
+        self, suite: str, test: TestResult, base: tuple[str, TestResult] | None
+    ) -> TestDelta:
+        policy = self.policy
+        base_test = base[1] if base else None
+        test, contradicted = numbers.judged(test, planned=self.planned)
+        blockers = tuple(self.resolve(text) for text in test.blocked_by)
+        have_base = self.baseline.results is not None
+        verdict = gate.verdict(test, [blocker.state for blocker in blockers])
+        verdict = gate.by_base(verdict, test, base_test, have_base)
+        gating = gate.gates(verdict, test, policy)
+        # An interrupted or partial base run excuses nothing (Baseline.incomplete).
+        excusing = None if self.baseline.incomplete else base_test
+        if gating and policy.fail_on is gate.FailOn.REGRESSION:
+            gating = not gate.excused_by_base(verdict, test, excusing)
+        if contradicted:
+            # Neither a blocker nor the base excuses a result that contradicts itself.
+            verdict, gating = Verdict.INFRA, policy.fail_on is not gate.FailOn.NEVER
+        transition = transition_of(test, base_test, have_base)
+        worse = gate.worse_than_base(test, base_test)
+        return TestDelta(
+            suite, test.id, test, base_test, transition, verdict, blockers, gating, worse=worse
+        )
 
 
 def _against_history(delta: TestDelta, history: History, policy: Policy) -> TestDelta:
@@ -236,7 +241,7 @@ def _no_verdict(test_id: str, check: str, head: Results) -> TestResult:
         why = "no verdict: the run stopped before this planned test (it did not finish)"
     else:
         why = "no verdict: planned by the run but missing from its results"
-    return TestResult(id=test_id, check=check, status=Status.ERROR, message=why)
+    return TestResult(id=test_id, check=check, status=Status.ERROR, message=why, cause=Cause.RUNNER)
 
 
 def _removed(suite: str, base: TestResult) -> TestDelta:
@@ -249,6 +254,9 @@ def transition_of(head: TestResult, base: TestResult | None, have_base: bool) ->
     if base is None:
         return Transition.NEW
     head_red, base_red = head.status in RED, base.status in RED
+    if head.status is Status.ERROR:
+        # Nothing measured: never "regressed" (issue 27), whatever the base showed.
+        return Transition.UNCHANGED if base.status is Status.ERROR else Transition.NEWLY_NOT_RUN
     if head.status in (Status.NOT_RUN, Status.SKIPPED) and base.status in gate.EXECUTED:
         return Transition.NEWLY_NOT_RUN
     if head_red:

@@ -5,10 +5,14 @@ docs/cli.md); the run's decision adds the maintainers' policy (`--fail-on`, `--s
 in `regression` mode, what the base branch already showed.
 
 How statuses other than passed/failed count:
-- `error` is red: with an open blocker it is expected red (a feature that does not exist
-  yet may well crash); without one it is `infra` and gates.
-- `not_run` measured nothing (cache disabled, no sample kept). It is never a pass: it is
-  `infra` and gates in `failure` and `regression` mode, whatever its blockers say.
+- `error` did not measure because the server, the runner or the run failed: with an open
+  blocker it is expected red (a feature that does not exist yet may well crash); without
+  one it is `could_not_run`: never a regression of the change, yet it gates (nothing was
+  proven), and a run gated by nothing else could not run (exit 2, not 1).
+- `not_run` measured nothing (cache disabled, no sample kept): the suite's or the server's
+  configuration, which the change may have made. It is never a pass: it is `infra` and
+  gates in `failure` and `regression` mode, whatever its blockers say; so does a `passed`
+  that its numbers contradict or do not prove (`results.verdict`).
 - `flaky` (`run --repeat`): the test's own repeats disagreed. Its verdict is `flaky`
   whatever its blockers say; it gates with `--fail-on ...,flaky`, and always when one of
   its repeats was red (a red repeat is never retried away).
@@ -26,7 +30,7 @@ from enum import Enum
 
 from kl_bitexact.compare.blockers import BlockerState, classify, effective_state
 from kl_bitexact.errors import ExitCode
-from kl_bitexact.results.aggregate import enough_hits
+from kl_bitexact.results import verdict as numbers
 from kl_bitexact.results.formats import fmt_kl
 from kl_bitexact.results.model import Status, TestResult
 
@@ -46,7 +50,8 @@ class Verdict(str, Enum):
 
     REGRESSION = "regression"  # red here, not red on the base (or far worse than it)
     FAILING = "failing"  # red here, and the base has no result to compare with
-    INFRA = "infra"  # error or not_run: the check did not measure
+    COULD_NOT_RUN = "could_not_run"  # error: the server, the runner or the run failed
+    INFRA = "infra"  # not_run, or a pass its numbers do not back: the check did not measure
     FLAKY = "flaky"  # its own repeats disagree (`run --repeat`)
     UNKNOWN = "unknown"  # a blocker whose state nobody could tell
     STALE_MARKER = "stale_marker"  # blocker closed without merging
@@ -59,6 +64,7 @@ class Verdict(str, Enum):
 
 
 SEVERITY = {verdict: rank for rank, verdict in enumerate(Verdict)}
+DID_NOT_MEASURE = frozenset({Verdict.COULD_NOT_RUN, Verdict.INFRA})
 # Red with nothing to excuse it, whatever the base showed.
 UNEXCUSED_RED = frozenset({Verdict.REGRESSION, Verdict.FAILING, Verdict.STILL_FAILING})
 
@@ -139,7 +145,7 @@ def verdict(test: TestResult, states: Sequence[BlockerState]) -> Verdict:
     if states:
         return Verdict(classify(effective_state(list(states)), red).value)
     if test.status is Status.ERROR:
-        return Verdict.INFRA
+        return Verdict.COULD_NOT_RUN
     return Verdict.REGRESSION if red else Verdict.OK
 
 
@@ -155,7 +161,7 @@ def gates(verdict: Verdict, test: TestResult, policy: Policy) -> bool:
         return policy.strict
     if verdict is Verdict.FLAKY:
         return policy.flaky or a_repeat_was_red(test)
-    return verdict in UNEXCUSED_RED or verdict is Verdict.INFRA
+    return verdict in UNEXCUSED_RED or verdict in DID_NOT_MEASURE
 
 
 def by_base(
@@ -214,14 +220,11 @@ def worse_than(test: TestResult, before: RedNumbers) -> tuple[str, ...]:
     if test.status not in RED:
         return ()
     now = RedNumbers.of(test)
-    threshold, exact, hits = test.kl_threshold, test.exact, test.cache_hits
-    kl_fails = threshold is not None and test.kl_div is not None and test.kl_div >= threshold
-    differing_fails = exact is not None and exact.enforced and exact.mismatched > 0
-    missed_fails = hits is not None and not enough_hits(hits.hit, hits.total, hits.min_ratio)
+    fails = numbers.failing(test)  # the one rule (results.verdict), not a copy of it
     found = (
-        _grew("avg KL", before.kl, now.kl, kl_fails, fmt_kl),
-        _grew("differing logprobs", before.differing, now.differing, differing_fails, _percent),
-        _grew("missed cache hits", before.missed, now.missed, missed_fails, _percent),
+        _grew("avg KL", before.kl, now.kl, "kl" in fails, fmt_kl),
+        _grew("differing logprobs", before.differing, now.differing, "exact" in fails, _percent),
+        _grew("missed cache hits", before.missed, now.missed, "hits" in fails, _percent),
     )
     return tuple(reason for reason in found if reason)
 
@@ -271,7 +274,7 @@ def excused_by_base(verdict: Verdict, test: TestResult, base: TestResult | None)
 
     A blocker that merged is different: the test was promised green, so it gates.
     """
-    plain = not test.blocked_by and (verdict in UNEXCUSED_RED or verdict is Verdict.INFRA)
+    plain = not test.blocked_by and (verdict in UNEXCUSED_RED or verdict in DID_NOT_MEASURE)
     return plain and pre_existing(test, base)
 
 
@@ -283,6 +286,9 @@ class Decision:
     exit_code: ExitCode
     reasons: tuple[str, ...]
     report_only: bool = False  # `--fail-on never`: passed because nothing may gate
+    # Could not run (exit 2) with something red besides: the run has a hole in it, and
+    # what it did measure failed.
+    red: bool = False
 
     @property
     def verdict(self) -> str:
@@ -294,7 +300,7 @@ class Decision:
     @property
     def label(self) -> str:
         if self.exit_code is ExitCode.COULD_NOT_RUN:
-            return "could not run"
+            return "gate failed, run incomplete" if self.red else "could not run"
         if self.report_only:
             return "report only (gate off)"
         return "gate passed" if self.passed else "gate failed"
@@ -304,16 +310,23 @@ def decide(
     gating: Mapping[Verdict, int], executed: int, policy: Policy, unproven: int = 0
 ) -> Decision:
     """The run's decision from the count of gating tests per verdict (and of new tests
-    not shown to detect anything, which gate under `proof_strict`)."""
+    not shown to detect anything, which gate under `proof_strict`). A run in which some
+    gating test could not run (the server, the runner, the run) could not run: exit 2, so
+    the commit status says error, not failure (a run with a hole in it is not a clean red
+    run, issue 31); what else gated is said beside it (`red`)."""
     if executed == 0:
         reason = "no test executed (all skipped, not run, or no tests at all)"
         return Decision(False, ExitCode.COULD_NOT_RUN, (reason,))
     if policy.fail_on is FailOn.NEVER:
         return Decision(True, ExitCode.GATE_PASSED, (), report_only=True)
-    reasons = tuple(_describe(verdict, count) for verdict, count in _ordered(gating.items()))
+    ordered = _ordered(gating.items())
+    reasons = tuple(_describe(verdict, count) for verdict, count in ordered)
     if unproven and policy.proof_strict:
         shown = "new test" if unproven == 1 else "new tests"
         reasons += (f"{unproven} {shown} not shown to detect anything (proof strict)",)
+    if any(verdict is Verdict.COULD_NOT_RUN for verdict, _ in ordered):
+        red = len(reasons) > 1
+        return Decision(False, ExitCode.COULD_NOT_RUN, reasons, red=red)
     if reasons:
         return Decision(False, ExitCode.GATE_FAILED, reasons)
     return Decision(True, ExitCode.GATE_PASSED, ())
@@ -330,6 +343,7 @@ _REASONS = {
         "test still failing (red on base too)",
         "tests still failing (red on base too)",
     ),
+    Verdict.COULD_NOT_RUN: ("test that could not run", "tests that could not run"),
     Verdict.INFRA: ("test that did not measure", "tests that did not measure"),
     Verdict.FLAKY: ("flaky test", "flaky tests"),
     Verdict.UNKNOWN: ("blocker of unknown state", "blockers of unknown state"),

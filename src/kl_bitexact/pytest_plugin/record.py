@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from kl_bitexact.ingest import properties as prop
 from kl_bitexact.results import io as results_io
+from kl_bitexact.results import verdict
 from kl_bitexact.results.model import (
     CacheHits,
     ExactMatch,
@@ -83,19 +84,11 @@ class Recorder:
 
 
 def _judged(result: TestResult) -> TestResult:
-    """A hand-recorded result's verdict, as a check would give it (strict, as sglang)."""
-    if result.status is not Status.PASSED:
+    """A hand-recorded result's verdict: the one rule `run` and the gate apply."""
+    status, reasons = verdict.judge(result, planned=False)
+    if status is result.status:
         return result
-    over = (
-        result.kl_div is not None
-        and result.kl_threshold is not None
-        and not result.kl_div < result.kl_threshold
-    )
-    from kl_bitexact.results.aggregate import enough_hits
-
-    hits = result.cache_hits
-    too_few = hits is not None and not enough_hits(hits.hit, hits.total, hits.min_ratio)
-    return replace(result, status=Status.FAILED) if over or too_few else result
+    return replace(result, status=status, message="; ".join(reasons))
 
 
 def _entry(result: TestResult) -> object:

@@ -217,6 +217,7 @@ _BLOCKED_SENTENCE = {
     Verdict.STALE_MARKER: "{refs} was closed without merging: update or remove the "
     "marker; {measured}",
     Verdict.UNKNOWN: "state of {refs} is unknown ({why}); {measured}",
+    Verdict.COULD_NOT_RUN: "blocked by {refs}, but the test could not run; {measured}",
     Verdict.INFRA: "blocked by {refs}, but the check did not measure; {measured}",
     Verdict.FLAKY: "blocked by {refs}, and its repeats disagree (flaky); {measured}",
     Verdict.SKIPPED: "blocked by {refs}; skipped",

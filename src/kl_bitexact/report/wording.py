@@ -10,6 +10,7 @@ from kl_bitexact.results.model import Status, TestResult
 ICON = {
     Verdict.REGRESSION: "🔴",
     Verdict.FAILING: "🔴",
+    Verdict.COULD_NOT_RUN: "🔌",
     Verdict.INFRA: "⚠️",
     Verdict.FLAKY: "🎲",
     Verdict.UNKNOWN: "❓",
@@ -25,6 +26,7 @@ ICON = {
 LABEL = {
     Verdict.REGRESSION: "regression",
     Verdict.FAILING: "failing (no base result)",
+    Verdict.COULD_NOT_RUN: "could not run",
     Verdict.INFRA: "did not measure",
     Verdict.FLAKY: "flaky",
     Verdict.UNKNOWN: "blocker unknown",

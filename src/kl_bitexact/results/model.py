@@ -32,6 +32,18 @@ class Status(str, Enum):
     FLAKY = "flaky"
 
 
+class Cause(str, Enum):
+    """Why an `error` test did not measure: whom to look at. Nothing measured is never a
+    regression of the change (issue 27); the comment names the cause once."""
+
+    UNKNOWN = ""  # not recorded (files from before causes, imports, hand-made results)
+    # The runner, not the change: a server at a URL that did not answer (`--base-url`), a
+    # run interrupted or aborted before the test finished, a planned test without a result.
+    RUNNER = "runner"
+    SERVER = "server"  # the server kl-bitexact launched did not start, or died
+    CHECK = "check"  # the check failed against a running server (its answer, a timeout)
+
+
 @dataclass(frozen=True)
 class ExactMatch:
     """Logprob pairs compared (decode vs replay) and how many differ in any bit."""
@@ -159,6 +171,7 @@ class TestResult:
     # The largest |decode - replay| logprob difference over the compared positions.
     max_abs_diff: float | None = None
     noise_floor: NoiseFloor | None = None  # cache checks: the same prompts with no cache
+    cause: Cause = Cause.UNKNOWN  # why an `error` did not measure
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from typing import Protocol
 from kl_bitexact.errors import EngineError, FatalError, Interrupted, ServerError
 from kl_bitexact.results.io import join_by_name
 from kl_bitexact.results.model import (
+    Cause,
     PlannedTest,
     Results,
     RunInfo,
@@ -180,7 +181,9 @@ def unfinished(plan: Plan, so_far: Results, reason: str) -> Results:
             ServerInfo(suite.server.engine.value, _args(plan, suite)),
             tuple(
                 # No blocker excuses it: an interrupted test says nothing about the feature.
-                dataclasses.replace(error(suite, spec, reason, 0.0), blocked_by=())
+                dataclasses.replace(
+                    error(suite, spec, reason, 0.0, cause=Cause.RUNNER), blocked_by=()
+                )
                 for spec in suite.tests
                 if test_id(suite, spec) not in reported
             ),
@@ -377,8 +380,12 @@ def _tests(
     if isinstance(launched, ServerError) or engine is None:
         message = launched.message if isinstance(launched, ServerError) else "no engine"
         hint = launched.hint if isinstance(launched, ServerError) else None
+        # A server someone else runs (a URL) that did not answer is the runner's; one we
+        # launched from the suite's command may be the change's own build.
+        attached = plan.base_url or suite.server.base_url
+        cause = Cause.RUNNER if attached else Cause.SERVER
         for spec in suite.tests:
-            failed = error(suite, spec, message, 0.0, hint=hint)
+            failed = error(suite, spec, message, 0.0, hint=hint, cause=cause)
             yield [Attempt(failed, launch=launch)]
         return
     running = launched.server
@@ -388,7 +395,8 @@ def _tests(
     for spec in suite.tests:
         if gone is not None:
             message = f"not run: the server died earlier in this suite; {gone}"
-            yield [Attempt(error(suite, spec, message, 0.0), launch=launch)]
+            failed = error(suite, spec, message, 0.0, cause=Cause.SERVER)
+            yield [Attempt(failed, launch=launch)]
             continue
         shared = phases if plan.share_phases else Phases(engine)
         yield _attempts(suite, spec, shared, running, plan.per_launch, launch)
@@ -425,17 +433,30 @@ def checked(
         death = running.death_report(grace_s=DEATH_GRACE_S)
         message = f"{failure.message}; {death}" if death else failure.message
         elapsed = time.monotonic() - started
-        return _error(result_id, spec, message, elapsed, hint=failure.hint)
+        cause = Cause.SERVER if death else Cause.CHECK
+        return _error(result_id, spec, message, elapsed, hint=failure.hint, cause=cause)
 
 
 def error(
-    suite: Suite, spec: TestSpec, message: str, duration_s: float, *, hint: str | None = None
+    suite: Suite,
+    spec: TestSpec,
+    message: str,
+    duration_s: float,
+    *,
+    hint: str | None = None,
+    cause: Cause = Cause.CHECK,
 ) -> TestResult:
-    return _error(test_id(suite, spec), spec, message, duration_s, hint=hint)
+    return _error(test_id(suite, spec), spec, message, duration_s, hint=hint, cause=cause)
 
 
 def _error(
-    result_id: str, spec: TestSpec, message: str, duration_s: float, *, hint: str | None = None
+    result_id: str,
+    spec: TestSpec,
+    message: str,
+    duration_s: float,
+    *,
+    hint: str | None = None,
+    cause: Cause = Cause.CHECK,
 ) -> TestResult:
     return TestResult(
         id=result_id,
@@ -446,6 +467,7 @@ def _error(
         duration_s=duration_s,
         message=message,
         hint=hint or "",
+        cause=cause,
     )
 
 

@@ -1,10 +1,11 @@
 """The shared last phases of every check: replay, score, and the verdict.
 
-Verdict rules (never vacuous): too few cache hits or a failed cached-token assertion
-fails; nothing compared is `not_run`; avg KL >= threshold fails (strict, as sglang);
-in exact mode any differing logprob fails. Under `gate: noise-floor` a cache check's KL is
-judged by its measured noise floor instead of the threshold and the exact rule
-(`NoiseFloor.failure`).
+The verdict is `results.verdict`'s, the one rule report and publish apply again to the
+recorded numbers (never vacuous): too few cache hits or a failed cached-token assertion
+fails; avg KL >= threshold fails (strict, as sglang); in exact mode any differing logprob
+fails; under `gate: noise-floor` a cache check's KL is judged by its measured noise floor
+instead of the threshold and the exact rule (`NoiseFloor.failure`). Nothing compared is
+`not_run` here (the check knows why: no sample kept).
 
 The noise floor of a cache check is the `match` check of the same prompts: they are
 generated again with no cache (a cold phase, so a later `match` of the same prompts reuses
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kl_bitexact.errors import EngineError
+from kl_bitexact.results import verdict
 from kl_bitexact.results.formats import fmt_kl
 from kl_bitexact.results.model import CacheHits, ExactMatch, NoiseFloor, Status, TestResult
 from kl_bitexact.run.checks import metrics
@@ -198,14 +200,10 @@ def judge(context: Context, measured: Measured) -> TestResult:
     )
     divergences = [d for s in samples if (d := metrics.first_divergence(s, context.geometry))]
     floor = _noise_floor(spec, kl, measured.floor)
-    failures = _failures(spec, measured, kl, exact, floor)
-    status = Status.FAILED if failures else Status.PASSED
-    if not failures and exact.tokens == 0:
-        status, failures = _nothing_compared(exact)
-    return TestResult(
+    measured_result = TestResult(
         id=context.test_id,
         check=spec.check.value,
-        status=status,
+        status=Status.PASSED,  # a claim: the one verdict rule below decides
         kl_div=kl,
         kl_threshold=spec.kl_threshold,
         kl_per_sample=kl_per_sample if samples else None,
@@ -214,11 +212,31 @@ def judge(context: Context, measured: Measured) -> TestResult:
         first_divergence=tuple(divergences[:MAX_DIVERGENCES]),
         blocked_by=spec.blocked_by,
         duration_s=time.monotonic() - context.started,
-        message=_failure_text(failures, exact) or _summary(kl, exact, measured.hits, floor),
         warnings=measured.warnings,
         max_abs_diff=_largest_difference(pairs),
         noise_floor=floor,
     )
+    problems = _assertions(measured.problems)
+    if exact.tokens == 0:  # too few hits still fail; else nothing was measured
+        failures: Sequence[str] = verdict.red(measured_result, measured.hit_label) + problems
+        status = Status.FAILED
+        if not failures:
+            status, failures = _nothing_compared(exact)
+    else:
+        status, failures = verdict.judge(
+            measured_result, planned=True, problems=problems, hit_label=measured.hit_label
+        )
+    message = _failure_text(failures, exact) or _summary(kl, exact, measured.hits, floor)
+    return dataclasses.replace(measured_result, status=status, message=message)
+
+
+def _assertions(problems: Sequence[str]) -> list[str]:
+    """Cached-token assertions that did not hold: no recorded number says so."""
+    if not problems:
+        return []
+    shown = "; ".join(problems[:3])
+    more = f" (+{len(problems) - 3} more)" if len(problems) > 3 else ""
+    return [f"cached_tokens assertion failed: {shown}{more}"]
 
 
 def _largest_difference(pairs: Sequence[tuple[Sequence[float], Sequence[float]]]) -> float | None:
@@ -260,7 +278,7 @@ def _reported(sample: Sample) -> tuple[list[float], list[float]]:
     return [a for _, a, _ in compared], [b for _, _, b in compared]
 
 
-def _nothing_compared(exact: ExactMatch) -> tuple[Status, list[str]]:
+def _nothing_compared(exact: ExactMatch) -> tuple[Status, Sequence[str]]:
     """No position compared: not run when no sample was kept, failed when the server
     reported none of the kept ones (the gate cannot vouch for a server that hides them)."""
     if not exact.not_reported:
@@ -269,35 +287,6 @@ def _nothing_compared(exact: ExactMatch) -> tuple[Status, list[str]]:
         f"no logprob could be compared: all {exact.not_reported} positions were "
         "not reported by the server"
     ]
-
-
-def _failures(
-    spec: TestSpec,
-    measured: Measured,
-    kl: float | None,
-    exact: ExactMatch,
-    floor: NoiseFloor | None,
-) -> list[str]:
-    failures = []
-    hits = measured.hits
-    if hits is not None and not metrics.enough_hits(hits.hit, hits.total, hits.min_ratio):
-        failures.append(
-            f"Too few {measured.hit_label} cache hits: {hits.hit}/{hits.total} "
-            f"(need more than {hits.min_ratio:g} x {hits.total})"
-        )
-    if measured.problems:
-        shown = "; ".join(measured.problems[:3])
-        more = f" (+{len(measured.problems) - 3} more)" if len(measured.problems) > 3 else ""
-        failures.append(f"cached_tokens assertion failed: {shown}{more}")
-    if floor is not None and floor.gates:
-        # gate: noise-floor: the floor, not the threshold or every bit, says what drift is.
-        why = floor.failure(kl)
-        return failures + ([why] if why else [])
-    if kl is not None and not kl < spec.kl_threshold:
-        failures.append(f"avg KL {kl:.3e} >= threshold {spec.kl_threshold:g}")
-    if spec.exact and exact.mismatched:
-        failures.append(f"exact: {exact.mismatched}/{exact.tokens} logprobs differ")
-    return failures
 
 
 def _failure_text(failures: Sequence[str], exact: ExactMatch) -> str:

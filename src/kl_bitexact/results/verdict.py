@@ -1,0 +1,193 @@
+"""What a test's recorded numbers say: the one rule every command judges a test by (pure).
+
+`run` (the checks' verdict), `report`, `publish` and the action (a `passed` status checked
+against its own numbers) and the pytest plugin (a hand-recorded measurement) all call
+`judge`; none of them writes the rule again, so they cannot disagree (issue 27). A pass is a
+proof (issue 30): a `passed` test keeps its status only when
+
+- nothing in its numbers says red: avg KL (and the per-sample mean) strictly below the
+  threshold (sglang's `<`), no differing logprob in exact mode, enough cache hits; under
+  `gate: noise-floor` the KL within the measured floor's bound instead of the threshold and
+  the exact rule (`NoiseFloor.failure`, the floor's own statement of it);
+- its numbers are possible: KL >= 0 within rounding (`KL_ROUNDING`), each per-sample KL too,
+  their mean equal to the avg KL, no more hits than samples, no more differing logprobs than
+  compared ones, at least one logprob compared (in exact mode, more compared than withheld);
+- and, for a test `run` planned (results with a plan), its check is one `run` knows and it
+  recorded what that check measures: the threshold, the avg KL, the per-sample KLs, the
+  logprobs compared, and the cache hits for the cache checks.
+
+Results without a plan (files from before plans, hand-made ones, JUnit imports) stay
+accepted as far as their tests go: a pytest test that recorded nothing is a plain pass.
+Numpy-free, beside `aggregate`, so that report and publish never import the checks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from kl_bitexact.results.aggregate import KL_ROUNDING, average, enough_hits
+from kl_bitexact.results.formats import fmt_kl
+from kl_bitexact.results.model import Status, TestResult
+
+# The checks `run` has (suite.model.CheckName: tests/results/test_verdict.py holds them equal;
+# `results` may not import `suite`), and those that count cache hits.
+RUN_CHECKS = frozenset({"match", "prefill_cache_hit", "decode_cache_hit", "multiturn"})
+HIT_CHECKS = frozenset({"prefill_cache_hit", "decode_cache_hit", "multiturn"})
+# The avg KL is the plain mean of the per-sample KLs; printed values (sglang's logs) may have
+# been averaged in another order, so they agree to this relative difference.
+MEAN_TOLERANCE = 1e-6
+
+
+class Judgement(NamedTuple):
+    """A test's status as its numbers have it, and why when that is not what it said."""
+
+    status: Status
+    reasons: tuple[str, ...] = ()
+
+
+def red(test: TestResult, hit_label: str = "") -> list[str]:
+    """What in the numbers says the test failed (empty: nothing does), in sglang's words
+    where it has some ("Too few decode cache hits: 16/32"; `hit_label`: "decode")."""
+    found = [_kl_failure(test), _exact_failure(test), _hits_failure(test, hit_label)]
+    return [reason for reason in found if reason]
+
+
+def failing(test: TestResult) -> frozenset[str]:
+    """Which of its measures fail their rule: `kl`, `exact`, `hits` (the gate's "worse than
+    its red base" compares only those)."""
+    checks = {"kl": _kl_failure, "exact": _exact_failure, "hits": _hits_failure}
+    return frozenset(name for name, check in checks.items() if check(test))
+
+
+def _gated(test: TestResult) -> bool:
+    # gate: noise-floor judges KL by the measured floor, not the threshold or every bit.
+    return test.noise_floor is not None and test.noise_floor.gates
+
+
+def _kl_failure(test: TestResult) -> str | None:
+    floor = test.noise_floor
+    if floor is not None and (beyond := floor.failure(test.kl_div)):
+        return beyond
+    threshold = None if _gated(test) else test.kl_threshold
+    if threshold is None:
+        return None
+    if test.kl_div is not None and not test.kl_div < threshold:
+        return f"avg KL {test.kl_div:.3e} >= threshold {threshold:g}"
+    if test.kl_per_sample and not average(test.kl_per_sample) < threshold:
+        # a low avg hiding them
+        return f"the per-sample KLs average {fmt_kl(average(test.kl_per_sample))} >= {threshold:g}"
+    return None
+
+
+def _exact_failure(test: TestResult, _: str = "") -> str | None:
+    exact = test.exact
+    if exact is None or not exact.enforced or _gated(test):
+        return None
+    if 0 < exact.mismatched <= exact.tokens:
+        return f"exact: {exact.mismatched}/{exact.tokens} logprobs differ"
+    return None
+
+
+def _hits_failure(test: TestResult, hit_label: str = "") -> str | None:
+    hits = test.cache_hits
+    if hits is None or hits.hit > hits.total or enough_hits(hits.hit, hits.total, hits.min_ratio):
+        return None
+    label = f"{hit_label} " if hit_label else ""
+    return (
+        f"Too few {label}cache hits: {hits.hit}/{hits.total} "
+        f"(need more than {hits.min_ratio:g} x {hits.total})"
+    )
+
+
+def impossible(test: TestResult) -> list[str]:
+    """Numbers no measurement can produce."""
+    found: list[str] = []
+    if test.kl_div is not None and test.kl_div < -KL_ROUNDING:
+        found.append(f"avg KL {test.kl_div!r} is below 0 (a KL cannot be negative)")
+    per_sample = test.kl_per_sample or ()
+    negative = [value for value in per_sample if value < -KL_ROUNDING]
+    if negative:
+        found.append(f"{len(negative)} per-sample KL below 0 (e.g. {negative[0]!r})")
+    elif per_sample and test.kl_div is not None and not _same(average(per_sample), test.kl_div):
+        found.append(
+            f"the per-sample KLs average {fmt_kl(average(per_sample))}, "
+            f"not the avg KL {fmt_kl(test.kl_div)}"
+        )
+    exact = test.exact
+    if exact is not None and exact.mismatched > exact.tokens:
+        found.append(f"{exact.mismatched} differing logprobs of {exact.tokens} compared")
+    hits = test.cache_hits
+    if hits is not None and hits.hit > hits.total:
+        found.append(f"{hits.hit} cache hits of {hits.total} samples")
+    if hits is not None and hits.expected is not None and hits.expected > hits.total:
+        found.append(f"{hits.expected} hits predicted of {hits.total} samples")
+    return found
+
+
+def unproven(test: TestResult, *, planned: bool) -> list[str]:
+    """What a pass lacks to prove anything: nothing compared, and for a planned test the
+    numbers its check measures (or a check `run` does not have)."""
+    exact = test.exact
+    found: list[str] = []
+    if exact is not None and exact.tokens == 0:
+        found.append("no logprob was compared")
+    elif exact is not None and exact.enforced and exact.not_reported >= exact.tokens:
+        found.append(
+            f"exact mode, yet only {exact.tokens} logprobs compared and "
+            f"{exact.not_reported} not reported by the server"
+        )
+    if not planned:
+        return found
+    if test.check not in RUN_CHECKS:
+        return [f"check {test.check!r} is not one of {', '.join(sorted(RUN_CHECKS))}"]
+    needs: dict[str, object] = {
+        "a KL threshold": test.kl_threshold,
+        "an avg KL": test.kl_div,
+        "per-sample KLs": test.kl_per_sample or None,
+        "compared logprobs": exact,
+    }
+    if test.check in HIT_CHECKS:
+        needs["cache hits"] = test.cache_hits
+    absent = [name for name, value in needs.items() if value is None]
+    if absent:
+        found.append(f"{test.check} recorded no {', no '.join(absent)}")
+    return found
+
+
+def judge(
+    test: TestResult, *, planned: bool, problems: Sequence[str] = (), hit_label: str = ""
+) -> Judgement:
+    """The status a test's numbers support. Only a `passed` claim is checked (a red or
+    unmeasured status is never read as better than it says): red numbers make it `failed`,
+    impossible or missing ones an `error`. `problems`: failures the check saw that no
+    number records (a cached-token assertion that did not hold)."""
+    if test.status is not Status.PASSED:
+        return Judgement(test.status)
+    wrong = impossible(test) + unproven(test, planned=planned)
+    if wrong:
+        return Judgement(Status.ERROR, tuple(wrong + red(test, hit_label)))
+    failures = red(test, hit_label) + list(problems)
+    return Judgement(Status.FAILED, tuple(failures)) if failures else Judgement(Status.PASSED)
+
+
+def judged(test: TestResult, *, planned: bool) -> tuple[TestResult, bool]:
+    """The test as its numbers have it, and whether its `passed` claim did not hold. A
+    results file comes from a job that ran PR code: a pass its numbers contradict, or that
+    proves nothing, is an `error` that gates (never merely `failed`: the file lied)."""
+    status, reasons = judge(test, planned=planned)
+    if status is test.status:
+        return test, False
+    why = (
+        "contradicts its own numbers"
+        if status is Status.FAILED or impossible(test)
+        else ("proves nothing")
+    )
+    message = f"status passed {why}: " + "; ".join(reasons)
+    return dataclasses.replace(test, status=Status.ERROR, message=message), True
+
+
+def _same(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=MEAN_TOLERANCE, abs_tol=KL_ROUNDING)
