@@ -15,16 +15,24 @@ README.md and docs/images/pr-comment.png, from real runs in a scratch directory:
 Needs the test extras (`pip install -e '.[test]'`) and Debian's `chromium` and
 `fonts-noto-color-emoji` (apt-get install chromium fonts-noto-color-emoji). Timings in the
 captured text change from run to run; nothing else should.
+
+    python scripts/readme_media.py --comment comment.md --png comment.png [--open]
+
+photographs any comment the same way (`--open`: every `<details>` opened) and says which
+table scrolls sideways and which cell wraps onto a second line at the comment's width.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+from html import unescape
 from pathlib import Path
 
 import cmarkgfm
@@ -57,10 +65,25 @@ END = "<!-- run-output:end -->"
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--comment", type=Path, help="photograph this Markdown comment only")
+    parser.add_argument("--png", type=Path, help="where --comment's picture goes")
+    parser.add_argument("--open", action="store_true", help="open every <details> first")
+    args = parser.parse_args()
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         print("readme_media: needs chromium (apt-get install chromium)", file=sys.stderr)
         return 2
+    if args.comment is not None:
+        if args.png is None:
+            parser.error("--comment needs --png")
+        with tempfile.TemporaryDirectory(prefix="kl-bitexact-media-") as scratch:
+            markdown = args.comment.read_text(encoding="utf-8")
+            layout = screenshot(chromium, markdown, Path(scratch), args.png, opened=args.open)
+        for problem in layout.problems():
+            print(f"readme_media: {problem}", file=sys.stderr)
+        print(f"readme_media: wrote {args.png} ({layout.height} px high)")
+        return 1 if layout.problems() else 0
     with tempfile.TemporaryDirectory(prefix="kl-bitexact-media-") as scratch:
         work = Path(scratch)
         # Each run in a directory of its own, with the default --out: the text shown is
@@ -131,22 +154,62 @@ def write_readme_block(healthy: str, broken: str) -> None:
     README.write_text(pattern.sub(lambda _: block, text, count=1), encoding="utf-8")
 
 
-def screenshot(chromium: str, markdown: str, work: Path) -> None:
+class Layout:
+    """What the first pass measured: the page's height, tables wider than their box (a
+    reader scrolls them sideways) and table cells whose text takes more than one line."""
+
+    def __init__(self, measured: dict[str, object]) -> None:
+        self.height = int(measured.get("height", 1200))  # type: ignore[call-overload]
+        self.wide = list(measured.get("wide", []))  # type: ignore[call-overload]
+        self.wrapped = list(measured.get("wrapped", []))  # type: ignore[call-overload]
+
+    def problems(self) -> list[str]:
+        found = [f"table {index} scrolls sideways" for index in self.wide]
+        return found + [f"cell wraps: {text!r}" for text in self.wrapped]
+
+
+# The first pass only measures: this script puts its findings in the title (as JSON),
+# which --dump-dom prints; the second pass takes the picture at exactly that height.
+MEASURE = """<script>
+const lines = (cell) => {  // lines of text in a cell: the tops of its text's boxes, 6 px apart
+  const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+  const tops = [];
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const range = document.createRange(); range.selectNodeContents(node);
+    for (const rect of range.getClientRects()) if (rect.width > 0) tops.push(rect.top);
+  }
+  tops.sort((a, b) => a - b);
+  return tops.filter((top, i) => i === 0 || top - tops[i - 1] > 6).length;
+};
+const tables = Array.from(document.querySelectorAll("table"));
+document.title = JSON.stringify({
+  height: document.documentElement.scrollHeight,
+  wide: tables.map((t, i) => (t.scrollWidth > t.clientWidth + 1 ? i : -1)).filter((i) => i >= 0),
+  wrapped: Array.from(document.querySelectorAll("td, th"))
+    .filter((cell) => cell.offsetParent !== null && lines(cell) > 1)
+    .map((cell) => cell.textContent),
+});
+</script>"""
+OPEN = "<script>document.querySelectorAll('details').forEach((d) => { d.open = true; });</script>"
+
+
+def screenshot(
+    chromium: str, markdown: str, work: Path, image: Path = IMAGE, *, opened: bool = False
+) -> Layout:
     """The comment as GitHub renders it, photographed at its full height."""
     body = cmarkgfm.github_flavored_markdown_to_html(markdown, options=Options.CMARK_OPT_UNSAFE)
     page = work / "comment.html"
     style = STYLE.read_text(encoding="utf-8")
-    # The first pass only measures: the script puts the page's height in the title, which
-    # --dump-dom prints; the second pass takes the picture at exactly that height.
-    measure = "<script>document.title = document.documentElement.scrollHeight</script>"
-    page.write_text(html(style, body, measure), encoding="utf-8")
+    opening = OPEN if opened else ""
+    page.write_text(html(style, body, opening + MEASURE), encoding="utf-8")
     dom = run_chromium(chromium, work, ["--dump-dom", f"--window-size={WIDTH},600"], page)
-    found = re.search(r"<title>(\d+)</title>", dom)
-    height = int(found[1]) if found else 1200
-    page.write_text(html(style, body, ""), encoding="utf-8")
-    IMAGE.parent.mkdir(parents=True, exist_ok=True)
-    shot = [f"--screenshot={IMAGE}", f"--window-size={WIDTH},{height}"]
+    found = re.search(r"<title>(.*?)</title>", dom, flags=re.DOTALL)
+    layout = Layout(json.loads(unescape(found[1])) if found else {})
+    page.write_text(html(style, body, opening), encoding="utf-8")
+    image.parent.mkdir(parents=True, exist_ok=True)
+    shot = [f"--screenshot={image}", f"--window-size={WIDTH},{layout.height}"]
     run_chromium(chromium, work, shot, page)
+    return layout
 
 
 def html(style: str, body: str, script: str) -> str:

@@ -75,6 +75,8 @@ def test_inputs_are_parsed():
     )
     assert (inputs.partitions, inputs.findings) == (3, "lint/findings.json")
     assert inputs.repeat == 5 and argv.run_argv(inputs, [])[-4:-2] == ["--repeat", "5"]
+    # run's exit code is the gate's verdict under the same policy as publish's (issue 27).
+    assert argv.run_argv(inputs, [])[-6:-4] == ["--fail-on", "never"]
     assert inputs.expected_shards == ("s-0", "s-1")
     assert inputs.args == ("--select", "decode")
 

@@ -121,8 +121,10 @@ def test_sigterm_after_4_of_8_tests_is_not_a_green_gate(cli, tmp_path, full_base
         if t.status.value == "error"
     )
     report = cli(["report", str(results), "--baseline", str(full_baseline)])
-    assert report.returncode == 1, report.stdout
-    assert "gate failed" in report.stdout and "removed" not in report.stdout
+    # Not a green gate, and not the change's failure either (issue 27): could not run.
+    assert report.returncode == 2, report.stdout
+    assert "removed" not in report.stdout and "regressed" not in report.stdout
+    assert "could not run: the run was interrupted (SIGTERM) - 4 tests" in report.stdout
     assert "interrupted: SIGTERM" in report.stdout
 
 
@@ -145,8 +147,9 @@ def test_a_non_numeric_logprob_errors_each_test_it_hits_and_fails_the_gate(
     assert loaded.run.finished is True
     assert all("malformed" in t.message for _, t in loaded.all_tests() if t.status.value == "error")
     report = cli(["report", str(results), "--baseline", str(full_baseline)])
-    assert report.returncode == 1 and "gate failed" in report.stdout
-    assert "removed" not in report.stdout
+    # The server's answers could not be measured: the gate fails as could not run (exit 2).
+    assert report.returncode == 2 and "could not run" in report.stdout
+    assert result.returncode == 2 and "removed" not in report.stdout
 
 
 def test_kill_9_leaves_the_plan_and_report_errors_the_tests_without_verdict(
@@ -167,5 +170,5 @@ def test_kill_9_leaves_the_plan_and_report_errors_the_tests_without_verdict(
             os.kill(pid, signal.SIGKILL)
     assert list(statuses(results).values()) == ["passed", "passed"]
     report = cli(["report", str(results), "--baseline", str(full_baseline)])
-    assert report.returncode == 1 and "removed" not in report.stdout
+    assert report.returncode == 2 and "removed" not in report.stdout
     assert report.stdout.count("the run stopped before this planned test") == 6

@@ -13,7 +13,7 @@ from pathlib import Path
 from kl_bitexact.commands import Command, console
 from kl_bitexact.commands.console import ConsoleReporter
 from kl_bitexact.compare.comparison import Comparison, compare
-from kl_bitexact.compare.gate import FailOnChoice, Policy, parse_fail_on
+from kl_bitexact.compare.gate import EXECUTED, FailOnChoice, Policy, parse_fail_on
 from kl_bitexact.errors import ConfigError, ExitCode
 from kl_bitexact.reference.faults import Fault, parse_fault
 from kl_bitexact.report import render, terminal
@@ -206,9 +206,14 @@ def run(args: argparse.Namespace) -> int:
         _print_comment((out / "report.md").read_text(encoding="utf-8"), github=reporter.github)
     _summary(final, out, reporter)
     if code == ExitCode.COULD_NOT_RUN:
-        why = ", ".join(comparison.decision.reasons)
-        reporter.say(f"kl-bitexact: could not run: {why} (see the errors above)")
+        reporter.say(f"kl-bitexact: {_could_not_run(final, comparison)} (see the errors above)")
     return int(code)
+
+
+def _could_not_run(final: Results, comparison: Comparison) -> str:
+    if not any(test.status in EXECUTED for _, test in final.all_tests()):
+        return "no test ran to a verdict"
+    return "could not run: " + ", ".join(comparison.decision.reasons)
 
 
 def _run_writing(

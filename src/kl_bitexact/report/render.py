@@ -22,7 +22,7 @@ from kl_bitexact import __version__
 from kl_bitexact.compare.comparison import Comparison, TestDelta, Transition
 from kl_bitexact.compare.gate import Verdict
 from kl_bitexact.errors import ExitCode
-from kl_bitexact.report import proofs, sections
+from kl_bitexact.report import causes, proofs, sections
 from kl_bitexact.report.budget import KEEP, Block, Section, fit, utf8_size
 from kl_bitexact.report.wording import ICON, LABEL, TRANSITION, measured
 from kl_bitexact.results.formats import plural
@@ -131,11 +131,21 @@ def _sections(comparison: Comparison, findings: Sequence[Finding], links: Links)
 def _headline(comparison: Comparison, links: Links) -> str:
     decision = comparison.decision
     could_not_run = decision.exit_code is ExitCode.COULD_NOT_RUN
-    icon = "⚠️" if could_not_run or decision.report_only else "✅" if decision.passed else "❌"
+    warn = (could_not_run and not decision.red) or decision.report_only
+    icon = "⚠️" if warn else "✅" if decision.passed else "❌"
+    unmeasured = causes.unmeasured(comparison.deltas)
     why = f": {', '.join(decision.reasons)}" if decision.reasons else ""
+    cause_line = None
+    if unmeasured is not None and could_not_run and not decision.red:
+        # The cause once, in the headline: the gate failed on nothing the change did.
+        why = f": {causes.headline(unmeasured)}"
+        cause_line = causes.what_to_do(unmeasured) + "  "
+    elif unmeasured is not None:
+        cause_line = causes.line(unmeasured) + "  "
     lines = [
         f"## {icon} kl-bitexact: {decision.label}{why}",
         "",
+        cause_line,
         _counts_line(comparison),
         proofs.headline(comparison),
         _base_line(comparison),

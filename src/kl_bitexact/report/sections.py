@@ -9,15 +9,16 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Sequence
 from functools import partial
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from kl_bitexact.compare.blockers import effective_state
 from kl_bitexact.compare.comparison import Blocker, Comparison, TestDelta, Transition
-from kl_bitexact.compare.gate import SEVERITY, WORSE_FACTOR, Verdict
+from kl_bitexact.compare.gate import DID_NOT_MEASURE, SEVERITY, WORSE_FACTOR, Verdict
 from kl_bitexact.report import charts, history, proofs
 from kl_bitexact.report.budget import Block, Section
 from kl_bitexact.report.wording import ICON, LABEL, TRANSITION, measured, passed_yet_differs
-from kl_bitexact.results.formats import MISSING, fmt_kl, plural
+from kl_bitexact.results.formats import MISSING, fmt_kl, plural, shown_kl
 from kl_bitexact.results.model import (
     CacheHits,
     ExactMatch,
@@ -27,6 +28,7 @@ from kl_bitexact.results.model import (
     TestResult,
 )
 from kl_bitexact.untrusted import escape
+from kl_bitexact.untrusted.escape import ELLIPSIS
 
 if TYPE_CHECKING:  # findings are read by `report --findings`; `run` renders none
     from kl_bitexact.registry.findings_file import Finding
@@ -47,7 +49,6 @@ def body(comparison: Comparison, findings: Sequence[Finding]) -> list[Section]:
         history.section(comparison, attention, ATTENTION, NOTES),
         proofs.section(comparison, GATING, NOTES),
         _blocked_section(comparison),
-        _warnings_section(comparison.deltas),
         _findings_section(findings),
         _other_rows(others),
         *_details_sections(comparison),
@@ -56,10 +57,13 @@ def body(comparison: Comparison, findings: Sequence[Finding]) -> list[Section]:
 
 # --- the table --------------------------------------------------------------------------
 
+# Short cells that fit a comment's ~1000 px without wrapping a number (issue 27): the suite
+# is the id's first part, the hit ratio and prediction are in the test's details.
 _TABLE_HEAD = (
-    "|  | suite | test | avg KL | Δ KL | differing logprobs | cache hits | status |\n"
-    "|---|---|---|---|---|---|---|---|\n"
+    "|  | test | avg KL | Δ KL | differing logprobs | cache hits | status |\n"
+    "|---|---|---|---|---|---|---|\n"
 )
+_BOLD_GATES = "**Bold** status: gates the merge.\n\n"
 
 
 def _split_rows(deltas: Iterable[TestDelta]) -> tuple[list[TestDelta], list[TestDelta]]:
@@ -88,7 +92,8 @@ def _attention_table(rows: Sequence[TestDelta]) -> Section:
         )
         for d in rows
     ]
-    return Section(blocks, head="\n### Needs attention\n\n" + _TABLE_HEAD)
+    legend = _BOLD_GATES if any(d.gating for d in rows) else ""
+    return Section(blocks, head="\n### Needs attention\n\n" + legend + _TABLE_HEAD)
 
 
 def _other_rows(rows: Sequence[TestDelta]) -> Section:
@@ -102,7 +107,6 @@ def _row(delta: TestDelta) -> str:
     head, base = delta.head, delta.base
     cells = [
         ICON[delta.verdict] if delta.verdict else "🗑️",
-        escape.text(delta.suite, 80),
         escape.code(delta.id, 160),
         fmt_kl(head.kl_div) if head else MISSING,
         _kl_change_cell(delta),
@@ -114,9 +118,11 @@ def _row(delta: TestDelta) -> str:
 
 
 def _kl_change_cell(delta: TestDelta) -> str:
-    change = delta.kl_change
-    if change is None:
+    if delta.kl_change is None:
         return TRANSITION[delta.transition] if delta.transition is Transition.NEW else MISSING
+    assert delta.head is not None and delta.base is not None
+    # Of the KLs as shown (k3's rounding below 0 is 0), so the cells agree with each other.
+    change = (shown_kl(delta.head.kl_div) or 0.0) - (shown_kl(delta.base.kl_div) or 0.0)
     return "0" if change == 0 else f"{change:+.2e}"
 
 
@@ -134,29 +140,30 @@ def _exact_cell(head: ExactMatch | None, base: ExactMatch | None) -> str:
 def _hits_cell(head: CacheHits | None, base: CacheHits | None) -> str:
     if head is None:
         return MISSING
-    predicted = f", predicted {head.expected}" if head.expected is not None else ""
-    now = f"{head.hit}/{head.total} (min {head.min_ratio:g}{predicted})"
+    now = f"{head.hit}/{head.total}"
     if base is None or base.hit == head.hit:
         return now
     return f"{base.hit} → {now}"
 
 
-_TRANSITION_UNSAID = (Transition.UNCHANGED, Transition.NO_BASE, Transition.REMOVED)
+def _hits_detail(hits: CacheHits) -> str:
+    predicted = f", predicted {hits.expected}" if hits.expected is not None else ""
+    return f"cache hits {hits.hit}/{hits.total} (need more than {hits.min_ratio:g}{predicted})"
 
 
 def _status_cell(delta: TestDelta) -> str:
-    label = LABEL[delta.verdict] if delta.verdict else "removed"
-    parts = [f"**{label}**" if delta.gating else label]
-    differs = passed_yet_differs(delta.head) if delta.head is not None else ""
-    if differs:
-        parts.append(differs)
-    elif delta.head is not None and delta.head.status.value != label:
-        parts.append(delta.head.status.value)
-    if delta.transition not in _TRANSITION_UNSAID and TRANSITION[delta.transition] != label:
-        parts.append(TRANSITION[delta.transition])
-    if delta.gating:
-        parts.append("gates the merge")
-    return " · ".join(parts)
+    """The verdict in a word or two, bold when it gates; the move from the base only where
+    the verdict does not say it already (fixed, newly not run)."""
+    words = LABEL[delta.verdict] if delta.verdict else "removed"
+    said = delta.verdict in DID_NOT_MEASURE or delta.verdict is None
+    if delta.transition is Transition.FIXED or (
+        delta.transition is Transition.NEWLY_NOT_RUN and not said
+    ):
+        words += f" · {TRANSITION[delta.transition]}"
+    if delta.head is not None and passed_yet_differs(delta.head):
+        # Green by its own threshold while logprobs differ (the column beside says how many).
+        words += " · under its threshold"
+    return f"**{words}**" if delta.gating else words
 
 
 # --- blocked tests, warnings, findings --------------------------------------------------
@@ -225,23 +232,6 @@ _BLOCKED_SENTENCE = {
 }
 
 
-def _warnings_section(deltas: Sequence[TestDelta]) -> Section:
-    by_text: dict[str, list[str]] = {}
-    for delta in deltas:
-        for warning in delta.head.warnings if delta.head else ():
-            by_text.setdefault(warning, []).append(delta.id)
-    blocks = [
-        Block(NOTES, partial(_warning_item, text, ids), "warnings") for text, ids in by_text.items()
-    ]
-    return Section(blocks, head="\n### Warnings\n\n")
-
-
-def _warning_item(warning: str, ids: Sequence[str]) -> str:
-    names = ", ".join(escape.code(test_id, 80) for test_id in ids[:3])
-    more = f" and {len(ids) - 3} more" if len(ids) > 3 else ""
-    return f"- ⚠️ {escape.text(warning, 400)} ({names}{more})\n"
-
-
 def _findings_section(findings: Sequence[Finding]) -> Section:
     blocks = [Block(NOTES, partial(_finding_row, f), "registration findings") for f in findings]
     head = (
@@ -269,7 +259,8 @@ def _finding_row(finding: Finding) -> str:
 
 def _details_sections(comparison: Comparison) -> list[Section]:
     by_suite: dict[str, list[TestDelta]] = {}
-    for delta in comparison.deltas:
+    # A suite's gating tests first: the failure is what a reader opens the details for.
+    for delta in sorted(comparison.deltas, key=lambda d: not d.gating):
         if delta.head is not None and _worth_details(delta.head):
             by_suite.setdefault(delta.suite, []).append(delta)
     servers = {suite.name: suite.server for suite in comparison.head.suites}
@@ -281,7 +272,7 @@ def _suite_details(name: str, server: ServerInfo | None, deltas: Sequence[TestDe
     summary = f"Details: {escape.text(name, 80)} ({plural(len(deltas), 'test')})"
     head = f"\n<details><summary>{summary}</summary>\n\n"
     if server is not None:
-        args = " ".join(server.args)
+        args = " ".join(_off_disk(arg) for arg in server.args)
         head += (
             f"Server: {escape.code(server.engine, 40)} {escape.code(args, 600) if args else ''}\n"
         )
@@ -292,10 +283,23 @@ def _suite_details(name: str, server: ServerInfo | None, deltas: Sequence[TestDe
     return Section(blocks, head=head, tail="\n</details>\n")
 
 
+def _off_disk(arg: str) -> str:
+    """An argument as the reader needs it: an absolute path on the runner's disk (the
+    interpreter the server runs under, a model directory) is its last part."""
+    if arg.startswith("/") and " " not in arg and len(arg) > 1:
+        return "…/" + PurePosixPath(arg).name
+    return arg
+
+
 def _worth_details(test: TestResult) -> bool:
     nonzero = any(test.kl_per_sample or ())  # a float is true unless it is zero
     return bool(
-        nonzero or test.first_divergence or test.message or test.status is not Status.PASSED
+        nonzero
+        or test.first_divergence
+        or test.message
+        or test.warnings
+        or passed_yet_differs(test)
+        or test.status is not Status.PASSED
     )
 
 
@@ -308,13 +312,18 @@ MAX_DIVERGENCES = 32
 def _test_details(delta: TestDelta) -> str:
     test = delta.head
     assert test is not None
+    hits = f" · {_hits_detail(test.cache_hits)}" if test.cache_hits else ""
     parts = [
         f"\n#### {escape.text(test.id, 200)}\n\n"
         f"check {escape.code(test.check, 60)} · {test.status.value} · "
-        f"avg KL {_kl_with_context(delta)} · {test.duration_s:.1f} s\n"
+        f"avg KL {_kl_with_context(delta)}{hits} · {test.duration_s:.1f} s\n"
     ]
     if test.message:
         parts.append("\n" + escape.block(test.message, 2000) + "\n")
+    if test.hint:
+        parts.append(f"\nWhat to do: {escape.text(test.hint, 600)}\n")
+    if test.warnings:
+        parts.append(_warnings(test.warnings))
     if delta.worse:
         parts.append(
             f"\nRed before too, but more than {WORSE_FACTOR:g}x worse than then, so it is "
@@ -325,7 +334,7 @@ def _test_details(delta: TestDelta) -> str:
     if test.repeats is not None:
         parts.append(_repeats(test.repeats))
     if test.kl_per_sample:
-        parts.append(_per_sample(test.kl_per_sample))
+        parts.append(_per_sample(test.kl_per_sample, test.kl_threshold))
     if test.first_divergence:
         parts.append(_divergences(test))
     return "".join(parts)
@@ -395,7 +404,17 @@ def _repeats(evidence: Repeats) -> str:
 MAX_REPEATS_LISTED = 20
 
 
-def _per_sample(values: Sequence[float]) -> str:
+def _warnings(warnings: Sequence[str]) -> str:
+    """A test's warnings, folded under it (a long list was taller than the failure)."""
+    items = "".join(f"- ⚠️ {escape.text(w, 400)}\n" for w in warnings[:MAX_WARNINGS])
+    summary = plural(len(warnings), "warning")
+    return f"\n<details><summary>{summary}</summary>\n\n{items}\n</details>\n"
+
+
+MAX_WARNINGS = 10
+
+
+def _per_sample(values: Sequence[float], threshold: float | None) -> str:
     nonzero = sum(1 for value in values if value != 0)
     if not nonzero:
         return f"\nKL per sample: 0 in all {plural(len(values), 'sample')}\n"
@@ -404,14 +423,14 @@ def _per_sample(values: Sequence[float]) -> str:
         f" · … {len(values) - MAX_SAMPLES_LISTED} more" if len(values) > MAX_SAMPLES_LISTED else ""
     )
     text = f"\nKL per sample ({len(values)} samples, {nonzero} nonzero): {listed}{more}\n"
-    chart = charts.per_sample_kl(values)
+    chart = charts.per_sample_kl(values, threshold)
     return text + ("\n" + chart if chart else "")
 
 
 def _divergences(test: TestResult) -> str:
     rows = [
         "\nFirst divergence of each differing sample:\n\n"
-        "| sample | token | cached tokens | decode logprob | replay logprob | hint |\n"
+        "| sample | token | cached tokens | decode logprob | replay logprob | replay - decode |\n"
         "|---|---|---|---|---|---|\n"
     ]
     for item in test.first_divergence[:MAX_DIVERGENCES]:
@@ -421,15 +440,38 @@ def _divergences(test: TestResult) -> str:
             MISSING if item.cached_tokens is None else str(item.cached_tokens),
             _logprob(item.decode_logprob),
             _logprob(item.replay_logprob),
-            escape.text(item.hint, 200),
+            _replay_minus_decode(item.decode_logprob, item.replay_logprob),
         ]
         rows.append("| " + " | ".join(cells) + " |\n")
     hidden = len(test.first_divergence) - MAX_DIVERGENCES
     if hidden > 0:
         rows.append(f"\n… and {hidden} more differing samples\n")
+    first = test.first_divergence[0]
+    if first.hint:  # once per test: the rows' hints differ only in their positions
+        where = escape.text(_whole_words(first.hint, MAX_HINT), MAX_HINT + 1)
+        rows.append(f"\nSample {first.sample}: {where}\n")
     return "".join(rows)
 
 
+MAX_HINT = 600
+
+
+def _whole_words(text: str, limit: int) -> str:
+    """At most `limit` characters, cut between words (never mid-word) with an ellipsis."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > 0 else cut).rstrip(" ;,") + ELLIPSIS
+
+
 def _logprob(value: float | None) -> str:
-    # repr: the shortest text that round-trips, so a one-ulp difference shows.
-    return MISSING if value is None else repr(value)
+    # 6 significant digits to read; the difference column shows what the digits hide (a
+    # one-ulp difference is +4.44e-16 there).
+    return MISSING if value is None else f"{value:.6g}"
+
+
+def _replay_minus_decode(decode: float | None, replay: float | None) -> str:
+    if decode is None or replay is None:
+        return MISSING
+    return f"{replay - decode:+.2e}"
