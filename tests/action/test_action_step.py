@@ -482,12 +482,12 @@ def test_report_step_reports_a_missing_shard_and_fails_the_gate(cli, tmp_path):
             "GITHUB_OUTPUT": str(output),
         },
     )
-    assert finished.returncode == 1, finished.stdout + finished.stderr
+    assert finished.returncode == 2, finished.stdout + finished.stderr  # could not run
     comment = (tmp_path / "results" / "comment.md").read_text()
     assert "shard s-1 uploaded no results" in comment
     assert "s-1" in summary.read_text()
     assert "::error title=kl-bitexact::shard s-1 uploaded no results" in finished.stdout
-    assert "\nfailure\n" in output.read_text()
+    assert "\nerror\n" in output.read_text()
 
 
 def test_registration_findings_are_reported_when_no_shard_ran(cli, tmp_path):

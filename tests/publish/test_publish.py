@@ -220,10 +220,11 @@ def test_expected_shards_a_shard_that_never_reported_fails_the_gate_in_the_comme
     fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
 ) -> None:
     present = _write(tmp_path / "results-s-0" / "results.json", _test("t::a"))
-    assert cli.main(["publish", str(present), "--expected-shards", '["s-0", "s-1"]']) == 1
+    assert cli.main(["publish", str(present), "--expected-shards", '["s-0", "s-1"]']) == 2
     (body,) = _comments(fake_github)
-    assert "shard s-1 uploaded no results" in body
-    assert [s["state"] for s in _statuses(fake_github)] == ["failure"]
+    assert "shard s-1 uploaded no results" in body and "this is the runner, not the change" in body
+    # Not green, and not the change's failure: the status says error (issue 27).
+    assert [s["state"] for s in _statuses(fake_github)] == ["error"]
 
 
 def test_a_502_then_success_still_publishes_once(

@@ -47,6 +47,8 @@ def test_a_regression_row_says_it_once_in_short_cells():
     # Every cell but the test id fits in a few words: nothing for a browser to wrap.
     assert all(len(cell) <= 24 for cell in row[:1] + row[2:]), row
     assert row[2:6] == ["9.53e-05", "+9.53e-05", "0 → 1040/4096", "32/32"]
+    # A one-line message wraps as a paragraph; a <pre> of it scrolled sideways.
+    assert "\navg KL 9.53e-05 &gt;= threshold 1e-09\n" in body and "<pre>avg KL" not in body
 
 
 def test_first_divergences_show_6_digits_the_difference_and_the_hint_once_uncut():

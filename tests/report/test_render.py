@@ -206,10 +206,12 @@ def test_numbers():
     assert wording.fmt_kl(None) == "-"
 
 
-def test_cache_hits_cell_shows_minimum_and_prediction():
+def test_cache_hits_cell_shows_the_change_and_details_the_minimum_and_prediction():
     head = results(check_result("a", cache_hits=r.CacheHits(31, 32, 0.99, 32)))
     base = results(check_result("a", cache_hits=r.CacheHits(30, 32, 0.99, 32)))
-    assert "30 → 31/32 (min 0.99, predicted 32)" in render.comment(compare(head, base))
+    body = render.comment(compare(head, base))
+    assert "| 30 → 31/32 |" in body  # short: the ratio and prediction wrapped the cell
+    assert "cache hits 31/32 (need more than 0.99, predicted 32)" in body
 
 
 def test_a_test_green_under_its_own_threshold_shows_its_differing_logprobs_beside():
@@ -224,7 +226,7 @@ def test_a_test_green_under_its_own_threshold_shows_its_differing_logprobs_besid
     )
     body = render.comment(compare(results(loose), None))
     # The row in short cells (issue 27), the whole sentence in the test's details.
-    assert "| 1.50e-05 | new | 144/216 | 32/32 | ok · under its threshold |" in body
+    assert "| 1.50e-05 | - | 144/216 | 32/32 | ok · under its threshold |" in body
     assert "passed under its threshold 0.02 - 144/216 logprobs differ" in body
     exact = r.ExactMatch(tokens=216, mismatched=144, enforced=True)
     red = check_result("swa-kl", r.Status.FAILED, kl_threshold=0.02, exact=exact)
@@ -338,7 +340,7 @@ def test_removed_test_row():
         results(check_result("a")), results(check_result("a"), check_result("gone"))
     )
     body = render.comment(comparison)
-    assert "| 🗑️ | hicache-mamba | <code>gone</code> | - | - | - | - | removed |" in body
+    assert "| 🗑️ | <code>gone</code> | - | - | - | - | removed |" in body
 
 
 def test_not_finite_values_do_not_break_the_chart():

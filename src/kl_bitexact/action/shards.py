@@ -13,7 +13,15 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from kl_bitexact.results.model import Results, RunInfo, ServerInfo, Status, SuiteResult, TestResult
+from kl_bitexact.results.model import (
+    Cause,
+    Results,
+    RunInfo,
+    ServerInfo,
+    Status,
+    SuiteResult,
+    TestResult,
+)
 from kl_bitexact.untrusted import jsonfile
 
 ARTIFACT_PREFIX = "results-"
@@ -73,6 +81,7 @@ def missing_shard_results(name: str) -> Results:
         id=f"shard-{name}",
         check="shard",
         status=Status.ERROR,
+        cause=Cause.RUNNER,  # a job that did not run or upload: nothing blames the change
         message=(
             f"shard {name} uploaded no results: its run job failed, was cancelled, or did not "
             "start (a fork PR runs only after a maintainer applies the trusted label)"

@@ -318,8 +318,10 @@ def _test_details(delta: TestDelta) -> str:
         f"check {escape.code(test.check, 60)} · {test.status.value} · "
         f"avg KL {_kl_with_context(delta)}{hits} · {test.duration_s:.1f} s\n"
     ]
+    if differs := passed_yet_differs(test):
+        parts.append(f"\n{differs}\n")
     if test.message:
-        parts.append("\n" + escape.block(test.message, 2000) + "\n")
+        parts.append("\n" + _message(test.message) + "\n")
     if test.hint:
         parts.append(f"\nWhat to do: {escape.text(test.hint, 600)}\n")
     if test.warnings:
@@ -404,6 +406,14 @@ def _repeats(evidence: Repeats) -> str:
 MAX_REPEATS_LISTED = 20
 
 
+def _message(message: str) -> str:
+    """One line (every check's own message) as a paragraph, which wraps at the comment's
+    width; lines (a server log's tail) as a block, which keeps them."""
+    if "\n" not in message.strip("\n"):
+        return escape.text(message, 2000)
+    return escape.block(message, 2000)
+
+
 def _warnings(warnings: Sequence[str]) -> str:
     """A test's warnings, folded under it (a long list was taller than the failure)."""
     items = "".join(f"- ⚠️ {escape.text(w, 400)}\n" for w in warnings[:MAX_WARNINGS])
@@ -415,7 +425,7 @@ MAX_WARNINGS = 10
 
 
 def _per_sample(values: Sequence[float], threshold: float | None) -> str:
-    nonzero = sum(1 for value in values if value != 0)
+    nonzero = sum(1 for value in values if shown_kl(value) != 0)
     if not nonzero:
         return f"\nKL per sample: 0 in all {plural(len(values), 'sample')}\n"
     listed = " · ".join(fmt_kl(value) for value in values[:MAX_SAMPLES_LISTED])
