@@ -123,3 +123,11 @@ def test_an_interrupted_run_says_so_once_beside_the_regression_it_did_find():
     assert "the run was interrupted (SIGINT) - 3 tests did not measure" in line
     assert "this is the runner, not the change" in line and "run the job again" in line
     assert re.search(r"Against base .*: 1 regressed · 3 newly not run", body)
+
+
+def test_the_flaky_policy_is_said_where_a_flaky_test_does_not_gate():
+    evidence = r.Repeats(count=3, positions=24, changed=5, statuses=(r.Status.PASSED,) * 3)
+    flaky = check_result("t", r.Status.FLAKY, repeats=evidence)
+    body = comment(results(flaky))
+    assert "gate passed" in body.splitlines()[1]
+    assert "a flaky test gates only if a repeat was red (always with ,flaky)" in body

@@ -188,7 +188,7 @@ def test_only_the_verdict_module_compares_a_kl_with_its_threshold():
             if not isinstance(node, ast.Compare) or not isinstance(node.ops[0], ordering):
                 continue
             names = {getattr(n, "attr", getattr(n, "id", "")) for n in ast.walk(node)}
-            if names & {"kl_threshold", "kl_div", "min_ratio", "hit"}:
+            if names & {"kl_threshold", "kl_div", "min_ratio"}:
                 comparing.add(str(path.relative_to(root)))
     # aggregate: sglang's hit rule itself; metrics: a warning that the geometry cannot reach
     # the ratio (a prediction before anything is measured, not a verdict).

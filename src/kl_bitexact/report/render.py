@@ -195,6 +195,9 @@ def _policy_line(comparison: Comparison, links: Links) -> str:
         parts.append("strict: unexpected green gates")
     if policy.proof_strict and comparison.proofs is not None:
         parts.append("proof strict: a new test green on base gates")
+    if not policy.flaky and comparison.verdicts[Verdict.FLAKY]:
+        # The one flaky policy, said where it applies (docs/suites.md, flake meter).
+        parts.append("a flaky test gates only if a repeat was red (always with ,flaky)")
     if not comparison.blockers_resolved and any(d.blockers for d in comparison.deltas):
         parts.append("blocker states not resolved (pass `--blockers`): treated as unknown")
     parts.extend(_link_parts(links))
