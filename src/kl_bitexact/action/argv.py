@@ -8,14 +8,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kl_bitexact.action.inputs import FETCH_BASELINE, ActionInputs, Prove
+from kl_bitexact.compare.gate import FailOnChoice
 
 
 def run_argv(inputs: ActionInputs, suite_files: Sequence[str]) -> list[str]:
     argv = ["run", *suite_files, "--out", str(inputs.results_dir)]
     if inputs.base_url:
         argv += ["--base-url", inputs.base_url]
-    if inputs.fail_on != "regression":  # the run step's exit code is the publish step's verdict
-        argv += ["--fail-on", inputs.fail_on]
+    if inputs.fail_on != FailOnChoice():  # the run step's exit code: the publish step's verdict
+        argv += ["--fail-on", str(inputs.fail_on)]
     if inputs.repeat and inputs.repeat > 1:
         argv += ["--repeat", str(inputs.repeat)]
     if inputs.exact:
