@@ -329,3 +329,14 @@ def test_python_runs_pytest_with_the_engines_interpreter_and_kl_bitexact_after_i
     assert missing.returncode == 2 and "--python no-such-python3: no such interpreter" in (
         missing.stderr
     )
+
+
+def test_the_child_pytest_observes_logprobs_and_exact_makes_them_gate() -> None:
+    """Every `kl-bitexact pytest` child pairs its servers' logprobs (--kl-observe); with
+    `--exact` (the proof run too) a differing one fails the test (--kl-exact)."""
+    from kl_bitexact.commands.pytest_cmd import pytest_command
+
+    plain = pytest_command(["t.py"], Path("j.xml"))
+    assert "--kl-observe" in plain and "--kl-exact" not in plain
+    exact = pytest_command(["t.py"], Path("j.xml"), exact=True)
+    assert "--kl-exact" in exact

@@ -256,7 +256,16 @@ def _prove(args: argparse.Namespace, pytest_args: list[str]) -> int:
         refused |= not_copied
         runnable = [file for file in runnable if file not in not_copied]
         returncode = _run_proof(
-            runnable, options, units, base, engine, args.python, junit_path, log_path, session
+            runnable,
+            options,
+            units,
+            base,
+            engine,
+            args.python,
+            junit_path,
+            log_path,
+            session,
+            args.exact,
         )
     failure = _proof_failure(returncode, junit_path, log_path)
     cases: tuple[JUnitCase, ...] = ()
@@ -304,8 +313,10 @@ def _run_proof(
     junit_path: Path,
     log_path: Path,
     session: Session,
+    exact: bool = False,
 ) -> int | None:
-    """pytest over the head files in the base checkout, only the units; None: not run."""
+    """pytest over the head files in the base checkout, only the units; None: not run.
+    `exact`: a differing logprob is red on the base too (the head is judged the same way)."""
     if not files:
         return None
     selected = [arg for unit in units for arg in (PROVE_UNIT, unit)]
@@ -314,7 +325,7 @@ def _run_proof(
     inherited = os.environ.get("PYTHONPATH", "")
     pythonpath = os.pathsep.join([*map(str, engine), *([inherited] if inherited else [])])
     env = _interpreter_env({**os.environ, "PYTHONPATH": pythonpath}, python)
-    command = pytest_command(arguments, junit_path, python)
+    command = pytest_command(arguments, junit_path, python, exact=exact)
     return _run_child(command, log_path, cwd=base, env=env, session=session)
 
 
