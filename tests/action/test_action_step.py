@@ -22,6 +22,7 @@ from kl_bitexact.commands.action import (
     label_shards,
     publish_options,
     readable_durations,
+    report_options,
     shard_options,
 )
 from kl_bitexact.compare.gate import FailOn, FailOnChoice, Policy, parse_fail_on
@@ -96,8 +97,10 @@ def test_the_gate_input_becomes_run_s_gate_option():
 def test_fail_on_takes_flaky_beside_a_mode(value):
     inputs = read_inputs(env(fail_on=value))
     assert inputs.fail_on == parse_fail_on(value)
-    option, given = argv.report_argv(inputs, [], Path("c.md"), None)[-2:]
-    assert (option, parse_fail_on(given)) == ("--fail-on", inputs.fail_on)
+    reported = report_options(inputs, [], Path("c.md"), None, [])
+    assert reported.policy == Policy(
+        inputs.fail_on.mode, flaky=inputs.fail_on.flaky, allow_known=inputs.fail_on.allow_known
+    )
 
 
 @pytest.mark.parametrize(("value", "runs"), [("", 20), ("0", 0), ("5", 5), ("100", 100)])
@@ -196,11 +199,8 @@ def test_the_args_input_is_parsed_over_the_inputs_by_publish_s_parser():
 
 def test_expected_shards_reach_report_and_publish_as_the_option():
     inputs = ActionInputs(command="publish", expected_shards=("s-0", "s-1"))
-    expected = ["--expected-shards", '["s-0","s-1"]']
     assert publish_options(inputs, [], []).expected_shards == ("s-0", "s-1")
-    reported = argv.report_argv(inputs, [], Path("c.md"), None)
-    at = reported.index("--expected-shards")
-    assert reported[at : at + 2] == expected
+    assert report_options(inputs, [], Path("c.md"), None, []).expected_shards == ("s-0", "s-1")
 
 
 def test_publish_fetches_the_baseline_and_report_cannot():
@@ -208,16 +208,13 @@ def test_publish_fetches_the_baseline_and_report_cannot():
     options = publish_options(inputs, [Path("r.json")], [])
     assert (options.baseline.fetch, options.base_history.fetch) == (True, True)
     assert options.policy.fail_on is FailOn.NEVER
-    assert argv.report_argv(inputs, [Path("r.json")], Path("c.md"), "summary.md") == [
-        "report",
-        "r.json",
-        "--out",
-        "c.md",
-        "--job-summary",
-        "summary.md",
-        "--fail-on",
-        "never",
-    ]
+    reported = report_options(inputs, [Path("r.json")], Path("c.md"), "summary.md", [])
+    assert (reported.results, reported.out, reported.job_summary) == (
+        (Path("r.json"),),
+        Path("c.md"),
+        Path("summary.md"),
+    )
+    assert (reported.baseline, reported.policy.fail_on) == (None, FailOn.NEVER)
 
 
 def test_lint_and_shard_command_lines():
@@ -532,10 +529,8 @@ def test_expected_proofs_reach_report_and_publish_as_the_option():
     inputs = read_inputs(env(command="publish", prove="true", expected_proofs=json.dumps(matrix)))
     published = publish_options(inputs, [Path("r.json")], [])
     assert [(job.name, job.tests) for job in published.expected_proofs] == [("proof-s", ("s::t",))]
-    reported = argv.report_argv(inputs, [Path("r.json")], Path("c.md"), None)
-    option = reported[reported.index("--expected-proofs") + 1]
-    # The files are not needed to say which tests could not be proven.
-    assert json.loads(option) == {"include": [{"name": "proof-s", "suite": "s", "tests": ["s::t"]}]}
+    reported = report_options(inputs, [Path("r.json")], Path("c.md"), None, [])
+    assert reported.expected_proofs == published.expected_proofs
     off = read_inputs(env(command="publish", expected_proofs=json.dumps(matrix)))
     assert publish_options(off, [Path("r.json")], []).expected_proofs == ()
     with pytest.raises(ConfigError, match="action input `expected-proofs`: not JSON"):
@@ -662,7 +657,8 @@ def test_the_action_reads_no_command_s_output_with_a_regular_expression():
     }
     modules = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert "re" not in imported | modules
-    assert not hasattr(argv, "publish_argv")  # publish's options are values, not a line
+    for gone in ("publish_argv", "report_argv", "shard_argv", "prove_plan_argv"):
+        assert not hasattr(argv, gone)  # their options are values, not a command line
 
 
 def test_the_prove_plan_and_shard_steps_read_their_matrices_as_values(cli, tmp_path):

@@ -1,6 +1,6 @@
 """`kl-bitexact action`: the step action.yml runs; reads INPUT_* variables, not arguments.
 
-`publish`, `shard` and `prove-plan` run in this process, on values: their options built
+`report`, `publish`, `shard` and `prove-plan` run in this process, on values: their options built
 from the inputs (the `args` input parsed over them by the command's own parser), their
 results (the comment id, the matrices) read as values. The other commands run in a child
 process whose environment holds no action input and no token: `run` executes suite
@@ -14,6 +14,7 @@ an unlinked file instead (issue 14, case 7).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import glob
 import json
@@ -22,7 +23,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,7 +42,7 @@ from kl_bitexact.untrusted import escape
 from kl_bitexact.untrusted.jsonfile import read_bounded, replace_text
 
 if TYPE_CHECKING:
-    from kl_bitexact.commands import publish, shard
+    from kl_bitexact.commands import publish, report, shard
 
 _HINT = "fix the `with:` of the kl-bitexact step in your workflow"
 
@@ -233,14 +234,49 @@ def _write_report(results: results_model.Results, path: Path) -> None:
 
 
 def report_step(inputs: ActionInputs) -> StepResult:
+    from kl_bitexact.commands import report
+
     inputs = _existing_findings(inputs)
     files = gather_results(inputs)
     out = inputs.results_dir / "comment.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    argv = command_lines.report_argv(inputs, files, out, summary, proof_files(inputs))
-    code = _kl_bitexact(argv).returncode
-    return StepResult(code, files, {"results-path": _lines(files)})
+    print(f"kl-bitexact report ({len(files)} results file(s); in process)", flush=True)
+    outputs = {"results-path": _lines(files)}
+    with _in_process(StepResult(0, files, outputs)):
+        options = report_options(inputs, files, out, summary, proof_files(inputs))
+        comparison = report.report(options)
+    return StepResult(int(comparison.decision.exit_code), files, outputs)
+
+
+def report_options(
+    inputs: ActionInputs,
+    files: Sequence[Path],
+    out: Path,
+    summary: str | None,
+    proof: Sequence[Path],
+) -> report.Options:
+    """`report`'s options from the inputs (`_parsed`): the comment Markdown to `out`, the job
+    summary, the gate; no GitHub calls, so a baseline to fetch is left out."""
+    from kl_bitexact.commands import report
+
+    values = {"results": list(files), "out": out, **_gate_values(inputs, proof)}
+    if inputs.baseline and inputs.baseline != FETCH_BASELINE:
+        values["baseline"] = Path(inputs.baseline)
+    if summary:
+        values["job_summary"] = Path(summary)
+    return report.Options.from_args(_parsed(report.COMMAND, values, inputs.args))
+
+
+@contextlib.contextmanager
+def _in_process(partial: StepResult) -> Iterator[None]:
+    """A command called in process that fails: the step's outputs as far as it got (with
+    the code the command's process would have ended with), then the CLI's report of it."""
+    try:
+        yield
+    except Exception as error:
+        code = error.exit_code if isinstance(error, FatalError) else ExitCode.INTERNAL_ERROR
+        raise _StepFailed(dataclasses.replace(partial, exit_code=int(code)), error) from None
 
 
 def publish_step(inputs: ActionInputs) -> StepResult:
@@ -251,13 +287,9 @@ def publish_step(inputs: ActionInputs) -> StepResult:
     inputs = _existing_findings(inputs)
     files = gather_results(inputs)
     print(f"kl-bitexact publish ({len(files)} results file(s); in process)", flush=True)
-    try:
+    with _in_process(StepResult(0, files, {"results-path": _lines(files), "comment-url": ""})):
         options = publish_options(inputs, files, proof_files(inputs))
         published = publish.publish(options, _publish_env(inputs))
-    except Exception as error:  # the step's outputs first, then the CLI's report of it
-        code = error.exit_code if isinstance(error, FatalError) else ExitCode.INTERNAL_ERROR
-        failed = StepResult(int(code), files, {"results-path": _lines(files), "comment-url": ""})
-        raise _StepFailed(failed, error) from None
     print(published.line(), flush=True)
     url = comment_url(published.comment.comment_id, os.environ)
     return StepResult(
@@ -278,19 +310,24 @@ def publish_options(
 def _publish_values(
     inputs: ActionInputs, files: Sequence[Path], proof: Sequence[Path]
 ) -> dict[str, Any]:
-    values: dict[str, Any] = {
-        "results": list(files),
-        "annotations": True,
-        "expected_shards": inputs.expected_shards,
-        "fail_on": inputs.fail_on,
-        "strict": inputs.strict,
-    }
+    values = {"results": list(files), "annotations": True, **_gate_values(inputs, proof)}
     if inputs.baseline == FETCH_BASELINE:
         values["fetch_baseline"] = True
         if inputs.history_runs:  # the same runs' artifacts, the last N of them
             values |= {"fetch_history": True, "history_runs": inputs.history_runs}
     elif inputs.baseline:
         values["baseline"] = Path(inputs.baseline)
+    return values
+
+
+def _gate_values(inputs: ActionInputs, proof: Sequence[Path]) -> dict[str, Any]:
+    """What `report` and `publish` both take from the inputs: the shards, findings and
+    proofs to show, and the policy."""
+    values: dict[str, Any] = {
+        "expected_shards": inputs.expected_shards,
+        "fail_on": inputs.fail_on,
+        "strict": inputs.strict,
+    }
     if inputs.findings:
         values["findings"] = Path(inputs.findings)
     if inputs.prove is not Prove.OFF:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,9 +18,11 @@ from kl_bitexact.commands.arguments import add_input_arguments, add_policy_argum
 from kl_bitexact.commands.output import say_notice, write_output
 from kl_bitexact.compare import baseline
 from kl_bitexact.compare.comparison import Comparison, compare
+from kl_bitexact.compare.gate import Policy
 from kl_bitexact.report import render
 
 if TYPE_CHECKING:
+    from kl_bitexact.action.proof_jobs import ProofJob
     from kl_bitexact.compare.blockers import BlockerState
     from kl_bitexact.registry.findings_file import Finding
 
@@ -67,8 +70,59 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_policy_arguments(parser)
 
 
+@dataclass(frozen=True)
+class Options:
+    """Everything `report` was asked to do (the command line, or the action's inputs)."""
+
+    results: tuple[Path, ...]
+    expected_shards: tuple[str, ...]
+    findings: Path | None
+    proof: tuple[Path, ...]
+    expected_proofs: tuple[ProofJob, ...]
+    annotations: bool
+    key: str
+    policy: Policy
+    repo: str | None
+    baseline: Path | None
+    blockers: Path | None
+    out: Path | None
+    full: bool
+    json: bool
+    job_summary: Path | None
+    history_dir: Path | None
+    history_runs: int
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Options:
+        return cls(
+            results=tuple(args.results),
+            expected_shards=tuple(args.expected_shards),
+            findings=args.findings,
+            proof=tuple(args.proof or ()),
+            expected_proofs=tuple(args.expected_proofs),
+            annotations=args.annotations,
+            key=args.key,
+            policy=arguments.policy(args),
+            repo=args.repo,
+            baseline=args.baseline,
+            blockers=args.blockers,
+            out=args.out,
+            full=args.full,
+            json=args.json,
+            job_summary=args.job_summary,
+            history_dir=args.history_dir,
+            history_runs=args.history_runs,
+        )
+
+
 @handlers.cycle_collector_paused
 def handle(args: argparse.Namespace) -> int:
+    return int(report(Options.from_args(args)).decision.exit_code)
+
+
+def report(args: Options) -> Comparison:
+    """The work of `report` (the command, and the action's report step, in process): the
+    comparison, rendered where `args` says; its decision is the gate's."""
     comparison = _compare(args)
     found = _findings(args.findings) if args.findings else ()
     links = render.Links.from_env()
@@ -85,16 +139,16 @@ def handle(args: argparse.Namespace) -> int:
         write_output(args.job_summary, summary, append=True)
     if args.json:
         print(json.dumps(render.as_json(comparison), indent=2))
-    return int(comparison.decision.exit_code)
+    return comparison
 
 
-def _compare(args: argparse.Namespace) -> Comparison:
+def _compare(args: Options) -> Comparison:
     head = input_files.load_results(args.results, args.expected_shards)
-    policy = arguments.policy(args)
+    policy = args.policy
     states = _blocker_states(args.blockers) if args.blockers else None
     base = baseline.load(args.baseline)
     say_notice(baseline.notice(base))
-    proof = input_files.load_proof(args.proof or (), args.expected_proofs)
+    proof = input_files.load_proof(args.proof, args.expected_proofs)
     history = input_files.history_from_dir(args.history_dir, args.history_runs)
     return compare(
         head,
