@@ -219,7 +219,6 @@ def test_publish_fetches_the_baseline_and_report_cannot():
 
 def test_lint_and_shard_command_lines():
     inputs = ActionInputs(command="shard", partitions=4)
-    assert argv.lint_ci_argv(inputs, "json") == ["lint-ci", "--format", "json"]
     options = shard_options(inputs, "s", [])
     assert (options.suite, options.partitions, options.timeout) == ("s", 4, None)
     derived = ActionInputs(command="shard", shard_timeout=45.0, args=("--nightly",))
@@ -657,7 +656,7 @@ def test_the_action_reads_no_command_s_output_with_a_regular_expression():
     }
     modules = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert "re" not in imported | modules
-    for gone in ("publish_argv", "report_argv", "shard_argv", "prove_plan_argv"):
+    for gone in ("publish_argv", "report_argv", "shard_argv", "prove_plan_argv", "lint_ci_argv"):
         assert not hasattr(argv, gone)  # their options are values, not a command line
 
 
@@ -685,3 +684,18 @@ def test_the_prove_plan_and_shard_steps_read_their_matrices_as_values(cli, tmp_p
     [matrix] = [line for line in output.read_text().splitlines() if line.startswith('{"incl')]
     [entry] = json.loads(matrix)["include"]  # one file: one shard of the two asked
     assert entry["name"] == f"{proof_repo.SUITE}-0"
+
+
+def test_the_lint_ci_step_lints_once_in_process(cli, tmp_path):
+    """lint-ci runs in process (issue 29): the findings file is what `lint-ci --format
+    json` prints, the annotations what `--format github` prints, the code the same."""
+    repo = proof_repo.create(tmp_path / "engine")
+    findings = tmp_path / "lint" / "findings.json"
+    as_json = cli(["lint-ci", "--format", "json"], cwd=repo.path)
+    as_github = cli(["lint-ci", "--format", "github"], cwd=repo.path)
+    step = env(command="lint-ci", findings=str(findings))
+    finished = cli(["action"], cwd=repo.path, env={**step, "GITHUB_OUTPUT": str(tmp_path / "o")})
+    assert finished.returncode == as_json.returncode, finished.stdout + finished.stderr
+    assert finished.returncode in (0, 1)
+    assert findings.read_text() == as_json.stdout
+    assert finished.stdout.endswith(as_github.stdout)

@@ -36,7 +36,3 @@ def pytest_argv(inputs: ActionInputs, test_files: Sequence[str], out: Path) -> l
     if inputs.prove is not Prove.OFF:
         argv += ["--prove-base", str(inputs.base_path)]
     return [*argv, "--", *test_files]
-
-
-def lint_ci_argv(inputs: ActionInputs, output_format: str) -> list[str]:
-    return ["lint-ci", "--format", output_format, *inputs.args]

@@ -1,10 +1,10 @@
 """`kl-bitexact action`: the step action.yml runs; reads INPUT_* variables, not arguments.
 
-`report`, `publish`, `shard` and `prove-plan` run in this process, on values: their options built
-from the inputs (the `args` input parsed over them by the command's own parser), their
-results (the comment id, the matrices) read as values. The other commands run in a child
-process whose environment holds no action input and no token: `run` executes suite
-commands from the PR.
+`report`, `publish`, `lint-ci`, `shard` and `prove-plan` run in this process, on values:
+their options built from the inputs (the `args` input parsed over them by the command's own
+parser), their results (the comment id, the findings, the matrices) read as values. `run`
+(and `pytest`) run in a child process whose environment holds no action input and no
+token: they execute suite commands from the PR.
 For `run` that is not enough: the PR's code can read the environment this process was
 started with (`/proc/<pid>/environ` of an ancestor), so before anything runs this process
 restarts itself without credentials or INPUT_* variables, its inputs handed over through
@@ -275,8 +275,14 @@ def _in_process(partial: StepResult) -> Iterator[None]:
     try:
         yield
     except Exception as error:
-        code = error.exit_code if isinstance(error, FatalError) else ExitCode.INTERNAL_ERROR
-        raise _StepFailed(dataclasses.replace(partial, exit_code=int(code)), error) from None
+        raise _StepFailed(
+            dataclasses.replace(partial, exit_code=_exit_code_of(error)), error
+        ) from None
+
+
+def _exit_code_of(error: Exception) -> int:
+    """The code the command's own process would have ended with."""
+    return int(error.exit_code if isinstance(error, FatalError) else ExitCode.INTERNAL_ERROR)
 
 
 def publish_step(inputs: ActionInputs) -> StepResult:
@@ -378,15 +384,29 @@ def _publish_env(inputs: ActionInputs) -> dict[str, str]:
 
 
 def lint_ci_step(inputs: ActionInputs) -> StepResult:
+    """The findings, once: as annotations, and as JSON for the comment (`publish
+    --findings`) when the `findings` input names a file."""
+    from kl_bitexact.commands import lint_ci
+    from kl_bitexact.registry import findings
+
+    print("kl-bitexact lint-ci (in process)", flush=True)
+    try:
+        options = lint_ci.Options.from_args(_parsed(lint_ci.COMMAND, {}, inputs.args))
+        found = lint_ci.lint_ci(options)
+    except Exception as error:
+        code = _exit_code_of(error)
+        raise _StepFailed(StepResult(code, summary=_lint_summary(code)), error) from None
     if inputs.findings:
-        # The findings as JSON for the comment (`publish --findings`); lint reads only.
-        as_json = _kl_bitexact(command_lines.lint_ci_argv(inputs, "json"), capture=True)
-        if as_json.returncode in (ExitCode.GATE_PASSED, ExitCode.GATE_FAILED):  # else no JSON
-            Path(inputs.findings).parent.mkdir(parents=True, exist_ok=True)
-            Path(inputs.findings).write_text(as_json.stdout, encoding="utf-8")
-    code = _kl_bitexact(command_lines.lint_ci_argv(inputs, "github")).returncode
+        Path(inputs.findings).parent.mkdir(parents=True, exist_ok=True)
+        Path(inputs.findings).write_text(findings.to_json(found), encoding="utf-8")
+    sys.stdout.write(findings.to_github(found))
+    code = lint_ci.exit_code(found)
+    return StepResult(code, summary=_lint_summary(code))
+
+
+def _lint_summary(code: int) -> str:
     verdict = "no findings" if code == 0 else f"findings or errors (exit {code}); see annotations"
-    return StepResult(code, summary=f"kl-bitexact lint-ci: {verdict}\n")
+    return f"kl-bitexact lint-ci: {verdict}\n"
 
 
 def shard_step(inputs: ActionInputs) -> StepResult:

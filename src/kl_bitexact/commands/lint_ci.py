@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 
 from kl_bitexact.commands import Command
 from kl_bitexact.commands.arguments import add_repository_arguments
@@ -34,8 +36,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+@dataclass(frozen=True)
+class Options:
+    """What `lint-ci` was asked (the command line, or the action's inputs)."""
+
+    root: Path
+    config: Path | None
+    fix: bool
+    suite: str | None
+    format: str
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Options:
+        return cls(args.root, args.config, args.fix, args.suite, args.format)
+
+
 @reads_python
 def handle(args: argparse.Namespace) -> int:
+    options = Options.from_args(args)
+    found = lint_ci(options)
+    sys.stdout.write(findings.RENDERERS[options.format](found))
+    return exit_code(found)
+
+
+def exit_code(found: list[findings.Finding]) -> int:
+    return int(ExitCode.GATE_FAILED if findings.has_errors(found) else ExitCode.GATE_PASSED)
+
+
+@reads_python
+def lint_ci(args: Options) -> list[findings.Finding]:
+    """The findings (after `--fix`'s edits, when asked): `kl-bitexact lint-ci`, and the
+    action's lint-ci step, in process."""
     settings = config.load(args.root, args.config)
     state = repo.read(args.root, settings)
     if args.suite is not None and not args.fix:
@@ -44,9 +75,7 @@ def handle(args: argparse.Namespace) -> int:
         for change in fix.apply(args.root, state, args.suite):
             print(change, file=sys.stderr)
         state = repo.read(args.root, settings)
-    found = fix.annotate(lint.lint(state), fix.plan(state))
-    sys.stdout.write(findings.RENDERERS[args.format](found))
-    return int(ExitCode.GATE_FAILED if findings.has_errors(found) else ExitCode.GATE_PASSED)
+    return fix.annotate(lint.lint(state), fix.plan(state))
 
 
 COMMAND = Command(
