@@ -117,7 +117,7 @@ UNPROVEN_PASSES: dict[str, dict[str, Any]] = {
         "cache_hits": None,
     },
     "exact mode, nothing compared": {
-        "exact": r.ExactMatch(tokens=64, mismatched=0, not_reported=64, enforced=True)
+        "exact": r.ExactMatch(tokens=0, mismatched=0, not_reported=64, enforced=True)
     },
     "KL -1e300": {"kl_div": -1e300},
     "per-sample 1, -1 averaging 0": {"kl_per_sample": (1.0, -1.0) * 16},
@@ -142,12 +142,14 @@ def test_each_unproven_pass_says_what_is_missing_or_impossible():
         case: verdict.judge(dataclasses.replace(check_result("t"), **changes), planned=True)
         for case, changes in UNPROVEN_PASSES.items()
     }
-    assert "multiturn recorded no a KL threshold" in said["no threshold, KL 3.0"].reasons[0]
+    assert "multiturn recorded no KL threshold" in said["no threshold, KL 3.0"].reasons[0]
     assert said["every number null"].reasons == (
-        "multiturn recorded no a KL threshold, no an avg KL, no per-sample KLs, "
+        "multiturn recorded no KL threshold, no avg KL, no per-sample KLs, "
         "no compared logprobs, no cache hits",
     )
-    assert "64 not reported" in said["exact mode, nothing compared"].reasons[0]
+    assert said["exact mode, nothing compared"].reasons[0] == (
+        "no logprob was compared (64 not reported by the server)"
+    )
     assert "avg KL -1e+300 is below 0" in said["KL -1e300"].reasons[0]
     assert "16 per-sample KL below 0" in said["per-sample 1, -1 averaging 0"].reasons[0]
     assert "9 cache hits of 8 samples" in said["9 hits of 8"].reasons[0]
