@@ -80,6 +80,18 @@ def test_no_path_from_the_runners_disk():
     assert "/home/runner" not in body and "…/python3 -m x --p 4" in body
 
 
+def test_the_server_line_says_which_build_and_backend_ran_escaped():
+    head = results(red_hicache("t"))
+    server = r.ServerInfo("openai", (), version="b6123", build="<b>abc</b> @team", backend="CUDA0")
+    head = dataclasses.replace(head, suites=(dataclasses.replace(head.suites[0], server=server),))
+    [line] = [line for line in comment(head).splitlines() if line.startswith("Server:")]
+    assert line.startswith("Server: <code>openai</code> · version <code>b6123</code> · "), line
+    assert line.endswith(" · backend <code>CUDA0</code>"), line
+    assert "<b>" not in line and "@team" not in line, line  # escaped, mention broken
+    quiet = results(red_hicache("t"))
+    assert "backend" not in comment(quiet)
+
+
 def test_warnings_are_folded_under_their_test():
     warned = check_result("t", warnings=("cache budget: raise --max-total-tokens",))
     body = comment(results(red_hicache("red"), warned))

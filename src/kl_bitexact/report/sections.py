@@ -273,14 +273,20 @@ def _suite_details(name: str, server: ServerInfo | None, deltas: Sequence[TestDe
     head = f"\n<details><summary>{summary}</summary>\n\n"
     if server is not None:
         args = " ".join(_off_disk(arg) for arg in server.args)
-        head += (
-            f"Server: {escape.code(server.engine, 40)} {escape.code(args, 600) if args else ''}\n"
-        )
+        shown = escape.code(server.engine, 40) + (" " + escape.code(args, 600) if args else "")
+        head += f"Server: {shown}{_engine_identity(server)}\n"
     blocks = [
         Block(GATING_DETAILS if d.gating else DETAILS, partial(_test_details, d), "test details")
         for d in deltas
     ]
     return Section(blocks, head=head, tail="\n</details>\n")
+
+
+def _engine_identity(server: ServerInfo) -> str:
+    """What the server said it is (issue 31: which build and backend ran), when it said."""
+    said = (("version", server.version), ("build", server.build), ("backend", server.backend))
+    parts = [f"{label} {escape.code(value, 60)}" for label, value in said if value]
+    return " · " + " · ".join(parts) if parts else ""
 
 
 def _off_disk(arg: str) -> str:
