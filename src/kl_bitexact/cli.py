@@ -13,8 +13,9 @@ from kl_bitexact import __version__
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from pathlib import Path
+    from typing import NoReturn
 
     from kl_bitexact.commands import Command
     from kl_bitexact.errors import FatalError
@@ -173,14 +174,62 @@ def main(argv: Sequence[str] | None = None) -> int:
         except BrokenPipeError:
             return _stdout_closed()
         return 0
-    args = _parse(words)
+    if words[:1] == [VALUES_FLAG]:
+        work, clean_environment = _from_values(words)
+    else:
+        args = _parse(words)
+        work, clean_environment = (lambda: int(args.handler(args))), args.clean_environment
     refused = None
-    if getattr(args, "clean_environment", False):
+    if clean_environment:
         refused = _clean_environment(words, restart=argv is None)
-    code = _handle(args) if refused is None else refused
+    code = _handle(work) if refused is None else refused
     if argv is None:
         _before_exit()
     return code
+
+
+# `kl-bitexact --values FILE`: a command's options as a file of typed values, written by the
+# action for the child process that runs the PR's code (commands/values_file.py). Hidden:
+# not for people, who have the command's options.
+VALUES_FLAG = "--values"
+
+
+def _from_values(words: Sequence[str]) -> tuple[Callable[[], int], bool]:
+    """The command a values file names, and its work with the file's options."""
+    if len(words) != 2:
+        _usage(f"{VALUES_FLAG} takes one file and nothing else")
+    from pathlib import Path
+
+    from kl_bitexact.commands import values_file
+    from kl_bitexact.errors import FatalError
+
+    path = Path(words[1])
+    try:
+        values = values_file.read(path)
+    except FatalError as error:
+        _print_fatal(error)
+        raise SystemExit(int(error.exit_code)) from None
+    command = _command(values.command)
+    if command is None or command.options is None or command.work is None:
+        _usage(f"{path}: no command {values.command!r} takes a values file")
+    work, options_type = command.work, command.options
+
+    def call() -> int:
+        return int(work(values_file.options(path, values, options_type)))
+
+    return call, command.clean_environment
+
+
+def _command(name: str) -> Command | None:
+    for entry in COMMANDS:
+        if entry.name == name:
+            return entry.load() if isinstance(entry, LazyCommand) else entry
+    return None
+
+
+def _usage(message: str) -> NoReturn:
+    print(f"kl-bitexact: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def _parse(words: Sequence[str]) -> argparse.Namespace:
@@ -239,14 +288,14 @@ def _clean_environment(words: Sequence[str], *, restart: bool) -> int | None:
     return None
 
 
-def _handle(args: argparse.Namespace) -> int:
+def _handle(work: Callable[[], int]) -> int:
     """Run the chosen command; every error becomes its exit code, with one message."""
     from kl_bitexact import signals  # threads and signal handlers, for a command only
     from kl_bitexact.errors import ExitCode, FatalError, Interrupted
 
     try:
         with signals.routed():
-            code = int(args.handler(args))
+            code = work()
             sys.stdout.flush()  # a closed stdout is found here, not at interpreter exit
             return code
     except BrokenPipeError:

@@ -12,17 +12,20 @@ import proof_repo
 import pytest
 
 from kl_bitexact import cli as kl_cli
-from kl_bitexact.action import argv, outputs, shards, trust
 from kl_bitexact.action import inputs as action_inputs
+from kl_bitexact.action import outputs, shards, trust
 from kl_bitexact.action.inputs import ActionInputs, Prove
+from kl_bitexact.commands import pytest_cmd, run
 from kl_bitexact.commands.action import (
     STEPS,
     comment_url,
     expand_suites,
     label_shards,
     publish_options,
+    pytest_options,
     readable_durations,
     report_options,
+    run_options,
     shard_options,
 )
 from kl_bitexact.compare.gate import FailOn, FailOnChoice, Policy, parse_fail_on
@@ -75,9 +78,11 @@ def test_inputs_are_parsed():
         True,
     )
     assert (inputs.partitions, inputs.findings) == (3, "lint/findings.json")
-    assert inputs.repeat == 5 and argv.run_argv(inputs, [])[-4:-2] == ["--repeat", "5"]
+    ran = run_options(inputs, [])
+    assert inputs.repeat == 5 and ran.repeat == 5
     # run's exit code is the gate's verdict under the same policy as publish's (issue 27).
-    assert argv.run_argv(inputs, [])[-6:-4] == ["--fail-on", "never"]
+    assert ran.fail_on == FailOnChoice(FailOn.NEVER)
+    assert ran.select == ("decode",)  # the args input, parsed as run's words
     assert inputs.expected_shards == ("s-0", "s-1")
     assert inputs.args == ("--select", "decode")
 
@@ -87,8 +92,8 @@ def test_the_gate_input_becomes_run_s_gate_option():
 
     inputs = read_inputs(env(gate="noise-floor"))
     assert inputs.gate is Gate.NOISE_FLOOR
-    assert argv.run_argv(inputs, ["s.yaml"])[-2:] == ["--gate", "noise-floor"]
-    assert "--gate" not in argv.run_argv(read_inputs(env()), ["s.yaml"])
+    assert run_options(inputs, ["s.yaml"]).gate is Gate.NOISE_FLOOR
+    assert run_options(read_inputs(env()), ["s.yaml"]).gate is None
 
 
 @pytest.mark.parametrize(
@@ -157,17 +162,30 @@ def test_bad_inputs_name_the_input(values, message):
 # --- command lines ------------------------------------------------------------------------
 
 
-def test_run_command_line():
+def test_run_options_from_the_inputs():
     inputs = ActionInputs(command="run", base_url="http://h:1", args=("--exact",))
-    assert argv.run_argv(inputs, ["a.yaml"]) == [
-        "run",
-        "a.yaml",
-        "--out",
-        "kl-bitexact-results",
-        "--base-url",
-        "http://h:1",
-        "--exact",
-    ]
+    assert run_options(inputs, ["a.yaml"]) == run.Options(
+        suites=(Path("a.yaml"),),
+        out=Path("kl-bitexact-results"),
+        base_url="http://h:1",
+        exact=True,
+    )
+
+
+def test_the_args_input_is_run_s_words_over_the_inputs():
+    """Words appended to run's command line, as before: a value there wins, a repeatable
+    option adds, a suite file runs after the suites input's; a word run does not take is
+    the input's error."""
+    inputs = ActionInputs(
+        command="run", repeat=2, args=("--repeat", "3", "--select", "a", "extra.yaml")
+    )
+    given = run_options(inputs, ["s.yaml"])
+    assert (given.repeat, given.select) == (3, ("a",))
+    assert given.suites == (Path("s.yaml"), Path("extra.yaml"))
+    with pytest.raises(ConfigError, match="action input `args`: run does not take --nope"):
+        run_options(dataclasses.replace(inputs, args=("--nope",)), [])
+    with pytest.raises(ConfigError, match="action input `args`: argument --repeat"):
+        run_options(dataclasses.replace(inputs, args=("--repeat", "0")), [])
 
 
 def test_publish_options_from_the_inputs():
@@ -515,7 +533,7 @@ def test_prove_inputs_reach_each_command_line():
         Path("base"),
         Path("p"),
     )
-    assert argv.run_argv(inputs, ["s.yaml"])[-2:] == ["--prove-base", "base"]
+    assert run_options(inputs, ["s.yaml"]).prove_base == Path("base")
     proof = [Path("p/proof-a/results.json"), Path("p/proof-b/results.json")]
     published = publish_options(inputs, [Path("r.json")], proof)
     assert (published.proof, published.policy.proof_strict) == (tuple(proof), True)
@@ -540,7 +558,7 @@ def test_prove_off_adds_nothing():
     inputs = read_inputs(env(command="publish"))
     assert inputs.prove is Prove.OFF
     assert publish_options(inputs, [Path("r.json")], [Path("x.json")]).proof == ()
-    assert "--prove-base" not in argv.run_argv(inputs, [])
+    assert run_options(inputs, []).prove_base is None
 
 
 def test_prove_must_be_false_true_or_strict():
@@ -559,37 +577,22 @@ SMALL_SOURCE = (
 
 def test_python_test_files_run_with_pytest_under_the_python_input():
     inputs = read_inputs(env(command="run", python="/opt/engine/bin/python3"))
-    assert argv.pytest_argv(inputs, ["t/test_x.py"], Path("out")) == [
-        "pytest",
-        "--out",
-        "out",
-        "--python",
-        "/opt/engine/bin/python3",
-        "--",
-        "t/test_x.py",
-    ]
+    assert pytest_options(inputs, ["t/test_x.py"], Path("out")) == pytest_cmd.Options(
+        pytest_args=("t/test_x.py",), out=Path("out"), python="/opt/engine/bin/python3"
+    )
     proving = dataclasses.replace(inputs, prove=Prove.ON, base_path=Path("b"))
-    assert argv.pytest_argv(proving, ["t/test_x.py"], Path("p"))[5:] == [
-        "--prove-base",
-        "b",
-        "--",
-        "t/test_x.py",
-    ]
+    assert pytest_options(proving, ["t/test_x.py"], Path("p")).prove_base == Path("b")
 
 
 def test_the_exact_input_makes_suites_and_python_test_files_exact():
     """`exact: true`: any differing logprob fails, for suites (`run --exact`) and for Python
     test files (`pytest --exact`: the logprobs their server answered)."""
     inputs = read_inputs(env(command="run", exact="true"))
-    assert "--exact" in argv.run_argv(inputs, ["s.yaml"])
-    assert argv.pytest_argv(inputs, ["t/test_x.py"], Path("o"))[5:] == [
-        "--exact",
-        "--",
-        "t/test_x.py",
-    ]
+    assert run_options(inputs, ["s.yaml"]).exact
+    assert pytest_options(inputs, ["t/test_x.py"], Path("o")).exact
     plain = read_inputs(env(command="run"))
-    assert "--exact" not in argv.run_argv(plain, ["s.yaml"])
-    assert "--exact" not in argv.pytest_argv(plain, ["t/test_x.py"], Path("o"))
+    assert not run_options(plain, ["s.yaml"]).exact
+    assert not pytest_options(plain, ["t/test_x.py"], Path("o")).exact
     with pytest.raises(ConfigError, match="action input `exact`"):
         read_inputs(env(exact="sometimes"))
 
@@ -638,26 +641,6 @@ def test_the_proof_run_takes_python_files_too(cli, tmp_path):
         f"{SMALL_TEST}::TestSmall::test_b": results.Status.PASSED,
     }
     assert (base / SMALL_TEST).read_text() == SMALL_SOURCE  # put back
-
-
-def test_the_action_reads_no_command_s_output_with_a_regular_expression():
-    """publish runs in process and its comment id is a value (issue 29): the step module
-    imports no `re`, so no wording of a print can silently break the action again."""
-    import ast
-
-    import kl_bitexact.commands.action as step_module
-
-    tree = ast.parse(Path(step_module.__file__).read_text(encoding="utf-8"))
-    imported = {
-        alias.name
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Import | ast.ImportFrom)
-        for alias in (node.names if isinstance(node, ast.Import) else [])
-    }
-    modules = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    assert "re" not in imported | modules
-    for gone in ("publish_argv", "report_argv", "shard_argv", "prove_plan_argv", "lint_ci_argv"):
-        assert not hasattr(argv, gone)  # their options are values, not a command line
 
 
 def test_the_prove_plan_and_shard_steps_read_their_matrices_as_values(cli, tmp_path):

@@ -144,7 +144,11 @@ def test_the_action_running_a_suite_leaves_no_token_or_input_to_its_servers(tmp_
     )
     assert done.returncode == 0, done.stdout + done.stderr
     lines = _cmdlines(dump)
-    assert any(" action" in line for line in lines) and any(" run " in line for line in lines)
+    # The walk passed through the action's step and its `run` child (given a values file).
+    assert any(" action" in line for line in lines)
+    assert any(" --values " in line and line.rstrip().endswith("/run.json") for line in lines), (
+        lines
+    )
     assert _leaks(dump) == []
     assert "::warning title=kl-bitexact::" in done.stdout
     # The restarted action still finishes the step: outputs and summary written.

@@ -28,10 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kl_bitexact.action import argv as command_lines
 from kl_bitexact.action import outputs, shards, trust
 from kl_bitexact.action.inputs import FETCH_BASELINE, ActionInputs, Prove, env_name, read_inputs
-from kl_bitexact.commands import Command
+from kl_bitexact.commands import Command, values_file
 from kl_bitexact.errors import ConfigError, ExitCode, FatalError
 from kl_bitexact.publish.client import pr_from_event, read_event
 from kl_bitexact.results import commit
@@ -42,7 +41,7 @@ from kl_bitexact.untrusted import escape
 from kl_bitexact.untrusted.jsonfile import read_bounded, replace_text
 
 if TYPE_CHECKING:
-    from kl_bitexact.commands import publish, report, shard
+    from kl_bitexact.commands import publish, pytest_cmd, report, run, shard
 
 _HINT = "fix the `with:` of the kl-bitexact step in your workflow"
 
@@ -129,13 +128,16 @@ def _finish(command: str, step: StepResult) -> None:
     outputs.append(os.environ.get("GITHUB_STEP_SUMMARY"), step.summary)
 
 
-def _kl_bitexact(argv: Sequence[str], *, capture: bool = False) -> subprocess.CompletedProcess[str]:
-    """Run `python -m kl_bitexact ARGV` with the inputs and the token kept out of its env."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("INPUT_")}
+def _in_child(command: Command, options: object) -> int:
+    """`command`'s work with `options` in a child process, the inputs and the token kept
+    out of its environment: the options travel as a file of values
+    (commands/values_file.py), never as a command line to parse again."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(clean_env.INPUT_PREFIX)}
     env.pop("GITHUB_TOKEN", None)
-    print(f"kl-bitexact {' '.join(argv)}", flush=True)
-    command = [sys.executable, "-m", "kl_bitexact", *argv]
-    return subprocess.run(command, env=env, check=False, text=True, capture_output=capture)
+    print(escape.terminal(values_file.describe(command.name, options), 4000), flush=True)
+    with values_file.written(command.name, options) as path:
+        child = [sys.executable, "-m", "kl_bitexact", values_file.FLAG, str(path)]
+        return subprocess.run(child, env=env, check=False).returncode
 
 
 # The job summary allows 1 MiB; a report.md is at most a 65,536-character comment.
@@ -161,14 +163,15 @@ def _read_text(path: Path) -> str:
 def run_step(inputs: ActionInputs) -> StepResult:
     """Suite files with `kl-bitexact run`, registered Python test files (.py) with
     `kl-bitexact pytest`; both kinds at once: one results.json in results-dir."""
+    from kl_bitexact.commands import pytest_cmd, run
+
     files = expand_suites(inputs.suites)
     tests = [file for file in files if file.endswith(".py")]
     suites = [file for file in files if not file.endswith(".py")]
     if not tests:
-        code = _kl_bitexact(command_lines.run_argv(inputs, suites)).returncode
+        code = _in_child(run.COMMAND, run_options(inputs, suites))
     elif not suites:
-        argv = command_lines.pytest_argv(inputs, tests, inputs.results_dir)
-        code = _kl_bitexact(argv).returncode
+        code = _in_child(pytest_cmd.COMMAND, pytest_options(inputs, tests, inputs.results_dir))
     else:
         code = _run_both(inputs, suites, tests)
     results_path = inputs.results_dir / "results.json"
@@ -184,9 +187,11 @@ def run_step(inputs: ActionInputs) -> StepResult:
 def _run_both(inputs: ActionInputs, suites: Sequence[str], tests: Sequence[str]) -> int:
     """`run` into results-dir, `pytest` beside it, then one results.json of both (its
     junit.xml and logs moved in): the artifact a run job uploads is one directory."""
-    run_code = _kl_bitexact(command_lines.run_argv(inputs, suites)).returncode
+    from kl_bitexact.commands import pytest_cmd, run
+
+    run_code = _in_child(run.COMMAND, run_options(inputs, suites))
     part = Path(tempfile.mkdtemp(prefix="kl-bitexact-pytest-"))
-    pytest_code = _kl_bitexact(command_lines.pytest_argv(inputs, tests, part)).returncode
+    pytest_code = _in_child(pytest_cmd.COMMAND, pytest_options(inputs, tests, part))
     out = inputs.results_dir
     out.mkdir(parents=True, exist_ok=True)
     found = [path for path in (out / "results.json", part / "results.json") if path.is_file()]
@@ -197,6 +202,41 @@ def _run_both(inputs: ActionInputs, suites: Sequence[str], tests: Sequence[str])
     _bring_over(part, out)
     shutil.rmtree(part, ignore_errors=True)
     return _worst(run_code, pytest_code)
+
+
+def run_options(inputs: ActionInputs, suites: Sequence[str]) -> run.Options:
+    """`run`'s options from the inputs (`_parsed`: the `args` input's words are `run`'s,
+    suite files among them run after the `suites` input's)."""
+    from kl_bitexact.commands import run
+
+    values: dict[str, Any] = {"out": inputs.results_dir, "exact": inputs.exact}
+    values["fail_on"] = inputs.fail_on  # the run step's exit code: the publish step's verdict
+    if inputs.base_url:
+        values["base_url"] = inputs.base_url
+    if inputs.repeat:
+        values["repeat"] = inputs.repeat
+    if inputs.gate is not None:
+        values["gate"] = inputs.gate.value
+    if inputs.prove is not Prove.OFF:
+        values["prove_base"] = inputs.base_path
+    given = run.Options.from_args(_parsed(run.COMMAND, values, inputs.args))
+    return dataclasses.replace(given, suites=(*map(Path, suites), *given.suites))
+
+
+def pytest_options(inputs: ActionInputs, tests: Sequence[str], out: Path) -> pytest_cmd.Options:
+    """`pytest`'s options from the inputs: the registered test files, under the runner's
+    interpreter (the `python` input: the engine is installed there, not in the action's
+    environment). The `args` input is `run`'s, not pytest's."""
+    from kl_bitexact.commands import pytest_cmd
+
+    proving = inputs.prove is not Prove.OFF
+    return pytest_cmd.Options(
+        pytest_args=tuple(tests),
+        out=out,
+        python=inputs.python,
+        exact=inputs.exact,
+        prove_base=inputs.base_path if proving else None,
+    )
 
 
 # pytest's JUnit XML holds every test's output; its log and the servers' logs are of a size.

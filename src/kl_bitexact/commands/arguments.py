@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from kl_bitexact.action import proof_jobs, shards
+from kl_bitexact.commands import DEFAULT_OUT
 from kl_bitexact.compare.gate import FailOnChoice, Policy, parse_fail_on
 from kl_bitexact.compare.history import DEFAULT_RUNS as DEFAULT_HISTORY_RUNS
 from kl_bitexact.compare.history import FETCH_SECONDS
@@ -231,7 +232,7 @@ def add_common_arguments(parser: argparse.ArgumentParser, writes: str) -> None:
     parser.add_argument(
         "--out",
         type=Path,
-        default=Path("kl-bitexact-results"),
+        default=DEFAULT_OUT,
         metavar="DIR",
         help=f"where {writes} go (default: %(default)s)",
     )

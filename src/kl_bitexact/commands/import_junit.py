@@ -22,7 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_import(args: argparse.Namespace) -> int:
-    return import_and_write(args.junit_xml, args.log, args.out / "results.json", args)
+    results = args.out / "results.json"
+    return import_and_write(args.junit_xml, args.log, results, args.min_cache_hit_ratio)
 
 
 COMMAND = Command(

@@ -4,7 +4,6 @@ when a command imports."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,10 +22,10 @@ MAX_LOG_BYTES = 256 * 1024 * 1024
 
 
 def import_and_write(
-    junit_path: Path, log_path: Path | None, out_path: Path, args: argparse.Namespace
+    junit_path: Path, log_path: Path | None, out_path: Path, min_cache_hit_ratio: float
 ) -> int:
     """Convert, write atomically, print one line per test; exit codes as `run`'s."""
-    _, imported = import_junit(junit_path, log_path, args.min_cache_hit_ratio)
+    _, imported = import_junit(junit_path, log_path, min_cache_hit_ratio)
     write_and_list(imported, out_path)
     # The gate's verdict of these results without a base, as `report` gives it.
     code = compare(imported, None).decision.exit_code

@@ -19,16 +19,18 @@ import shutil
 import sys
 import sysconfig
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import kl_bitexact
-from kl_bitexact.commands import Command
+from kl_bitexact.commands import DEFAULT_OUT, Command
 from kl_bitexact.commands.arguments import add_common_arguments
 from kl_bitexact.commands.input_files import base_checkout
 from kl_bitexact.commands.junit_import import import_and_write, import_junit, write_and_list
 from kl_bitexact.errors import ConfigError, ExitCode, FatalError
 from kl_bitexact.ingest import pytest_proof
 from kl_bitexact.ingest.junit import JUnitCase
+from kl_bitexact.ingest.junit_results import SGLANG_MIN_CACHE_HIT_RATIO
 from kl_bitexact.pytest_plugin import EXACT, OBSERVE, PROVE_UNIT
 from kl_bitexact.pytest_plugin.fixtures import LOG_DIR_ENV
 from kl_bitexact.registry import proof_checkout
@@ -89,30 +91,62 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run_pytest(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class Options:
+    """Everything `pytest` was asked to do: from its command line, or from the action's
+    inputs (handed to the child process as a values file, commands/values_file.py)."""
+
+    pytest_args: tuple[str, ...] = ()
+    out: Path = DEFAULT_OUT
+    min_cache_hit_ratio: float = SGLANG_MIN_CACHE_HIT_RATIO
+    prove_base: Path | None = None
+    prove_pythonpath: tuple[str, ...] = ()
+    exact: bool = False
+    python: str | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Options:
+        raw: list[str] = args.pytest_args
+        return cls(
+            pytest_args=tuple(raw[1:] if raw[:1] == ["--"] else raw),
+            out=args.out,
+            min_cache_hit_ratio=args.min_cache_hit_ratio,
+            prove_base=args.prove_base,
+            prove_pythonpath=tuple(args.prove_pythonpath or ()),
+            exact=args.exact,
+            python=args.python,
+        )
+
+
+def handle(args: argparse.Namespace) -> int:
+    return run_pytest(Options.from_args(args))
+
+
+def run_pytest(args: Options) -> int:
+    """The work of `pytest` (the command, and the action's run step in its child process)."""
     pytest_args = _user_arguments(args.pytest_args)
     if args.prove_base is not None:
-        return _prove(args, pytest_args)
+        return _prove(args, args.prove_base, pytest_args)
     if args.prove_pythonpath:
         raise ConfigError("--prove-pythonpath goes with --prove-base DIR")
-    out: Path = args.out
+    out = args.out
     junit_path, log_path = out / "junit.xml", out / "logs" / "pytest.log"
     junit_path.unlink(missing_ok=True)  # never read a stale file from an earlier run
     command = pytest_command(pytest_args, junit_path, args.python, exact=args.exact)
     returncode = _run_child(command, log_path, env=_interpreter_env(os.environ, args.python))
     _check_child(returncode, junit_path, log_path)
-    return import_and_write(junit_path, log_path, out / "results.json", args)
+    results = out / "results.json"
+    return import_and_write(junit_path, log_path, results, args.min_cache_hit_ratio)
 
 
-def _user_arguments(raw: Sequence[str]) -> list[str]:
-    arguments = list(raw[1:] if raw[:1] == ["--"] else raw)
+def _user_arguments(arguments: Sequence[str]) -> list[str]:
     for argument in arguments:
         if argument.split("=", 1)[0] in _OWNED_OPTIONS:
             raise ConfigError(
                 f"pytest argument {argument!r} is set by kl-bitexact pytest itself",
                 hint="drop it; the JUnit XML is written to DIR/junit.xml (see --out)",
             )
-    return arguments
+    return list(arguments)
 
 
 # `--python`: pytest started under another interpreter, which finds kl-bitexact (the plugin)
@@ -225,8 +259,8 @@ def _usage_error(log_path: Path) -> str:
 # --- the proof of new tests (--prove-base) ---------------------------------------------
 
 
-def _prove(args: argparse.Namespace, pytest_args: list[str]) -> int:
-    base = base_checkout(args.prove_base).resolve()
+def _prove(args: Options, prove_base: Path, pytest_args: list[str]) -> int:
+    base = base_checkout(prove_base).resolve()
     files = [arg for arg in pytest_args if arg.endswith(".py") and not arg.startswith("-")]
     if not files:
         raise ConfigError(
@@ -278,7 +312,7 @@ def _prove(args: argparse.Namespace, pytest_args: list[str]) -> int:
     return int(ExitCode.GATE_PASSED)
 
 
-def _engine_paths(base: Path, given: Sequence[str] | None) -> list[Path]:
+def _engine_paths(base: Path, given: Sequence[str]) -> list[Path]:
     """The base checkout's engine package directories, to put first on PYTHONPATH."""
     if not given:
         default = base / DEFAULT_ENGINE_PATH
@@ -352,6 +386,8 @@ COMMAND = Command(
     "The proof of new tests (the head's new and changed tests, base revision's engine):\n"
     "  kl-bitexact pytest --prove-base ../base --out results-proof -- test/registered/kl/x.py",
     add_arguments=add_arguments,
-    handler=run_pytest,
+    handler=handle,
     clean_environment=True,
+    options=Options,
+    work=run_pytest,
 )

@@ -8,9 +8,10 @@ import fnmatch
 import os
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from kl_bitexact.commands import Command, console
+from kl_bitexact.commands import DEFAULT_OUT, Command, console
 from kl_bitexact.commands.console import ConsoleReporter
 from kl_bitexact.compare.comparison import Comparison, compare
 from kl_bitexact.compare.gate import EXECUTED, FailOnChoice, Policy, parse_fail_on
@@ -42,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out",
         type=Path,
-        default=Path("kl-bitexact-results"),
+        default=DEFAULT_OUT,
         metavar="DIR",
         help="where results.json, report.md and logs/ go (default: %(default)s)",
     )
@@ -74,7 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--repeat",
         type=_repeat_count,
-        default=1,
+        default=Options.repeat,
         metavar="N",
         help="run each test N times on the same server launch and compare the runs with "
         "each other: a test whose repeats disagree is `flaky` (default: %(default)s)",
@@ -138,6 +139,46 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 MAX_REPEAT = 100
 
 
+@dataclass(frozen=True)
+class Options:
+    """Everything `run` was asked to do: from its command line, or from the action's inputs
+    (handed to the child process as a values file, commands/values_file.py)."""
+
+    suites: tuple[Path, ...] = ()
+    out: Path = DEFAULT_OUT
+    base_url: str | None = None
+    select: tuple[str, ...] = ()
+    exact: bool = False
+    gate: Gate | None = None
+    repeat: int = 1
+    prove_base: Path | None = None
+    relaunch: bool = False
+    faults: tuple[Fault, ...] = ()
+    fail_on: FailOnChoice = field(default_factory=FailOnChoice)
+    print_comment: bool = False
+    color: str | None = None
+    quiet: bool = False
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Options:
+        return cls(
+            suites=tuple(args.suites),
+            out=args.out,
+            base_url=args.base_url,
+            select=tuple(args.select or ()),
+            exact=args.exact,
+            gate=Gate(args.gate) if args.gate else None,
+            repeat=args.repeat,
+            prove_base=args.prove_base,
+            relaunch=args.relaunch,
+            faults=tuple(args.fault or ()),
+            fail_on=args.fail_on,
+            print_comment=args.print_comment,
+            color=args.color,
+            quiet=args.quiet,
+        )
+
+
 def _fail_on(text: str) -> FailOnChoice:
     try:
         return parse_fail_on(text)
@@ -158,14 +199,22 @@ def _fault(name: str) -> Fault:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def run(args: argparse.Namespace) -> int:
-    suites = select(load_suites(args.suites), args.select or [])
-    if args.fault:
-        suites = with_faults(suites, args.fault, attached=args.base_url)
+def handle(args: argparse.Namespace) -> int:
+    return run(Options.from_args(args))
+
+
+def run(args: Options) -> int:
+    """The work of `run` (the command, and the action's run step in its child process):
+    the exit code is the gate's verdict of what was measured."""
+    if not 1 <= args.repeat <= MAX_REPEAT:  # a values file is not parsed by argparse
+        raise ConfigError(f"repeat {args.repeat}: not a whole number from 1 to {MAX_REPEAT}")
+    suites = select(load_suites(args.suites), args.select)
+    if args.faults:
+        suites = with_faults(suites, args.faults, attached=args.base_url)
     if args.exact:
         suites = [strict(s) for s in suites]
     if args.gate:
-        suites = [gated(s, Gate(args.gate)) for s in suites]
+        suites = [gated(s, args.gate) for s in suites]
     if args.base_url:
         check_base_url(args.base_url)
     out: Path = args.out
@@ -173,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
     _check_relaunch(args, suites)
     reporter = _reporter(args)
     if args.prove_base is not None:
-        suites = _to_prove(suites, args, reporter.say)
+        suites = _to_prove(suites, args.suites, args.prove_base, reporter.say)
         if not suites:
             _write_outputs(Results(run=current_run_info()), out)
             written = out / "results.json"
@@ -193,7 +242,7 @@ def run(args: argparse.Namespace) -> int:
         relaunch=args.relaunch,
         cwd=args.prove_base,
     )
-    choice: FailOnChoice = args.fail_on
+    choice = args.fail_on
     policy = Policy(choice.mode, flaky=choice.flaky, allow_known=choice.allow_known)
     final, comparison = _run_writing(plan, reporter, out, policy)
     code = comparison.decision.exit_code
@@ -241,7 +290,7 @@ def _run_writing(
     return final, _write_outputs(final, out, policy)
 
 
-def _reporter(args: argparse.Namespace) -> ConsoleReporter:
+def _reporter(args: Options) -> ConsoleReporter:
     color = args.color or ("never" if os.environ.get("GITHUB_ACTIONS") == "true" else "auto")
     style = console.Style(
         colour=console.wants_colour(color, sys.stdout, os.environ),
@@ -312,17 +361,20 @@ def prepare_out(out: Path) -> None:
 
 
 def _to_prove(
-    suites: list[Suite], args: argparse.Namespace, say: Callable[[str], None]
+    suites: list[Suite],
+    head_files: Sequence[Path],
+    prove_base: Path,
+    say: Callable[[str], None],
 ) -> list[Suite]:
     """The tests the suite files add or change against the base checkout (--prove-base)."""
-    if not args.suites:
+    if not head_files:
         raise ConfigError("--prove-base needs the head's suite files", hint="pass SUITE.yaml ...")
     from kl_bitexact.commands.input_files import base_checkout  # --prove-base only
     from kl_bitexact.suite import changes
 
-    base = base_checkout(args.prove_base)
+    base = base_checkout(prove_base)
 
-    found = changes.changed_tests(suites, args.suites, base)
+    found = changes.changed_tests(suites, head_files, base)
     for change in found:
         say(f"to prove: {change.test_id} ({change.kind})")
     wanted = {change.test_id for change in found}
@@ -333,7 +385,7 @@ def _to_prove(
     return [s for s in kept if s.tests]
 
 
-def _check_relaunch(args: argparse.Namespace, suites: Sequence[Suite]) -> None:
+def _check_relaunch(args: Options, suites: Sequence[Suite]) -> None:
     if not args.relaunch:
         return
     if args.repeat < 2:
@@ -448,6 +500,8 @@ COMMAND = Command(
     description="Run bit-exact suites against an inference server: score every generated token "
     "while decoding and in a fresh prefill replay, compare, and count cache hits.",
     add_arguments=add_arguments,
-    handler=run,
+    handler=handle,
     clean_environment=True,
+    options=Options,
+    work=run,
 )

@@ -94,8 +94,8 @@ def _break_autolinks(escaped: str) -> str:
     return _AUTOLINKS.sub(lambda match: _join(match.group(0)), escaped)
 
 
-def _join(token: str) -> str:
-    return token[:-1] + WORD_JOINER + token[-1]
+def _join(match_text: str) -> str:
+    return match_text[:-1] + WORD_JOINER + match_text[-1]
 
 
 # --- workflow commands ------------------------------------------------------------------

@@ -117,14 +117,14 @@ def parse_replay(response: Mapping[str, Any], sequence: Sequence[int]) -> Replay
     return Replay(input_logprobs=tuple(values), cached_tokens=cached_tokens_from_usage(usage))
 
 
-def token_id(token: str) -> int:
+def token_id(spelled: str) -> int:
     """vLLM spells a token "token_id:N" when asked for `return_tokens_as_token_ids`."""
-    if not token.startswith(TOKEN_ID_PREFIX):
+    if not spelled.startswith(TOKEN_ID_PREFIX):
         raise EngineError(
-            f"token {token!r} is not 'token_id:N'; the server ignored "
+            f"token {spelled!r} is not 'token_id:N'; the server ignored "
             "return_tokens_as_token_ids (vLLM 0.6 or newer is needed)"
         )
-    return int(token[len(TOKEN_ID_PREFIX) :])
+    return int(spelled[len(TOKEN_ID_PREFIX) :])
 
 
 def _logprob_of(entry: Mapping[str, Any] | None, token: int, position: int) -> float:
