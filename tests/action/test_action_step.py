@@ -103,7 +103,7 @@ def test_fail_on_takes_flaky_beside_a_mode(value):
     inputs = read_inputs(env(fail_on=value))
     assert inputs.fail_on == parse_fail_on(value)
     reported = report_options(inputs, [], Path("c.md"), None, [])
-    assert reported.policy == Policy(
+    assert reported.shown.policy == Policy(
         inputs.fail_on.mode, flaky=inputs.fail_on.flaky, allow_known=inputs.fail_on.allow_known
     )
 
@@ -191,11 +191,11 @@ def test_the_args_input_is_run_s_words_over_the_inputs():
 def test_publish_options_from_the_inputs():
     inputs = ActionInputs(command="publish", baseline="base.json", strict=True, findings="f.json")
     options = publish_options(inputs, [Path("r/results.json")], [Path("p.json")])
-    assert options.results == (Path("r/results.json"),) and options.annotations
+    assert options.shown.results == (Path("r/results.json"),) and options.shown.annotations
     assert (options.baseline.file, options.baseline.fetch) == (Path("base.json"), False)
-    assert options.findings == Path("f.json")
-    assert options.policy == Policy(FailOn.REGRESSION, strict=True)
-    assert options.proof == ()  # prove is off
+    assert options.shown.findings == Path("f.json")
+    assert options.shown.policy == Policy(FailOn.REGRESSION, strict=True)
+    assert options.shown.proof == ()  # prove is off
 
 
 def test_the_args_input_is_parsed_over_the_inputs_by_publish_s_parser():
@@ -207,8 +207,8 @@ def test_the_args_input_is_parsed_over_the_inputs_by_publish_s_parser():
         args=("--fail-on", "failure", "--proof", "extra.json", "--blocker-repo", "o/*"),
     )
     options = publish_options(inputs, [Path("r.json")], [Path("p.json")])
-    assert options.policy.fail_on is FailOn.FAILURE
-    assert options.proof == (Path("p.json"), Path("extra.json"))
+    assert options.shown.policy.fail_on is FailOn.FAILURE
+    assert options.shown.proof == (Path("p.json"), Path("extra.json"))
     assert options.blocker_repos == ("o/*",)
     wrong = dataclasses.replace(inputs, args=("--no-such-option",))
     with pytest.raises(ConfigError, match="action input `args`: publish does not take --no-such"):
@@ -217,22 +217,25 @@ def test_the_args_input_is_parsed_over_the_inputs_by_publish_s_parser():
 
 def test_expected_shards_reach_report_and_publish_as_the_option():
     inputs = ActionInputs(command="publish", expected_shards=("s-0", "s-1"))
-    assert publish_options(inputs, [], []).expected_shards == ("s-0", "s-1")
-    assert report_options(inputs, [], Path("c.md"), None, []).expected_shards == ("s-0", "s-1")
+    assert publish_options(inputs, [], []).shown.expected_shards == ("s-0", "s-1")
+    assert report_options(inputs, [], Path("c.md"), None, []).shown.expected_shards == (
+        "s-0",
+        "s-1",
+    )
 
 
 def test_publish_fetches_the_baseline_and_report_cannot():
     inputs = ActionInputs(command="publish", baseline="fetch", fail_on=FailOnChoice(FailOn.NEVER))
     options = publish_options(inputs, [Path("r.json")], [])
     assert (options.baseline.fetch, options.base_history.fetch) == (True, True)
-    assert options.policy.fail_on is FailOn.NEVER
+    assert options.shown.policy.fail_on is FailOn.NEVER
     reported = report_options(inputs, [Path("r.json")], Path("c.md"), "summary.md", [])
-    assert (reported.results, reported.out, reported.job_summary) == (
+    assert (reported.shown.results, reported.out, reported.job_summary) == (
         (Path("r.json"),),
         Path("c.md"),
         Path("summary.md"),
     )
-    assert (reported.baseline, reported.policy.fail_on) == (None, FailOn.NEVER)
+    assert (reported.baseline, reported.shown.policy.fail_on) == (None, FailOn.NEVER)
 
 
 def test_lint_and_shard_command_lines():
@@ -536,7 +539,7 @@ def test_prove_inputs_reach_each_command_line():
     assert run_options(inputs, ["s.yaml"]).prove_base == Path("base")
     proof = [Path("p/proof-a/results.json"), Path("p/proof-b/results.json")]
     published = publish_options(inputs, [Path("r.json")], proof)
-    assert (published.proof, published.policy.proof_strict) == (tuple(proof), True)
+    assert (published.shown.proof, published.shown.policy.proof_strict) == (tuple(proof), True)
 
 
 def test_expected_proofs_reach_report_and_publish_as_the_option():
@@ -545,11 +548,13 @@ def test_expected_proofs_reach_report_and_publish_as_the_option():
     }
     inputs = read_inputs(env(command="publish", prove="true", expected_proofs=json.dumps(matrix)))
     published = publish_options(inputs, [Path("r.json")], [])
-    assert [(job.name, job.tests) for job in published.expected_proofs] == [("proof-s", ("s::t",))]
+    assert [(job.name, job.tests) for job in published.shown.expected_proofs] == [
+        ("proof-s", ("s::t",))
+    ]
     reported = report_options(inputs, [Path("r.json")], Path("c.md"), None, [])
-    assert reported.expected_proofs == published.expected_proofs
+    assert reported.shown.expected_proofs == published.shown.expected_proofs
     off = read_inputs(env(command="publish", expected_proofs=json.dumps(matrix)))
-    assert publish_options(off, [Path("r.json")], []).expected_proofs == ()
+    assert publish_options(off, [Path("r.json")], []).shown.expected_proofs == ()
     with pytest.raises(ConfigError, match="action input `expected-proofs`: not JSON"):
         read_inputs(env(expected_proofs="{"))
 
@@ -557,7 +562,7 @@ def test_expected_proofs_reach_report_and_publish_as_the_option():
 def test_prove_off_adds_nothing():
     inputs = read_inputs(env(command="publish"))
     assert inputs.prove is Prove.OFF
-    assert publish_options(inputs, [Path("r.json")], [Path("x.json")]).proof == ()
+    assert publish_options(inputs, [Path("r.json")], [Path("x.json")]).shown.proof == ()
     assert run_options(inputs, []).prove_base is None
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -77,6 +78,37 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("GITHUB_WORKFLOW") or render.DEFAULT_KEY,
         help="key of the hidden comment marker (default: the workflow name, else %(default)s)",
     )
+
+
+@dataclass(frozen=True)
+class CommentInputs:
+    """What `report` and `publish` both read and show (`add_input_arguments`,
+    `add_policy_arguments`): the results, findings and proofs, the marker's key, the gate's
+    policy and the repository of short #N blockers."""
+
+    results: tuple[Path, ...]
+    expected_shards: tuple[str, ...]
+    findings: Path | None
+    proof: tuple[Path, ...]
+    expected_proofs: tuple[proof_jobs.ProofJob, ...]
+    annotations: bool
+    key: str
+    policy: Policy
+    repo: str | None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> CommentInputs:
+        return cls(
+            results=tuple(args.results),
+            expected_shards=tuple(args.expected_shards),
+            findings=args.findings,
+            proof=tuple(args.proof or ()),
+            expected_proofs=tuple(args.expected_proofs),
+            annotations=args.annotations,
+            key=args.key,
+            policy=policy(args),
+            repo=args.repo,
+        )
 
 
 def add_policy_arguments(parser: argparse.ArgumentParser, *, publishes: bool = False) -> None:

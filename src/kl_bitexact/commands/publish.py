@@ -16,14 +16,12 @@ from pathlib import Path
 
 from github.PullRequest import PullRequest
 
-from kl_bitexact.action.proof_jobs import ProofJob
 from kl_bitexact.commands import Command, arguments, handlers, input_files
 from kl_bitexact.commands.arguments import add_input_arguments, add_policy_arguments
 from kl_bitexact.commands.output import say_notice, write_output
 from kl_bitexact.compare import baseline, excuses
 from kl_bitexact.compare.baseline import Baseline
 from kl_bitexact.compare.comparison import Comparison, compare
-from kl_bitexact.compare.gate import Policy
 from kl_bitexact.compare.history import History
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.publish import baseline_fetch, history_fetch, status, sticky
@@ -209,15 +207,7 @@ class HistorySource:
 class Options:
     """Everything `publish` was asked to do, read once from the command line."""
 
-    results: tuple[Path, ...]
-    expected_shards: tuple[str, ...]
-    findings: Path | None
-    proof: tuple[Path, ...]
-    expected_proofs: tuple[ProofJob, ...]
-    annotations: bool
-    key: str
-    policy: Policy
-    repo: str | None
+    shown: arguments.CommentInputs  # what report and publish both read and show
     pr: int | None
     sha: str | None
     baseline: BaselineSource
@@ -234,15 +224,7 @@ class Options:
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Options:
         return cls(
-            results=tuple(args.results),
-            expected_shards=tuple(args.expected_shards),
-            findings=args.findings,
-            proof=tuple(args.proof or ()),
-            expected_proofs=tuple(args.expected_proofs),
-            annotations=args.annotations,
-            key=args.key,
-            policy=arguments.policy(args),
-            repo=args.repo,
+            shown=arguments.CommentInputs.from_args(args),
             pr=args.pr,
             sha=args.sha,
             baseline=BaselineSource(
@@ -289,12 +271,12 @@ def handle(args: argparse.Namespace) -> int:
 def publish(options: Options, env: Mapping[str, str]) -> Published:
     """The work of `publish` (the command, and the action's publish step, in process): the
     token, the repository and the event come from `env`."""
-    head = input_files.load_results(options.results, options.expected_shards)
-    found = findings.load(options.findings) if options.findings else ()
+    head = input_files.load_results(options.shown.results, options.shown.expected_shards)
+    found = findings.load(options.shown.findings) if options.shown.findings else ()
     with open_session(
         env,
         settings=options.settings,
-        repository=options.repo,
+        repository=options.shown.repo,
         pr_number=options.pr,
         head_sha=options.sha,
     ) as session:
@@ -310,7 +292,7 @@ def _run(
 ) -> Published:
     pull = _pull(session, target)
     marked = target.head_sha or pull.head.sha
-    proof = input_files.load_proof(options.proof, options.expected_proofs)
+    proof = input_files.load_proof(options.shown.proof, options.shown.expected_proofs)
     tested = results_io.tested_commit([("results", head), ("proof", proof or results.Results())])
     # Before anything is fetched or written: results of another commit mark nothing.
     status.refuse_other_commit(tested, marked)
@@ -322,7 +304,7 @@ def _run(
         head,
         base,
         blockers=blockers.states,
-        policy=options.policy,
+        policy=options.shown.policy,
         default_repo=target.repository,
         proof=proof,
         blocker_reasons=blockers.reasons,
@@ -331,7 +313,7 @@ def _run(
     status.refuse_unbound_pass(tested, marked, comparison.decision)
     # The summary and annotations come first: if GitHub then refuses the comment (a
     # read-only token on a fork PR), the report is still on the run's page.
-    for command in render.workflow_commands(comparison) if options.annotations else ():
+    for command in render.workflow_commands(comparison) if options.shown.annotations else ():
         print(command)
     _write_summary(os.environ, render.job_summary(comparison, findings=found))
     return _publish(options, target, session, pull, marked, comparison, found)
@@ -447,13 +429,15 @@ def _publish(
 ) -> Published:
     links = render.Links.from_env()
     budget = render.COMMENT_LIMIT - sticky.HISTORY_RESERVE
-    body = render.comment(comparison, key=options.key, findings=found, links=links, budget=budget)
+    body = render.comment(
+        comparison, key=options.shown.key, findings=found, links=links, budget=budget
+    )
     history = f"updated for {sha[:12]}" if options.history else None
     with session.translated(f"writing the sticky comment on #{target.number}"):
         author = sticky.publishing_login(session.client, options.comment_author)
         attempts = sticky.Attempts(options.settings.retries + 1, options.settings.backoff_factor)
         outcome = sticky.upsert(
-            pull, options.key, body, history_line=history, author=author, create=attempts
+            pull, options.shown.key, body, history_line=history, author=author, create=attempts
         )
     verdict = status.of(comparison.decision)
     status.post(session, target, sha, verdict, links.run)

@@ -18,11 +18,9 @@ from kl_bitexact.commands.arguments import add_input_arguments, add_policy_argum
 from kl_bitexact.commands.output import say_notice, write_output
 from kl_bitexact.compare import baseline
 from kl_bitexact.compare.comparison import Comparison, compare
-from kl_bitexact.compare.gate import Policy
 from kl_bitexact.report import render
 
 if TYPE_CHECKING:
-    from kl_bitexact.action.proof_jobs import ProofJob
     from kl_bitexact.compare.blockers import BlockerState
     from kl_bitexact.registry.findings_file import Finding
 
@@ -74,15 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 class Options:
     """Everything `report` was asked to do (the command line, or the action's inputs)."""
 
-    results: tuple[Path, ...]
-    expected_shards: tuple[str, ...]
-    findings: Path | None
-    proof: tuple[Path, ...]
-    expected_proofs: tuple[ProofJob, ...]
-    annotations: bool
-    key: str
-    policy: Policy
-    repo: str | None
+    shown: arguments.CommentInputs  # what report and publish both read and show
     baseline: Path | None
     blockers: Path | None
     out: Path | None
@@ -95,15 +85,7 @@ class Options:
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Options:
         return cls(
-            results=tuple(args.results),
-            expected_shards=tuple(args.expected_shards),
-            findings=args.findings,
-            proof=tuple(args.proof or ()),
-            expected_proofs=tuple(args.expected_proofs),
-            annotations=args.annotations,
-            key=args.key,
-            policy=arguments.policy(args),
-            repo=args.repo,
+            shown=arguments.CommentInputs.from_args(args),
             baseline=args.baseline,
             blockers=args.blockers,
             out=args.out,
@@ -124,12 +106,14 @@ def report(args: Options) -> Comparison:
     """The work of `report` (the command, and the action's report step, in process): the
     comparison, rendered where `args` says; its decision is the gate's."""
     comparison = _compare(args)
-    found = _findings(args.findings) if args.findings else ()
+    found = _findings(args.shown.findings) if args.shown.findings else ()
     links = render.Links.from_env()
-    if args.annotations:
+    if args.shown.annotations:
         print("\n".join(render.workflow_commands(comparison)))
     budget = None if args.full else render.COMMENT_LIMIT
-    body = render.comment(comparison, key=args.key, findings=found, links=links, budget=budget)
+    body = render.comment(
+        comparison, key=args.shown.key, findings=found, links=links, budget=budget
+    )
     if args.out:
         write_output(args.out, body)
     elif not args.json:
@@ -143,19 +127,19 @@ def report(args: Options) -> Comparison:
 
 
 def _compare(args: Options) -> Comparison:
-    head = input_files.load_results(args.results, args.expected_shards)
-    policy = args.policy
+    head = input_files.load_results(args.shown.results, args.shown.expected_shards)
+    policy = args.shown.policy
     states = _blocker_states(args.blockers) if args.blockers else None
     base = baseline.load(args.baseline)
     say_notice(baseline.notice(base))
-    proof = input_files.load_proof(args.proof, args.expected_proofs)
+    proof = input_files.load_proof(args.shown.proof, args.shown.expected_proofs)
     history = input_files.history_from_dir(args.history_dir, args.history_runs)
     return compare(
         head,
         base,
         blockers=states,
         policy=policy,
-        default_repo=args.repo,
+        default_repo=args.shown.repo,
         proof=proof,
         history=history,
     )
