@@ -70,6 +70,21 @@ def test_an_error_with_an_open_blocker_is_expected_red():
     assert verdict(test, [OPEN]) is Verdict.EXPECTED_RED
 
 
+@pytest.mark.parametrize("state", [MERGED, UNKNOWN])
+def test_an_error_with_a_merged_or_unknown_blocker_could_not_run(state):
+    """A dead server under a blocked test is a hole in the run (exit 2), not a regression of
+    the change nor an unknown blocker's red (exit 1): `run`, with no GitHub, knows no state."""
+    test = check_result("t", Status.ERROR, blocked_by=("o/r#1",))
+    assert verdict(test, [state]) is Verdict.COULD_NOT_RUN
+    failed = check_result("t", Status.FAILED, blocked_by=("o/r#1",))
+    assert verdict(failed, [state]) is {MERGED: Verdict.REGRESSION, UNKNOWN: Verdict.UNKNOWN}[state]
+
+
+def test_an_error_with_a_closed_blocker_still_says_the_marker_is_stale():
+    test = check_result("t", Status.ERROR, blocked_by=("o/r#1",))
+    assert verdict(test, [CLOSED]) is Verdict.STALE_MARKER
+
+
 def test_any_open_blocker_keeps_a_test_blocked():
     test = check_result("t", Status.FAILED, blocked_by=("o/r#1", "o/r#2"))
     assert verdict(test, [MERGED, OPEN]) is Verdict.EXPECTED_RED

@@ -142,11 +142,21 @@ def verdict(test: TestResult, states: Sequence[BlockerState]) -> Verdict:
     if test.status is Status.FLAKY:
         return Verdict.FLAKY
     red = test.status in RED
-    if states:
-        return Verdict(classify(effective_state(list(states)), red).value)
-    if test.status is Status.ERROR:
+    blocked = Verdict(classify(effective_state(list(states)), red).value) if states else None
+    if test.status is Status.ERROR and blocked in NOT_AN_ERROR_S_VERDICT:
+        # An error measured nothing: with its blocker merged or of unknown state it is a
+        # run with a hole in it (exit 2, "could not run"), never a regression of the change
+        # or an unknown blocker's red (exit 1; `run`, with no GitHub, knows no blocker's state).
         return Verdict.COULD_NOT_RUN
+    if blocked is not None:
+        return blocked
     return Verdict.REGRESSION if red else Verdict.OK
+
+
+# A blocked test's verdicts that an `error` does not get (see `verdict`): an open blocker
+# still excuses it (red was expected, in whatever form), a closed one still says its marker
+# is stale.
+NOT_AN_ERROR_S_VERDICT = frozenset({None, Verdict.REGRESSION, Verdict.UNKNOWN})
 
 
 def gates(verdict: Verdict, test: TestResult, policy: Policy) -> bool:
