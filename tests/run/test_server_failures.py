@@ -51,6 +51,8 @@ def test_a_misspelt_reference_flag_is_told_once_with_the_flag_it_meant(cli, tmp_
         "  hint: the server refused its argument --enable-deterministic-inferense (did you "
         "mean '--enable-deterministic-inference'?): fix server.args or server.command" in text
     )
+    # ... in which file: the suite's own (a run of many files names the one to edit).
+    assert f"fix server.args or server.command in {suite(tmp_path, server)}" in text
     assert [line for line in text.splitlines() if "did not run" in line] == [
         f"  ERROR    typo::{name}  did not run: no server" for name in "abc"
     ]

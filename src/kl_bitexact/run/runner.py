@@ -311,6 +311,7 @@ class _Starter:
                 label=label,
                 cwd=self.plan.cwd,
                 progress=progress,
+                suite_file=suite.source,
             )
         if url in self.unreachable:  # the same words: the URL, not the suite, is at fault
             raise self.unreachable[url]

@@ -199,6 +199,7 @@ def launch(
     label: str = "server",
     cwd: Path | None = None,
     progress: Callable[[str], None] = _silent,
+    suite_file: str = "the suite file",
 ) -> Server:
     """Start `spec.command` on a free port (in `cwd`: the proof run launches the base
     revision's engine) and wait until /health answers 200; `progress` hears that it
@@ -224,14 +225,14 @@ def launch(
         except OSError as error:
             raise ServerError(
                 f"{label}: cannot start {command[0]!r}: {error.strerror}",
-                hint="check server.command in the suite file",
+                hint=f"check server.command in {suite_file}",
             ) from None
     url = f"http://127.0.0.1:{port}"
     progress(f"{label}: starting the server (log: {log_path})")
     starting = Server(url, process=process, log_path=log_path, teardown=teardown)
     try:
         starting.guard = Watchdog(process.pid, log_path, teardown)
-        wait_healthy(starting, spec.startup_timeout, label, progress)
+        wait_healthy(starting, spec.startup_timeout, label, progress, suite_file)
         launch_s = time.monotonic() - started
         # Inside: saying so can fail too (a closed stdout), and then nobody else stops it.
         progress(f"{label}: server up in {launch_s:.1f} s")
@@ -295,14 +296,18 @@ def attach(
 
 
 def wait_healthy(
-    server: Server, timeout_s: float, label: str, progress: Callable[[str], None] = _silent
+    server: Server,
+    timeout_s: float,
+    label: str,
+    progress: Callable[[str], None] = _silent,
+    suite_file: str = "the suite file",
 ) -> None:
     started = time.monotonic()
     next_note = started + PROGRESS_INTERVAL_S
     while True:
         report = server.death_report()
         if report is not None:
-            raise ServerError(f"{label}: {report}", hint=_exited_hint(server))
+            raise ServerError(f"{label}: {report}", hint=_exited_hint(server, suite_file))
         left_s = timeout_s - (time.monotonic() - started)
         problem = health_problem(server.base_url, min(HEALTH_REQUEST_TIMEOUT_S, left_s))
         if problem is None:
@@ -326,10 +331,10 @@ def _timed_out(problem: str) -> bool:
     return problem.startswith("no complete answer") or problem == "timed out"
 
 
-def _exited_hint(server: Server) -> str:
+def _exited_hint(server: Server, suite_file: str) -> str:
     said = startup_failure.argument_hint(_read_lines(server.log_path))
     if said:
-        return f"{said}: fix server.args or server.command in the suite file"
+        return f"{said}: fix server.args or server.command in {suite_file}"
     return f"the server's own words on why it stopped are in {server.log_path}"
 
 
