@@ -52,6 +52,28 @@ def test_comments_are_paged_with_link_headers_like_github(fake_github: FakeGitHu
     assert page.json()[0]["url"].startswith(fake_github.url)  # PyGithub follows it back here
 
 
+def test_who_labelled_a_pull_request_is_in_its_events_page_by_page(
+    fake_github: FakeGitHub,
+) -> None:
+    events = [
+        {"issue": 7, "event": "labeled", "label": "ok", "actor": "alice"},
+        {"issue": 7, "event": "unlabeled", "label": "ok", "actor": "alice"},
+        {"issue": 7, "event": "labeled", "label": "ok", "actor": "maint"},
+    ]
+    fake_github.world.seed({"repos": {REPO: {"pulls": [{"number": 7}], "events": events}}})
+    fake_github.world.label(REPO, 7, "ok", actor="maint")  # on it already: no event
+    assert fake_github.world.repos[REPO].pulls[7].labels == ["ok"]
+    url = f"{fake_github.url}/repos/{REPO}/issues/7/events"
+    page = requests.get(url, params={"per_page": 2, "page": 2}, headers=AUTH, timeout=10)
+    [last] = page.json()
+    said = (last["event"], last["label"]["name"], last["actor"]["login"])
+    assert said == ("labeled", "ok", "maint")
+    assert page.links["prev"]["url"] == f"{url}?per_page=2&page=1"
+    first = requests.get(url, params={"per_page": 2}, headers=AUTH, timeout=10).json()
+    assert [e["event"] for e in first] == ["labeled", "unlabeled"]
+    assert first[0]["id"] < first[1]["id"] < last["id"]  # oldest first, ids grow
+
+
 def test_a_wrong_token_gets_bad_credentials(fake_github: FakeGitHub) -> None:
     answer = requests.get(
         f"{fake_github.url}/repos/{REPO}/pulls/1",

@@ -16,12 +16,16 @@ import pytest
 from gh_constants import FAST_ENV, REPO, TOKEN
 
 from kl_bitexact import cli
+from kl_bitexact.publish import labeller
 from kl_bitexact.results import io as results_io
 from kl_bitexact.results import model as r
 from kl_bitexact.testing.fake_github import FakeGitHub
 from kl_bitexact.testing.fake_state import Fault, Run
 
 HEAD_SHA = "d" * 40
+AUTHOR = "alice"  # opened pull request #7
+MAINTAINER = "maint"  # may vouch for its blocked_by markers
+LABEL = "kl-bitexact-blocked-ok"
 BLOCKERS = {
     "open": {"pulls": [{"number": 11, "state": "open"}]},
     "merged": {"pulls": [{"number": 12, "state": "closed", "merged": True}]},
@@ -52,7 +56,15 @@ def _write(path: Path, *tests: r.TestResult, commit: str = HEAD_SHA) -> Path:
 def env(fake_github: FakeGitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """The environment of a publish step on pull request #7, pointed at the fake."""
     fake_github.world.seed(
-        {"repos": {REPO: {"pulls": [{"number": 7, "head_sha": HEAD_SHA, "base_ref": "main"}]}}}
+        {
+            "repos": {
+                REPO: {
+                    "pulls": [
+                        {"number": 7, "head_sha": HEAD_SHA, "base_ref": "main", "author": AUTHOR}
+                    ]
+                }
+            }
+        }
     )
     event = tmp_path / "event.json"
     event.write_text(json.dumps({"pull_request": {"number": 7}}))
@@ -331,7 +343,7 @@ def test_invalid_results_are_refused_before_anything_is_posted(
 def _vouch(fake_github: FakeGitHub) -> None:
     """A maintainer's label on PR #7: the blocked_by markers it adds (no baseline has them)
     may excuse its red tests (issue 30, item 3)."""
-    fake_github.world.repos[REPO].pulls[7].labels.append("kl-bitexact-blocked-ok")
+    fake_github.world.label(REPO, 7, LABEL, actor=MAINTAINER)
 
 
 @pytest.mark.parametrize(
@@ -533,7 +545,7 @@ def test_a_pull_request_cannot_excuse_its_own_red_test(
     red_known = _write(tmp_path / "k.json", _test("t::known", red=True, blocked_by=("#11",)))
     assert cli.main(["publish", str(red_known), "--baseline", str(known)]) == 0
     # A maintainer's label lets the PR's own marker excuse; the PR itself, never.
-    fake_github.world.repos[REPO].pulls[7].labels.append("kl-bitexact-blocked-ok")
+    _vouch(fake_github)
     assert cli.main(["publish", str(head), "--baseline", str(base)]) == 1
     body = html.unescape(_comments(fake_github)[0]).replace("\u2060", "")
     assert "blocked_by #7 not taken" in body and "blocked_by #11 not taken" not in body
@@ -544,6 +556,128 @@ def test_a_pull_request_cannot_excuse_its_own_red_test(
         _test("t::known"),
     )
     assert cli.main(["publish", str(added_only), "--baseline", str(base)]) == 0
+
+
+def _events_read(fake_github: FakeGitHub) -> int:
+    return sum(e["path"] == f"/repos/{REPO}/issues/7/events" for e in fake_github.world.requests)
+
+
+def _self_excused(tmp_path: Path) -> list[str]:
+    """publish with a red test that PR #7's own marker blocks (no baseline has it)."""
+    return ["publish", str(_write(tmp_path / "r.json", _test("t::a", True, ("#11",))))]
+
+
+def _warning(fake_github: FakeGitHub) -> str:
+    return html.unescape(_comments(fake_github)[-1]).replace("\u2060", "")
+
+
+def test_the_label_vouches_only_when_someone_other_than_the_author_added_it(
+    fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
+) -> None:
+    # An author with triage or write access labelled their own PR and excused their own
+    # regression: the label counted by its presence alone.
+    fake_github.world.seed({"repos": {REPO: {"pulls": [{"number": 11}]}}})
+    argv = _self_excused(tmp_path)
+    fake_github.world.label(REPO, 7, LABEL, actor="ALICE")  # logins ignore case
+    assert cli.main(argv) == 1
+    assert (
+        "blocked_by #11 not taken: no results of the base branch show it has this marker, and "
+        "a pull request cannot excuse its own red test (the `kl-bitexact-blocked-ok` label was "
+        "added by the PR's author, ALICE; a maintainer other than the author must add it)"
+    ) in _warning(fake_github)
+    # The author takes it off, a maintainer puts it back: the label now on the PR is theirs.
+    fake_github.world.unlabel(REPO, 7, LABEL, actor=AUTHOR)
+    _vouch(fake_github)
+    assert cli.main(argv) == 0
+    assert "not taken" not in _warning(fake_github)
+    # And the other way round: what counts is who added the label that is there now.
+    fake_github.world.unlabel(REPO, 7, LABEL, actor=MAINTAINER)
+    fake_github.world.label(REPO, 7, LABEL, actor=AUTHOR)
+    assert cli.main(argv) == 1
+    assert "label was added by the PR's author, alice;" in _warning(fake_github)
+
+
+def test_a_labeller_is_escaped_in_the_comment(
+    fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
+) -> None:
+    # A login is text from GitHub (a bot's has brackets, Markdown's link syntax): it goes
+    # through the comment's one escaper with the rest of the warning, once.
+    fake_github.world.seed({"repos": {REPO: {"pulls": [{"number": 11}]}}})
+    fake_github.world.repos[REPO].pulls[7].author = "ci[bot]"
+    fake_github.world.label(REPO, 7, LABEL, actor="CI[bot]")
+    assert cli.main(_self_excused(tmp_path)) == 1
+    body = _comments(fake_github)[-1]
+    assert "added by the PR's author, CI&#91;bot&#93;; a maintainer other than" in body
+    assert "&amp;" not in body  # not escaped twice
+
+
+@pytest.mark.parametrize(
+    ("status", "times", "reason"),
+    [
+        (403, 1, "GitHub answered 403 while reading the pull request's events: Forbidden"),
+        (404, 1, "GitHub answered 404 while reading the pull request's events: Not Found"),
+        (502, 4, "GitHub answered 502 while reading the pull request's events"),  # retried 3x
+    ],
+)
+def test_a_label_whose_labeller_cannot_be_read_vouches_for_nothing(
+    fake_github: FakeGitHub,
+    env: dict[str, str],
+    tmp_path: Path,
+    status: int,
+    times: int,
+    reason: str,
+) -> None:
+    fake_github.world.seed({"repos": {REPO: {"pulls": [{"number": 11}]}}})
+    _vouch(fake_github)
+    body = {"message": reason.rsplit(": ", 1)[-1] if ": " in reason else "Bad Gateway"}
+    fake_github.add_fault(Fault("GET", r"/issues/7/events$", status, body, times=times))
+    assert cli.main(_self_excused(tmp_path)) == 1  # fails closed
+    warning = _warning(fake_github)
+    assert "(the `kl-bitexact-blocked-ok` label is on it, but who added it could not be " in warning
+    assert f"checked ({reason}" in warning
+    assert "it counts only when a maintainer other than the PR's author adds it)" in warning
+
+
+def test_events_of_another_shape_than_githubs_vouch_for_nothing(
+    fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
+) -> None:
+    fake_github.world.seed({"repos": {REPO: {"pulls": [{"number": 11}]}}})
+    _vouch(fake_github)
+    odd = [{"id": 1, "event": "labeled", "label": LABEL, "actor": {"login": MAINTAINER}}]
+    fake_github.add_fault(Fault("GET", r"/issues/7/events$", 200, odd))  # label: a string
+    assert cli.main(_self_excused(tmp_path)) == 1
+    assert (
+        "could not be checked (GitHub answered something other than its API describes while "
+        "reading the pull request's events (BadAttributeException))"
+    ) in _warning(fake_github)
+
+
+def test_the_events_are_read_only_when_the_label_is_there_and_only_so_far(
+    fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_github.world.seed({"repos": {REPO: {"pulls": [{"number": 11}]}}})
+    argv = _self_excused(tmp_path)
+    assert cli.main(argv) == 1
+    assert _events_read(fake_github) == 0  # no label: nothing to ask
+    fake_github.world.label(REPO, 7, "other", actor=AUTHOR)
+    fake_github.world.label(REPO, 7, "more", actor=AUTHOR)
+    _vouch(fake_github)
+    assert cli.main(argv) == 0
+    assert _events_read(fake_github) == 1  # one page
+    monkeypatch.setattr(labeller, "MAX_EVENTS", 2)  # the maintainer's event is the third
+    assert cli.main(argv) == 1
+    assert "the pull request has more than 2 events, which are not read" in _warning(fake_github)
+
+
+def test_a_seeded_label_without_an_event_vouches_for_nothing(
+    fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
+) -> None:
+    fake_github.world.seed({"repos": {REPO: {"pulls": [{"number": 11}]}}})
+    fake_github.world.repos[REPO].pulls[7].labels.append(LABEL)  # no event says who
+    assert cli.main(_self_excused(tmp_path)) == 1
+    assert "could not be checked (no event of the pull request says who added it)" in (
+        _warning(fake_github)
+    )
 
 
 # --- the baseline from the base branch's newest successful run --------------------------

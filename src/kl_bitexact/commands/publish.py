@@ -24,7 +24,7 @@ from kl_bitexact.compare.baseline import Baseline
 from kl_bitexact.compare.comparison import Comparison, compare
 from kl_bitexact.compare.history import History
 from kl_bitexact.errors import ConfigError
-from kl_bitexact.publish import baseline_fetch, history_fetch, status, sticky
+from kl_bitexact.publish import baseline_fetch, history_fetch, labeller, status, sticky
 from kl_bitexact.publish import blocker_lookup as blocker_states
 from kl_bitexact.publish.client import (
     ClientSettings,
@@ -144,7 +144,8 @@ def _add_blocker_arguments(parser: argparse.ArgumentParser) -> None:
         default=excuses.DEFAULT_LABEL,
         help="a maintainer's label on the pull request that lets the blocked_by markers it "
         "adds excuse its red tests before the base branch has them (default: %(default)s); "
-        "a marker naming the pull request itself never excuses",
+        "it counts only when someone other than the PR's author added it (the issue events "
+        "say who); a marker naming the pull request itself never excuses",
     )
     parser.add_argument(
         "--max-blocker-lookups",
@@ -298,7 +299,8 @@ def _run(
     status.refuse_other_commit(tested, marked)
     base = _baseline(options.baseline, session, target, pull.base.ref)
     say_notice(baseline.notice(base))
-    head = excuses.vetted(head, base.results, _grant(options, target, pull), target.repository)
+    grant = _grant(options, session, target, pull)
+    head = excuses.vetted(head, base.results, grant, target.repository)
     blockers = _blocker_states(options, session, target, head, public=_public(pull))
     comparison = compare(
         head,
@@ -375,17 +377,19 @@ def _workflow(source: BaselineSource, option: str) -> str:
     return source.workflow
 
 
-def _grant(options: Options, target: PullRequestTarget, pull: PullRequest) -> excuses.Grant:
-    """This pull request, and whether the maintainers' label is on it (only people with
-    triage or write access can label a pull request)."""
+def _grant(
+    options: Options, session: Session, target: PullRequestTarget, pull: PullRequest
+) -> excuses.Grant:
+    """This pull request, and whether the maintainers' label is on it and who put it there
+    (only people with triage or write access can label a pull request; its author may be
+    one of them). Who did is asked only when the label is there."""
     owner, repo = target.repository.split("/", 1)
     labels = pull.raw_data.get("labels")
     names = {label.get("name") for label in labels if isinstance(label, dict)} if labels else ()
-    return excuses.Grant(
-        BlockerRef(owner, repo, target.number),
-        options.blocker_label,
-        options.blocker_label in names,
-    )
+    labelled = None
+    if options.blocker_label in names:
+        labelled = labeller.labelling(session, pull, options.blocker_label)
+    return excuses.Grant(BlockerRef(owner, repo, target.number), options.blocker_label, labelled)
 
 
 def _public(pull: PullRequest) -> bool:

@@ -11,6 +11,12 @@ PR's to give:
   changes does not, until it is merged - unless a maintainer vouches for it with a label on
   the pull request (only people with triage or write access can label one).
 
+The label vouches only when someone other than the PR's author applied it: an author with
+triage or write access can label their own pull request, and so excuse their own red test.
+Who applied it (the latest `labeled` event not undone) comes from GitHub; when that could
+not be told, the label vouches for nothing (it fails closed). It vouches for the pull
+request as it is when publish runs: commits pushed after it was added are vouched for too.
+
 A marker not taken is removed from that test before the gate looks at it (so the red test
 gates as it would without it) and a warning on the test says which and why. Green tests
 keep their markers: they excuse nothing, and their warnings (green although still open)
@@ -30,13 +36,43 @@ DEFAULT_LABEL = "kl-bitexact-blocked-ok"
 
 
 @dataclass(frozen=True)
+class Labelling:
+    """The label is on the pull request: who applied it (the latest `labeled` event not
+    undone) and who opened the pull request, GitHub logins; None where GitHub could not
+    tell, and `unchecked` says why."""
+
+    by: str | None
+    author: str | None
+    unchecked: str | None = None
+
+
+@dataclass(frozen=True)
 class Grant:
     """Who may excuse: the pull request under review and whether a maintainer's label
     vouches for the markers it adds."""
 
     pull_request: BlockerRef | None
     label: str = DEFAULT_LABEL
-    labelled: bool = False
+    labelled: Labelling | None = None  # None: the label is not on the pull request
+
+    def why_unvouched(self) -> str | None:
+        """None when the label vouches for the markers the PR adds; else what the warning
+        on a marker not taken says about the label."""
+        labelled = self.labelled
+        if labelled is None:
+            return f"a maintainer's `{self.label}` label can"
+        if labelled.by is None or labelled.author is None:
+            return (
+                f"the `{self.label}` label is on it, but who added it could not be checked "
+                f"({labelled.unchecked or 'GitHub did not say'}); it counts only when a "
+                "maintainer other than the PR's author adds it"
+            )
+        if labelled.by.lower() == labelled.author.lower():  # GitHub's logins ignore case
+            return (
+                f"the `{self.label}` label was added by the PR's author, {labelled.by}; a "
+                "maintainer other than the author must add it"
+            )
+        return None
 
 
 def vetted(head: Results, base: Results | None, grant: Grant, default_repo: str | None) -> Results:
@@ -82,19 +118,19 @@ def _not_taken(
         return None  # not a reference: unknown, which fails closed already
     if grant.pull_request is not None and _same(ref, grant.pull_request):
         return "it names this pull request itself, which is open while it is under review"
-    if grant.labelled:
+    label = grant.why_unvouched()
+    if label is None:
         return None
     if on_base is None:
         return (
             "no results of the base branch show it has this marker, and a pull request "
-            f"cannot excuse its own red test (a maintainer's `{grant.label}` label can)"
+            f"cannot excuse its own red test ({label})"
         )
     if any(_same(ref, known) for known in on_base.get(test_id, ())):
         return None
     return (
         "this pull request adds it (the base branch's results have no such marker on this "
-        f"test), and a pull request cannot excuse its own red test (a maintainer's "
-        f"`{grant.label}` label can)"
+        f"test), and a pull request cannot excuse its own red test ({label})"
     )
 
 

@@ -26,7 +26,11 @@ from urllib.parse import urlsplit
 
 import requests
 from github import Auth, Github, GithubException, GithubRetry
-from github.GithubException import RateLimitExceededExceedsMaxWait, RateLimitExceededException
+from github.GithubException import (
+    BadAttributeException,
+    RateLimitExceededExceedsMaxWait,
+    RateLimitExceededException,
+)
 from requests.adapters import HTTPAdapter
 from urllib3 import Retry
 from urllib3.exceptions import HTTPError as Urllib3Error
@@ -279,8 +283,9 @@ _HINTS = {
 }
 
 
-# What reading fields off an answer of the wrong JSON type raises (see `translated`).
-_WRONG_SHAPE = (TypeError, AttributeError, KeyError, IndexError, ValueError)
+# What reading fields off an answer of the wrong JSON type raises (see `translated`);
+# PyGithub's typed attributes raise BadAttributeException (a label that is a string).
+_WRONG_SHAPE = (TypeError, AttributeError, KeyError, IndexError, ValueError, BadAttributeException)
 
 
 def shaped(value: Any, kind: type, doing: str) -> Any:

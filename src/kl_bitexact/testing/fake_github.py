@@ -13,7 +13,8 @@ Run it standalone (tests/action/test_act_e2e.py drives it under `act`):
 It prints `fake GitHub listening on http://127.0.0.1:PORT[P]` (the API base URL, what
 GITHUB_API_URL should be) and serves, besides the API, at the server's root:
   GET  /_fake/state    what arrived: comments, statuses, requests, violations (JSON)
-  POST /_fake/seed     add repositories, pulls, issues, comments, runs (the --seed format)
+  POST /_fake/seed     add repositories, pulls, issues, comments, label events, runs
+                        (the --seed format)
   POST /_fake/faults   [{"method", "path" (regex), "status", "body", "headers", "times",
                         "reset_in", "applied"}] answered instead of the next matching
                         requests (applied: after the request took effect)
@@ -314,7 +315,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--seed",
         type=Path,
         help='JSON file of what GitHub holds at start: {"repos": {"owner/name": {"pulls": '
-        '[...], "issues": [...], "comments": [...], "runs": [...]}}} (docs/fake-github.md)',
+        '[...], "issues": [...], "comments": [...], "events": [...], "runs": [...]}}} '
+        "(docs/fake-github.md)",
     )
     parser.add_argument("--prefix", default="", help="API path prefix, e.g. /api/v3 (GHES)")
     args = parser.parse_args(argv)

@@ -12,10 +12,10 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qs, quote, unquote
 
-from kl_bitexact.testing.fake_state import Comment, Pull, Repo, Run, World, now_iso
+from kl_bitexact.testing.fake_state import Comment, IssueEvent, Pull, Repo, Run, World, now_iso
 from kl_bitexact.testing.openapi_spec import load_spec
 from kl_bitexact.testing.skeleton import component, merged
 
@@ -50,6 +50,7 @@ class Answer:
 
 
 Handler = Callable[[World, Call, re.Match[str]], Answer]
+Item = TypeVar("Item")
 _REPO = r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)"
 
 
@@ -106,13 +107,18 @@ def list_comments(world: World, call: Call, match: re.Match[str]) -> Answer:
     if repo is None or not _has_issue(repo, number):
         return not_found()
     comments = [comment for comment in repo.comments if comment.issue == number]
+    chunk, links = _paged(call, comments, f"{_repo_url(call, repo)}/issues/{number}/comments")
+    return Answer(200, [_comment_json(call, repo, comment) for comment in chunk], links)
+
+
+def _paged(
+    call: Call, items: list[Item], url: str, keep: str = ""
+) -> tuple[list[Item], dict[str, str]]:
+    """The page of `items` the call asks for (`per_page`, `page`), and its Link header."""
     per_page = min(int(call.param("per_page") or DEFAULT_PER_PAGE), MAX_PER_PAGE)
     page = int(call.param("page") or 1)
-    chunk = comments[(page - 1) * per_page : page * per_page]
-    url = f"{_repo_url(call, repo)}/issues/{number}/comments"
-    links = _links(url, page, per_page, len(comments))
-    body = [_comment_json(call, repo, comment) for comment in chunk]
-    return Answer(200, body, {"Link": links} if links else {})
+    links = _links(url, page, per_page, len(items), keep)
+    return items[(page - 1) * per_page : page * per_page], {"Link": links} if links else {}
 
 
 def _links(url: str, page: int, per_page: int, total: int, keep: str = "") -> str:
@@ -211,6 +217,7 @@ def _pull_json(call: Call, repo: Repo, pull: Pull) -> Any:
             "statuses_url": f"{base}/statuses/{pull.head_sha}",
             "head": {"sha": pull.head_sha, "ref": pull.head_ref, "label": pull.head_ref},
             "labels": [_label(call, repo, name) for name in pull.labels],
+            "user": _user(pull.author),
             "base": {
                 "ref": pull.base_ref,
                 "label": pull.base_ref,
@@ -282,6 +289,32 @@ def get_issue(world: World, call: Call, match: re.Match[str]) -> Answer:
     return Answer(200, merged(component(load_spec(), "issue"), fields))
 
 
+def list_issue_events(world: World, call: Call, match: re.Match[str]) -> Answer:
+    """GET .../issues/{n}/events: who labelled and unlabelled a PR, oldest first."""
+    repo, number = _repo(world, match), int(match["number"])
+    if repo is None or not _has_issue(repo, number):
+        return not_found()
+    events = [event for event in repo.events if event.issue == number]
+    chunk, links = _paged(call, events, f"{_repo_url(call, repo)}/issues/{number}/events")
+    return Answer(200, [_event_json(call, repo, event) for event in chunk], links)
+
+
+def _event_json(call: Call, repo: Repo, event: IssueEvent) -> Any:
+    schema = "labeled-issue-event" if event.event == "labeled" else "unlabeled-issue-event"
+    return merged(
+        component(load_spec(), schema),
+        {
+            "id": event.id,
+            "node_id": f"LE_{event.id}",
+            "url": f"{_repo_url(call, repo)}/issues/events/{event.id}",
+            "actor": _user(event.actor),
+            "event": event.event,
+            "created_at": event.created_at,
+            "label": {"name": event.label, "color": "ededed"},
+        },
+    )
+
+
 def _pull_link(base: str, pull: Pull) -> dict[str, Any]:
     return {
         "url": f"{base}/pulls/{pull.number}",
@@ -336,13 +369,10 @@ def list_workflow_runs(world: World, call: Call, match: re.Match[str]) -> Answer
         return not_found()
     runs = [run for run in repo.runs if _run_matches(run, match["workflow"], call)]
     runs.sort(key=lambda run: (run.created_at, run.id), reverse=True)  # newest first
-    per_page = min(int(call.param("per_page") or DEFAULT_PER_PAGE), MAX_PER_PAGE)
-    page = int(call.param("page") or 1)
-    chunk = runs[(page - 1) * per_page : page * per_page]
-    body = {"total_count": len(runs), "workflow_runs": [_run_json(call, repo, r) for r in chunk]}
     url = f"{_repo_url(call, repo)}/actions/workflows/{match['workflow']}/runs"
-    links = _links(url, page, per_page, len(runs), _filters(call, RUN_FILTERS))
-    return Answer(200, body, {"Link": links} if links else {})
+    chunk, links = _paged(call, runs, url, _filters(call, RUN_FILTERS))
+    body = {"total_count": len(runs), "workflow_runs": [_run_json(call, repo, r) for r in chunk]}
+    return Answer(200, body, links)
 
 
 # The workflow-runs filters the fake honours; GitHub documents more (actor, created, ...).
@@ -428,10 +458,8 @@ def list_commits(world: World, call: Call, match: re.Match[str]) -> Answer:
     if repo is None or history is None:
         return not_found()
     newest_first = list(reversed(history))
-    per_page = min(int(call.param("per_page") or DEFAULT_PER_PAGE), MAX_PER_PAGE)
-    page = int(call.param("page") or 1)
-    chunk = newest_first[(page - 1) * per_page : page * per_page]
     base = _repo_url(call, repo)
+    chunk, links = _paged(call, newest_first, f"{base}/commits", _filters(call, ("sha",)))
     # `author: null` as in compare_commits: the empty object the description allows.
     body = [
         merged(
@@ -440,8 +468,7 @@ def list_commits(world: World, call: Call, match: re.Match[str]) -> Answer:
         )
         for sha in chunk
     ]
-    links = _links(f"{base}/commits", page, per_page, len(newest_first), _filters(call, ("sha",)))
-    return Answer(200, body, {"Link": links} if links else {})
+    return Answer(200, body, links)
 
 
 def list_run_artifacts(world: World, call: Call, match: re.Match[str]) -> Answer:
@@ -453,9 +480,7 @@ def list_run_artifacts(world: World, call: Call, match: re.Match[str]) -> Answer
     wanted = call.param("name")
     found = [artifact for artifact in found if wanted in (None, artifact.name)]
     base = _repo_url(call, repo)
-    per_page = min(int(call.param("per_page") or DEFAULT_PER_PAGE), MAX_PER_PAGE)
-    page = int(call.param("page") or 1)
-    chunk = found[(page - 1) * per_page : page * per_page]
+    chunk, links = _paged(call, found, f"{base}/actions/runs/{run_id}/artifacts")
     artifacts = [
         merged(
             component(load_spec(), "artifact"),
@@ -472,9 +497,8 @@ def list_run_artifacts(world: World, call: Call, match: re.Match[str]) -> Answer
         )
         for artifact in chunk
     ]
-    links = _links(f"{base}/actions/runs/{run_id}/artifacts", page, per_page, len(found))
     body = {"total_count": len(found), "artifacts": artifacts}
-    return Answer(200, body, {"Link": links} if links else {})
+    return Answer(200, body, links)
 
 
 def download_artifact(world: World, call: Call, match: re.Match[str]) -> Answer:
@@ -508,6 +532,7 @@ ROUTES: tuple[tuple[str, re.Pattern[str], Handler], ...] = tuple(
         ("GET", _REPO, get_repo),
         ("GET", _REPO + r"/pulls/(?P<number>\d+)", get_pull),
         ("GET", _REPO + r"/issues/(?P<number>\d+)", get_issue),
+        ("GET", _REPO + r"/issues/(?P<number>\d+)/events", list_issue_events),
         ("POST", _REPO + r"/statuses/(?P<sha>[0-9a-fA-F]+)", create_status),
         ("GET", _REPO + r"/actions/workflows/(?P<workflow>[^/]+)/runs", list_workflow_runs),
         ("GET", _REPO + r"/actions/runs/(?P<run_id>\d+)/artifacts", list_run_artifacts),

@@ -39,7 +39,9 @@ class Pull:
     head_ref: str = "feature"
     base_ref: str = "main"
     title: str = "A pull request"
-    labels: list[str] = field(default_factory=list)  # their names
+    # Their names; `World.label` also records who added one (a seeded name has no event).
+    labels: list[str] = field(default_factory=list)
+    author: str = "octocat"  # the login of who opened it (`user` in GitHub's answer)
 
 
 @dataclass
@@ -48,6 +50,18 @@ class Issue:
     state: str = "open"  # open | closed
     state_reason: str | None = None  # completed | not_planned | reopened
     title: str = "An issue"
+
+
+@dataclass
+class IssueEvent:
+    """A `labeled` or `unlabeled` event on a pull request: who changed which label."""
+
+    id: int
+    issue: int
+    event: str  # labeled | unlabeled
+    label: str
+    actor: str
+    created_at: str
 
 
 @dataclass
@@ -80,6 +94,7 @@ class Repo:
     pulls: dict[int, Pull] = field(default_factory=dict)
     issues: dict[int, Issue] = field(default_factory=dict)
     comments: list[Comment] = field(default_factory=list)
+    events: list[IssueEvent] = field(default_factory=list)  # oldest first, as GitHub lists them
     statuses: list[dict[str, Any]] = field(default_factory=list)
     runs: list[Run] = field(default_factory=list)
     artifacts: list[Artifact] = field(default_factory=list)
@@ -145,6 +160,27 @@ class World:
             self.repo(full_name).comments.append(comment)
         return comment
 
+    def label(self, full_name: str, number: int, name: str, actor: str) -> None:
+        """`actor` puts label `name` on pull request `number`: it is on it, and a `labeled`
+        event says who put it there (as on GitHub, adding a label it has changes nothing)."""
+        with self.lock:
+            pull = self.repo(full_name).pulls[number]
+            if name not in pull.labels:
+                pull.labels.append(name)
+                self._record_event(full_name, number, "labeled", name, actor)
+
+    def unlabel(self, full_name: str, number: int, name: str, actor: str) -> None:
+        """`actor` takes label `name` off pull request `number` (an `unlabeled` event)."""
+        with self.lock:
+            pull = self.repo(full_name).pulls[number]
+            if name in pull.labels:
+                pull.labels.remove(name)
+                self._record_event(full_name, number, "unlabeled", name, actor)
+
+    def _record_event(self, full_name: str, number: int, kind: str, name: str, actor: str) -> None:
+        event = IssueEvent(self.new_id(), number, kind, name, actor, now_iso())
+        self.repo(full_name).events.append(event)
+
     def add_run(self, full_name: str, run: Run, files: Mapping[str, bytes], name: str) -> Artifact:
         artifact = Artifact(self.new_id(), run.id, name, zip_bytes(files))
         with self.lock:
@@ -177,6 +213,9 @@ class World:
             self._seed_run(full_name, dict(run_spec))
         for branch, history in spec.get("branches", {}).items():
             repo.branches.setdefault(branch, []).extend(history)
+        changes = {"labeled": self.label, "unlabeled": self.unlabel}
+        for event in spec.get("events", ()):
+            changes[event["event"]](full_name, event["issue"], event["label"], event["actor"])
 
     def _seed_run(self, full_name: str, run: dict[str, Any]) -> None:
         artifact = run.pop("artifact", None) or {"name": "kl-bitexact-results", "files": {}}
@@ -197,6 +236,7 @@ class World:
 def _repo_snapshot(repo: Repo) -> dict[str, Any]:
     return {
         "comments": [asdict(comment) for comment in repo.comments],
+        "events": [asdict(event) for event in repo.events],
         "statuses": list(repo.statuses),
         "pulls": [asdict(pull) for pull in repo.pulls.values()],
         "issues": [asdict(issue) for issue in repo.issues.values()],
