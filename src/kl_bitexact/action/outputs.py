@@ -15,7 +15,11 @@ from kl_bitexact.results import io as results_io
 CONCLUSIONS = {
     ExitCode.GATE_PASSED: "success",
     ExitCode.GATE_FAILED: "failure",
+    # Stopped by a signal: a cancelled job (the runner sends SIGINT, then SIGTERM), a
+    # hang-up; not a verdict on the change.
     ExitCode.INTERRUPTED: "cancelled",
+    ExitCode.TERMINATED: "cancelled",
+    ExitCode.HANGUP: "cancelled",
 }
 
 

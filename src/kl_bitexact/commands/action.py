@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from kl_bitexact.action import outputs, shards, trust
 from kl_bitexact.action.inputs import FETCH_BASELINE, ActionInputs, Prove, env_name, read_inputs
 from kl_bitexact.commands import Command, values_file
-from kl_bitexact.errors import ConfigError, ExitCode, FatalError
+from kl_bitexact.errors import ConfigError, ExitCode, FatalError, Interrupted
 from kl_bitexact.publish.client import pr_from_event, read_event
 from kl_bitexact.results import commit
 from kl_bitexact.results import io as results_io
@@ -58,7 +58,7 @@ class _StepFailed(Exception):
     """A command run in process failed: the step's outputs as far as it got, and the error
     the command's own process would have ended with (the CLI reports it, with its code)."""
 
-    def __init__(self, step: StepResult, error: Exception) -> None:
+    def __init__(self, step: StepResult, error: Exception | Interrupted) -> None:
         super().__init__(str(error))
         self.step, self.error = step, error
 
@@ -87,6 +87,9 @@ def handle(args: argparse.Namespace) -> int:
     except _StepFailed as failed:
         _finish(inputs.command if inputs else "?", failed.step)
         raise failed.error from None
+    except Interrupted as stop:  # a cancelled job: `conclusion` says cancelled
+        _finish(inputs.command if inputs else "?", StepResult(stop.exit_code))
+        raise
     _finish(inputs.command, step)
     return step.exit_code
 
@@ -136,8 +139,32 @@ def _in_child(command: Command, options: object) -> int:
     env.pop("GITHUB_TOKEN", None)
     print(escape.terminal(values_file.describe(command.name, options), 4000), flush=True)
     with values_file.written(command.name, options) as path:
-        child = [sys.executable, "-m", "kl_bitexact", values_file.FLAG, str(path)]
-        return subprocess.run(child, env=env, check=False).returncode
+        child = subprocess.Popen(
+            [sys.executable, "-m", "kl_bitexact", values_file.FLAG, str(path)], env=env
+        )
+        try:
+            return child.wait()
+        except BaseException as error:
+            _stop_child(child, error)
+            raise
+
+
+# How long a child told to stop may take to stop its servers (the teardown ladder) and
+# write what finished before it is killed.
+CHILD_STOP_S = 60.0
+
+
+def _stop_child(child: subprocess.Popen[bytes], error: BaseException) -> None:
+    """A stop signal is passed on, so that the child stops as it would on its own: its
+    servers stopped, what finished written (subprocess.run would SIGKILL it, losing the
+    report); anything else kills it."""
+    if isinstance(error, Interrupted):
+        child.send_signal(error.signum)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.wait(timeout=CHILD_STOP_S)
+            return
+    child.kill()
+    child.wait()
 
 
 # The job summary allows 1 MiB; a report.md is at most a 65,536-character comment.
@@ -168,12 +195,20 @@ def run_step(inputs: ActionInputs) -> StepResult:
     files = expand_suites(inputs.suites)
     tests = [file for file in files if file.endswith(".py")]
     suites = [file for file in files if not file.endswith(".py")]
-    if not tests:
-        code = _in_child(run.COMMAND, run_options(inputs, suites))
-    elif not suites:
-        code = _in_child(pytest_cmd.COMMAND, pytest_options(inputs, tests, inputs.results_dir))
-    else:
-        code = _run_both(inputs, suites, tests)
+    try:
+        if not tests:
+            code = _in_child(run.COMMAND, run_options(inputs, suites))
+        elif not suites:
+            code = _in_child(pytest_cmd.COMMAND, pytest_options(inputs, tests, inputs.results_dir))
+        else:
+            code = _run_both(inputs, suites, tests)
+    except Interrupted as stop:  # a cancelled job: the outputs say so, with what finished
+        raise _StepFailed(_ran(inputs, stop.exit_code), stop) from None
+    return _ran(inputs, code)
+
+
+def _ran(inputs: ActionInputs, code: int) -> StepResult:
+    """The run step's outputs: results.json and report.md as the run left them."""
     results_path = inputs.results_dir / "results.json"
     written = (results_path,) if results_path.is_file() else ()
     return StepResult(
