@@ -9,6 +9,11 @@
 2. `kl-bitexact report HEAD --baseline BASE` without and with `--history-dir CACHE` (the
    cache the fetch filled): the difference is what the history adds to `report`. Target:
    under 1 s at 20 runs of 1,000 tests.
+3. A pull request's first publish (`publish --fetch-baseline --fetch-history`) with the
+   cache a push to main filled (the action's publish step with `comment: false`, as the
+   reusable workflow runs it on a push, then saves the cache) against an empty cache (a
+   pull request's first run before pushes saved one): requests to the local GitHub,
+   archives downloaded, wall time. Between the two, the push's own run lands on main.
 
 Prints the machine and its load: wall time on a busy 2-core machine is not wall time on an
 idle one; CPU time says how much of the wait is our own work.
@@ -18,19 +23,27 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from processes import KL, compile_bytecode, header, machine, timed
 from render import make_run
 
 from kl_bitexact.results import io as results_io
 from kl_bitexact.results import model as r
+from kl_bitexact.testing.fake_state import Run
+
+if TYPE_CHECKING:
+    from kl_bitexact.testing.fake_github import FakeGitHub
 
 TARGET_S = 1.0
 REPO = "bench/engine"
@@ -66,9 +79,8 @@ def _when(index: int) -> str:
     return f"2026-05-{1 + index // 24:02d}T{index % 24:02d}:00:00Z"
 
 
-def serve(runs: int, tests: int, samples: int) -> tuple[object, str]:
+def serve(runs: int, tests: int, samples: int) -> tuple[FakeGitHub, str]:
     from kl_bitexact.testing.fake_github import FakeGitHub
-    from kl_bitexact.testing.fake_state import Run
 
     server = FakeGitHub(TOKEN).start()
     server.world.seed({"repos": {REPO: {}}})
@@ -106,6 +118,125 @@ def fetch(url: str, cache: Path, runs: int) -> tuple[float, float, list[str]]:
     return wall, cpu, done.stderr.splitlines()
 
 
+# --- 3. a pull request's first publish, with the cache a push filled or none ---------------
+
+PR = 7
+PUSHED = "f" * 40
+PR_HEAD = "e" * 40
+WORKFLOW_REF = f"{REPO}/.github/workflows/bitexact.yml@refs/heads/main"
+
+
+@dataclass(frozen=True)
+class Publish:
+    """One publish as a process: wall seconds, requests to GitHub, archives downloaded."""
+
+    wall: float
+    requests: int
+    downloads: int
+    exit_code: int
+
+    def cells(self) -> str:
+        return f"{self.wall:>8.2f} {self.requests:>9} {self.downloads:>10}  {self.exit_code}"
+
+
+def counted(server: FakeGitHub, argv: list[str], env: dict[str, str]) -> Publish:
+    def archives() -> int:
+        return sum(1 for entry in server.world.requests if entry["path"].endswith("/zip"))
+
+    requests, downloads = len(server.world.requests), archives()
+    started = time.perf_counter()
+    done = subprocess.run(argv, env={**os.environ, **env}, capture_output=True, check=False)
+    wall = time.perf_counter() - started
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"{argv[len(KL)]} failed ({done.returncode}): {done.stderr.decode()}")
+    return Publish(
+        wall, len(server.world.requests) - requests, archives() - downloads, done.returncode
+    )
+
+
+def github_env(url: str, event: Path) -> dict[str, str]:
+    return {
+        "GITHUB_TOKEN": TOKEN,
+        "GITHUB_API_URL": url,
+        "GITHUB_REPOSITORY": REPO,
+        "GITHUB_EVENT_PATH": str(event),
+        "GITHUB_WORKFLOW_REF": WORKFLOW_REF,
+        "KL_BITEXACT_GITHUB_REQUEST_INTERVAL": "0",
+        "KL_BITEXACT_GITHUB_WRITE_INTERVAL": "0",
+    }
+
+
+def push_step(server: FakeGitHub, url: str, root: Path, runs: int, head: Path) -> Publish:
+    """The reusable workflow's publish step on a push to main: the action, `comment: false`,
+    its history cache in RUNNER_TEMP (what actions/cache then saves)."""
+    results = root / "push-results" / "results-shard-0" / "results.json"
+    results.parent.mkdir(parents=True)
+    shutil.copy(head, results)
+    event = root / "push.json"
+    event.write_text(json.dumps({"ref": "refs/heads/main", "after": PUSHED}))
+    env = github_env(url, event)
+    del env["GITHUB_TOKEN"]  # the step's token is its `github-token` input
+    env |= {
+        "GITHUB_REF": "refs/heads/main",
+        "RUNNER_TEMP": str(root / "push-runner"),
+        "INPUT_COMMAND": "publish",
+        "INPUT_RESULTS_DIR": str(results.parent.parent),
+        "INPUT_COMMENT": "false",
+        "INPUT_BASELINE": "fetch",
+        "INPUT_HISTORY_RUNS": str(runs),
+        "INPUT_GITHUB_TOKEN": TOKEN,
+    }
+    return counted(server, [*KL, "action"], env)
+
+
+def pr_publish(server: FakeGitHub, url: str, root: Path, runs: int, cache: Path) -> Publish:
+    """A pull request's publish, as the workflow runs it, on the history cache `cache`."""
+    event = root / "pull_request.json"
+    event.write_text(json.dumps({"pull_request": {"number": PR}}))
+    argv = [*KL, "publish", str(root / "pr-head.json"), "--fetch-baseline", "--fetch-history"]
+    argv += ["--history-runs", str(runs), "--history-cache", str(cache), "--fail-on", "never"]
+    return counted(server, argv, github_env(url, event))
+
+
+def first_publish(args: argparse.Namespace, root: Path) -> None:
+    root.mkdir()
+    server, url = serve(args.runs, args.tests, args.samples)
+    try:
+        pushed, pr_head = root / "pushed.json", root / "pr-head.json"
+        for sha, path in ((PUSHED, pushed), (PR_HEAD, pr_head)):
+            run = make_run(args.tests, args.samples, red_every=100)
+            results_io.write_atomic(dataclasses.replace(run, run=r.RunInfo(commit=sha)), path)
+        push = push_step(server, url, root, args.runs, pushed)
+        # The push's run is done: its results artifact is main's newest run now.
+        done = Run(id=9000 + args.runs, workflow="bitexact.yml", head_sha=PUSHED)
+        files = {"results-shard-0/results.json": pushed.read_bytes()}
+        server.world.add_run(REPO, done, files, "kl-bitexact-results")
+        server.world.seed({"repos": {REPO: {"pulls": [{"number": PR, "head_sha": PR_HEAD}]}}})
+        pr_publish(server, url, root, args.runs, root / "warm-up")  # creates the comment
+        warm, cold = [], []
+        for attempt in range(args.repeat):  # each on a cache as the workflow restores it
+            restored = root / f"restored-{attempt}"
+            shutil.copytree(root / "push-runner" / "kl-bitexact-history", restored)
+            warm.append(pr_publish(server, url, root, args.runs, restored))
+            cold.append(pr_publish(server, url, root, args.runs, root / f"none-{attempt}"))
+    finally:
+        server.stop()
+    print(f"{args.runs} runs of main; a pull request's first publish (history and baseline)")
+    print(f"{'':>30} {'wall s':>8} {'requests':>9} {'downloads':>10}  exit")
+    print(f"{'push to main, no cache':>30} {push.cells()}")
+    print(f"{'PR, cache the push saved':>30} {median(warm).cells()}")
+    print(f"{'PR, no cache':>30} {median(cold).cells()}")
+    print(
+        f"(PR: median of {args.repeat}; downloads: the history's archives, and the PR's "
+        "baseline, which is never cached)"
+    )
+
+
+def median(publishes: list[Publish]) -> Publish:
+    ordered = sorted(publishes, key=lambda publish: publish.wall)
+    return ordered[len(ordered) // 2]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
@@ -133,7 +264,7 @@ def main() -> int:
                 f"{len(lines)} progress lines (nothing downloaded)\n"
             )
         finally:
-            server.stop()  # type: ignore[attr-defined]
+            server.stop()
         (cache,) = [p.parent for p in (root / "cache").rglob("run-*.json")][:1]
         head, base = root / "head.json", root / "base.json"
         results_io.write_atomic(make_run(args.tests, args.samples, red_every=100), head)
@@ -145,11 +276,12 @@ def main() -> int:
         print(f"{'without history':>22} {without.cells()}  {without.exit_code}")
         within = timed(with_history, args.repeat)
         print(f"{'with --history-dir':>22} {within.cells()}  {within.exit_code}")
-    added = within.wall - without.wall
-    print(
-        f"\nhistory adds {added:.3f} s wall ({within.cpu - without.cpu:.3f} s CPU) to report; "
-        f"target under {TARGET_S} s: {'met' if added < TARGET_S else 'NOT met'}"
-    )
+        added = within.wall - without.wall
+        print(
+            f"\nhistory adds {added:.3f} s wall ({within.cpu - without.cpu:.3f} s CPU) to "
+            f"report; target under {TARGET_S} s: {'met' if added < TARGET_S else 'NOT met'}\n"
+        )
+        first_publish(args, root / "first-publish")
     return 0 if added < TARGET_S else 1
 
 

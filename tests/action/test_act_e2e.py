@@ -139,10 +139,14 @@ def run_act(
     *,
     event_name: str = "pull_request",
     caller: str = CALLER,
+    cache: Path | None = None,
 ) -> ActRun:
+    """`cache`: the actions/cache entries an earlier run saved, restored from here."""
     event_file, artifacts = scratch / "event.json", scratch / "artifacts"
     event_file.write_text(json.dumps(event))
     artifacts.mkdir()
+    if cache is not None:
+        shutil.copytree(cache, artifacts / "_cache")
     release = release_copy(scratch / "kl-bitexact")
     workflow_ref = f"{REPOSITORY}/.github/workflows/{caller}@refs/pull/{PR_NUMBER}/merge"
     # fmt: off
@@ -422,3 +426,52 @@ def test_under_workflow_run_the_status_lands_on_the_tested_pr_head(
     assert (status["state"], status["sha"]) == ("success", pr_head)
     [body] = comments_on_the_pr(fake_github)
     assert "gate passed" in body
+
+
+def archive_downloads(github: FakeGitHub) -> int:
+    return sum(1 for entry in github.world.requests if entry["path"].endswith("/zip"))
+
+
+def test_a_push_to_main_saves_mains_history_for_the_next_pull_requests_first_run(
+    cli, fake_github, tmp_path, venvs
+):
+    repo, head = engine_repository(tmp_path / "engine")
+    seed(fake_github, head, main_branch_results(cli, repo, tmp_path))
+    push_event = {
+        "ref": "refs/heads/main",
+        "after": head,
+        "head_commit": {"id": head},
+        "repository": {"full_name": REPOSITORY},
+    }
+    # An earlier run's entry, from before main had any results: the push restores it, and
+    # saves its own all the same (act numbers every run 1).
+    earlier = tmp_path / "earlier-cache"
+    (earlier / "kl-bitexact-history-main-0-1").mkdir(parents=True)
+    (tmp_path / "push").mkdir()
+    pushed = run_act(
+        repo, push_event, fake_github, tmp_path / "push", venvs, event_name="push", cache=earlier
+    )
+
+    assert pushed.returncode == 0, pushed.excerpt()
+    # No pull request: nothing written to GitHub, but main's history was read (its one run)
+    # and saved by the workflow under this push run's own key.
+    assert {entry["method"] for entry in fake_github.world.requests} == {"GET"}
+    assert archive_downloads(fake_github) == 1
+    entries = {path.name for path in (pushed.artifacts / "_cache").iterdir()}
+    [entry] = entries - {"kl-bitexact-history-main-0-1"}
+    assert entry.startswith("kl-bitexact-history-main-")
+    saved = pushed.artifacts / "_cache" / entry
+    assert [path.suffix for path in sorted(saved.rglob("run-*"))] == [".json", ".zip"]
+
+    # A pull request's first run restores that entry: it downloads the baseline's archive,
+    # no history archive, and saves no entry of its own.
+    (tmp_path / "pr").mkdir()
+    event = pull_request_event(head, REPOSITORY, "CONTRIBUTOR")
+    cache = pushed.artifacts / "_cache"
+    run = run_act(repo, event, fake_github, tmp_path / "pr", venvs, cache=cache)
+
+    assert run.returncode == 0, run.excerpt()
+    [body] = comments_on_the_pr(fake_github)
+    assert "gate passed" in body
+    assert archive_downloads(fake_github) == 1 + 1  # the push's history, the PR's baseline
+    assert {path.name for path in (run.artifacts / "_cache").iterdir()} == entries

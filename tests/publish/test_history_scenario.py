@@ -17,7 +17,7 @@ from history_runs import FLAKY_ID, RUNS, STEADY_ID, commit, main_run, main_run_b
 from kl_bitexact import cli
 from kl_bitexact.results import io as results_io
 from kl_bitexact.testing.fake_github import FakeGitHub
-from kl_bitexact.testing.fake_state import Run
+from kl_bitexact.testing.fake_state import Fault, Run
 from kl_bitexact.untrusted import escape
 
 HEAD_SHA = "e" * 40
@@ -112,3 +112,114 @@ def test_publish_refuses_two_sources_of_history(
     argv = ["publish", str(path), "--fetch-history", "--history-dir", str(scene)]
     assert cli.main(argv) == 2
     assert "--fetch-history and --history-dir both give the history" in capsys.readouterr().err
+
+
+# --- a push to main: the action's publish step with `comment: false` ----------------------
+
+PUSHED_SHA = "f" * 40
+
+
+@pytest.fixture
+def push(scene: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The reusable workflow's publish step on a push to main: no pull request, so no
+    comment; `baseline: fetch` and `history-runs` as the workflow passes them. The pushed
+    commit's results: the flaky test red (16/32), as on half of main's runs."""
+    event = scene / "push.json"
+    event.write_text(json.dumps({"ref": "refs/heads/main", "after": PUSHED_SHA}))
+    run = main_run(1)
+    results_io.write_atomic(
+        dataclasses.replace(run, run=dataclasses.replace(run.run, commit=PUSHED_SHA)),
+        scene / "results" / "results-shard-0" / "results.json",
+    )
+    step = {
+        "GITHUB_EVENT_PATH": str(event),
+        "GITHUB_EVENT_NAME": "push",
+        "GITHUB_REF": "refs/heads/main",
+        "GITHUB_WORKFLOW_REF": f"{REPO}/.github/workflows/bitexact.yml@refs/heads/main",
+        "RUNNER_TEMP": str(scene / "runner"),
+        "GITHUB_STEP_SUMMARY": str(scene / "summary.md"),
+        "INPUT_COMMAND": "publish",
+        "INPUT_RESULTS_DIR": str(scene / "results"),
+        "INPUT_COMMENT": "false",
+        "INPUT_BASELINE": "fetch",
+        "INPUT_HISTORY_RUNS": str(RUNS),
+        "INPUT_FAIL_ON": "failure,allow-known",
+        "INPUT_GITHUB_TOKEN": TOKEN,
+    }
+    for name, value in step.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("GITHUB_TOKEN")  # the step's token is the `github-token` input
+    (scene / "summary.md").touch()
+    return scene
+
+
+def _archive_downloads(fake_github: FakeGitHub) -> int:
+    return sum(1 for entry in fake_github.world.requests if entry["path"].endswith("/zip"))
+
+
+def test_a_push_to_main_tells_known_failures_from_new_and_fills_the_cache(
+    fake_github: FakeGitHub,
+    push: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The flaky test failed 10 of main's last 20 runs: known, so allow-known lets it through.
+    assert cli.main(["action"]) == 0
+    comment = (push / "results" / "comment.md").read_text()
+    first = escape.code(commit(1)[:7])
+    known = f"**known**: failed 10 of the last 20 runs of main, first at {first}"
+    assert known in _line(comment, FLAKY_ID) and _line(comment, FLAKY_ID).endswith("let through")
+    assert known in (push / "summary.md").read_text()
+    assert "::notice" not in capsys.readouterr().out
+    # Read only: no comment, no status; main's runs are in the job's cache, for the workflow
+    # to save (actions/cache) and the next pull request to restore.
+    assert {entry["method"] for entry in fake_github.world.requests} == {"GET"}
+    assert _archive_downloads(fake_github) == RUNS
+    cached = push / "runner" / "kl-bitexact-history" / "octo_engine" / "bitexact.yml" / "main"
+    assert len(list((cached / "kl-bitexact-results").glob("run-*.json"))) == RUNS
+    # The push's own run, done: a pull request's first publish on that cache (RUNNER_TEMP:
+    # where the workflow restores it) downloads that run alone.
+    monkeypatch.setenv("GITHUB_EVENT_PATH", str(push / "event.json"))
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    pushed = Run(id=720, workflow="bitexact.yml", head_sha=PUSHED_SHA, created_at=when(RUNS))
+    files = {"results-shard-0/results.json": main_run_bytes(1)}
+    fake_github.world.add_run(REPO, pushed, files, "kl-bitexact-results")
+    capsys.readouterr()
+    assert _publish(push, pr_run(HEAD_SHA), "failure,allow-known") == 1
+    assert "history: 20 runs of main: 19 cached, downloading 1 (" in capsys.readouterr().err
+    assert _archive_downloads(fake_github) == RUNS + 2  # that run, and the baseline's
+
+
+@pytest.mark.parametrize(
+    ("fault", "why"),
+    [
+        ("no-token", "the step has no `github-token`"),
+        ("a-tag", "GITHUB_REF 'refs/tags/v1' names no branch"),
+        ("github-refuses", "fetching the history failed: GitHub answered 403 while listing"),
+        ("cache-unwritable", "writing its cache: [Errno 20] Not a directory"),
+    ],
+)
+def test_a_push_whose_history_cannot_be_had_reports_and_gates_as_before(
+    fake_github: FakeGitHub,
+    push: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    fault: str,
+    why: str,
+) -> None:
+    if fault == "no-token":
+        monkeypatch.setenv("INPUT_GITHUB_TOKEN", "")
+    elif fault == "a-tag":
+        monkeypatch.setenv("GITHUB_REF", "refs/tags/v1")
+    elif fault == "github-refuses":
+        forbidden = {"message": "Resource not accessible by integration"}
+        fake_github.add_fault(Fault("GET", "/runs$", 403, forbidden))
+    else:
+        (push / "runner").mkdir()
+        (push / "runner" / "kl-bitexact-history").write_text("a file where the cache goes")
+    # Without the history, the flaky red test is no known failure: it gates, as before.
+    assert cli.main(["action"]) == 1
+    notice = "::notice title=kl-bitexact::the branch's history was not fetched: "
+    assert f"{notice}{why}" in capsys.readouterr().out
+    assert "**known**" not in (push / "results" / "comment.md").read_text()
+    assert _archive_downloads(fake_github) == 0

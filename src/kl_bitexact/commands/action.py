@@ -42,6 +42,7 @@ from kl_bitexact.untrusted.jsonfile import read_bounded, replace_text
 
 if TYPE_CHECKING:
     from kl_bitexact.commands import publish, pytest_cmd, report, run, shard
+    from kl_bitexact.compare.history import History
 
 _HINT = "fix the `with:` of the kl-bitexact step in your workflow"
 
@@ -308,7 +309,8 @@ def _write_report(results: results_model.Results, path: Path) -> None:
     replace_text(path, render.comment(compare(results, None)))
 
 
-def report_step(inputs: ActionInputs) -> StepResult:
+def report_step(inputs: ActionInputs, history: History | None = None) -> StepResult:
+    """`report` in process; `history`: the branch's, when the publish step fetched it."""
     from kl_bitexact.commands import report
 
     inputs = _existing_findings(inputs)
@@ -320,7 +322,7 @@ def report_step(inputs: ActionInputs) -> StepResult:
     outputs = {"results-path": _lines(files)}
     with _in_process(StepResult(0, files, outputs)):
         options = report_options(inputs, files, out, summary, proof_files(inputs))
-        comparison = report.report(options)
+        comparison = report.report(dataclasses.replace(options, history=history))
     return StepResult(int(comparison.decision.exit_code), files, outputs)
 
 
@@ -361,8 +363,8 @@ def _exit_code_of(error: Exception) -> int:
 
 
 def publish_step(inputs: ActionInputs) -> StepResult:
-    if not inputs.comment:
-        return report_step(inputs)  # the gate and the job summary, no GitHub writes
+    if not inputs.comment:  # no pull request (a push): the gate and the job summary only
+        return report_step(inputs, _branch_history(inputs))
     from kl_bitexact.commands import publish  # PyGithub and requests: this step only
 
     inputs = _existing_findings(inputs)
@@ -376,6 +378,39 @@ def publish_step(inputs: ActionInputs) -> StepResult:
     return StepResult(
         published.exit_code, files, {"results-path": _lines(files), "comment-url": url}
     )
+
+
+def _branch_history(inputs: ActionInputs) -> History | None:
+    """On a run with no pull request (a push to main), with `baseline: fetch` and
+    `history-runs`: the branch's own history, fetched as publish fetches a pull request's
+    base branch's (`publish.branch_history`: the same runs, bounds and cache, which the
+    workflow then saves for the next pull request), so the gate and the job summary tell
+    new failures from known ones. Never the step's failure: a history that cannot be had
+    is a notice, and the step reports as it would without one."""
+    if inputs.baseline != FETCH_BASELINE or not inputs.history_runs:
+        return None
+    if not inputs.github_token:
+        _history_notice("the step has no `github-token`")
+        return None
+    from kl_bitexact.commands import publish  # PyGithub and requests: only to fetch
+
+    try:
+        options = publish_options(inputs, (), ())
+        history = publish.branch_history(options, _publish_env(inputs))
+    except FatalError as error:
+        _history_notice(error.message)
+        return None
+    except OSError as error:  # its cache could not be written
+        _history_notice(f"writing its cache: {error}")
+        return None
+    if not history.runs:  # GitHub refused, or no run could be had: the notes say why
+        _history_notice("; ".join(history.notes) or "no runs")
+    return history
+
+
+def _history_notice(why: str) -> None:
+    text = escape.command_data(f"the branch's history was not fetched: {why}")
+    print(f"::notice title=kl-bitexact::{text}", flush=True)
 
 
 def publish_options(

@@ -19,7 +19,7 @@ from github.PullRequest import PullRequest
 from kl_bitexact.commands import Command, arguments, handlers, input_files
 from kl_bitexact.commands.arguments import add_input_arguments, add_policy_arguments
 from kl_bitexact.commands.output import say_notice, write_output
-from kl_bitexact.compare import baseline, excuses
+from kl_bitexact.compare import baseline, excuses, history_dir
 from kl_bitexact.compare.baseline import Baseline
 from kl_bitexact.compare.comparison import Comparison, compare
 from kl_bitexact.compare.history import History
@@ -310,7 +310,7 @@ def _run(
         default_repo=target.repository,
         proof=proof,
         blocker_reasons=blockers.reasons,
-        history=_history(options, session, target, pull.base.ref),
+        history=_history(options, session, target.repository, pull.base.ref),
     )
     status.refuse_unbound_pass(tested, marked, comparison.decision)
     # The summary and annotations come first: if GitHub then refuses the comment (a
@@ -353,19 +353,45 @@ def _baseline(
     )
 
 
-def _history(
-    options: Options, session: Session, target: PullRequestTarget, branch: str
-) -> History | None:
+def _history(options: Options, session: Session, repository: str, branch: str) -> History | None:
     source = options.base_history
     if not source.fetch:
         return input_files.history_from_dir(source.directory, source.runs)
+    return _fetched_history(options, session, repository, branch)
+
+
+def _fetched_history(options: Options, session: Session, repository: str, branch: str) -> History:
+    """`branch`'s last runs, by the baseline's rules (its workflow, artifact and events),
+    within the history's bounds, kept in its cache."""
+    source = options.base_history
     workflow = _workflow(options.baseline, "--fetch-history")
     wanted = baseline_fetch.Wanted(
-        target.repository, workflow, branch, options.baseline.artifact, options.baseline.events
+        repository, workflow, branch, options.baseline.artifact, options.baseline.events
     )
     bounds = history_fetch.Bounds(runs=source.runs, deadline_s=source.timeout_s)
     cache = source.cache or history_fetch.default_cache()
     return history_fetch.fetch(session, wanted, cache, bounds)
+
+
+def branch_history(options: Options, env: Mapping[str, str]) -> History:
+    """The history of the branch a run with no pull request tested (a push to main: the
+    branch GITHUB_REF names), fetched as a pull request's base branch's is: the same runs,
+    bounds and cache. The action's publish step gives it to `report` on such a run, so its
+    gate tells new failures from known ones, and the cache it fills is the next pull
+    request's. A GitHub that refuses is a note in the history; a fetch that cannot start
+    (no token, no branch) raises."""
+    branch = _tested_branch(env.get("GITHUB_REF", ""))
+    with open_session(env, settings=options.settings, repository=options.shown.repo) as session:
+        return _fetched_history(options, session, session.target.repository, branch)
+
+
+def _tested_branch(ref: str) -> str:
+    if not ref.startswith(history_dir.BRANCH_REF):
+        raise ConfigError(
+            f"GITHUB_REF {ref!r} names no branch",
+            hint="a branch's history is fetched on a run of that branch (a push to it)",
+        )
+    return ref.removeprefix(history_dir.BRANCH_REF)
 
 
 def _workflow(source: BaselineSource, option: str) -> str:

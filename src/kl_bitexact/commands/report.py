@@ -18,6 +18,7 @@ from kl_bitexact.commands.arguments import add_input_arguments, add_policy_argum
 from kl_bitexact.commands.output import say_notice, write_output
 from kl_bitexact.compare import baseline
 from kl_bitexact.compare.comparison import Comparison, compare
+from kl_bitexact.compare.history import History
 from kl_bitexact.report import render
 
 if TYPE_CHECKING:
@@ -81,6 +82,9 @@ class Options:
     job_summary: Path | None
     history_dir: Path | None
     history_runs: int
+    # A history already at hand, in place of `history_dir`'s: the branch's own, which the
+    # action's publish step fetched on a run with no pull request (a push to main).
+    history: History | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Options:
@@ -133,7 +137,7 @@ def _compare(args: Options) -> Comparison:
     base = baseline.load(args.baseline)
     say_notice(baseline.notice(base))
     proof = input_files.load_proof(args.shown.proof, args.shown.expected_proofs)
-    history = input_files.history_from_dir(args.history_dir, args.history_runs)
+    history = args.history or input_files.history_from_dir(args.history_dir, args.history_runs)
     return compare(
         head,
         base,
