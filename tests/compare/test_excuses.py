@@ -71,6 +71,13 @@ def test_the_label_vouches_only_when_someone_other_than_the_author_added_it():
     assert vouched.blocked_by == ("#11",) and vouched.warnings == ()
 
 
+def test_a_label_a_bot_added_vouches_for_nothing():
+    grant = Grant(PR, labelled=Labelling(by="ci-bot[bot]", author="alice", by_bot=True))
+    [(_, test)] = vetted(results(red("a", "#11")), None, grant, "o/r").all_tests()
+    assert test.blocked_by == ()
+    assert "label was added by a bot, ci-bot[bot], which acts for whoever" in test.warnings[0]
+
+
 def test_a_label_whose_labeller_is_not_known_vouches_for_nothing():
     unknown = (
         Labelling(None, "alice", "GitHub answered 403 while reading the pull request's events"),

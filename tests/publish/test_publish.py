@@ -603,12 +603,30 @@ def test_a_labeller_is_escaped_in_the_comment(
     # A login is text from GitHub (a bot's has brackets, Markdown's link syntax): it goes
     # through the comment's one escaper with the rest of the warning, once.
     fake_github.world.seed({"repos": {REPO: {"pulls": [{"number": 11}]}}})
-    fake_github.world.repos[REPO].pulls[7].author = "ci[bot]"
     fake_github.world.label(REPO, 7, LABEL, actor="CI[bot]")
     assert cli.main(_self_excused(tmp_path)) == 1
     body = _comments(fake_github)[-1]
-    assert "added by the PR's author, CI&#91;bot&#93;; a maintainer other than" in body
+    assert "added by a bot, CI&#91;bot&#93;, which acts for whoever asked it" in body
     assert "&amp;" not in body  # not escaped twice
+
+
+def test_a_label_a_bot_added_vouches_for_nothing(
+    fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
+) -> None:
+    """A bot adds a label for whoever asks it (sglang's slash commands label PRs for the
+    users its CI_PERMISSIONS.json lists, authors among them): the event names the bot, not
+    a maintainer who vouched, so the label counts for nothing; a maintainer's own does."""
+    fake_github.world.seed({"repos": {REPO: {"pulls": [{"number": 11}]}}})
+    argv = _self_excused(tmp_path)
+    fake_github.world.label(REPO, 7, LABEL, actor="github-actions[bot]")
+    assert cli.main(argv) == 1
+    assert (
+        "(the `kl-bitexact-blocked-ok` label was added by a bot, github-actions[bot], which acts "
+        "for whoever asked it (the PR's author, maybe); a maintainer must add it by hand)"
+    ) in _warning(fake_github)
+    fake_github.world.unlabel(REPO, 7, LABEL, actor=MAINTAINER)
+    _vouch(fake_github)
+    assert cli.main(argv) == 0
 
 
 @pytest.mark.parametrize(

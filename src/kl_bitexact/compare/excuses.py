@@ -44,6 +44,9 @@ class Labelling:
     by: str | None
     author: str | None
     unchecked: str | None = None
+    # The account that added it is a bot (a GitHub App, a workflow's token): it acts for
+    # whoever asked it, maybe the PR's author (a slash command), and names nobody.
+    by_bot: bool = False
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,11 @@ class Grant:
                 f"the `{self.label}` label is on it, but who added it could not be checked "
                 f"({labelled.unchecked or 'GitHub did not say'}); it counts only when a "
                 "maintainer other than the PR's author adds it"
+            )
+        if labelled.by_bot:
+            return (
+                f"the `{self.label}` label was added by a bot, {labelled.by}, which acts for "
+                "whoever asked it (the PR's author, maybe); a maintainer must add it by hand"
             )
         if labelled.by.lower() == labelled.author.lower():  # GitHub's logins ignore case
             return (

@@ -39,30 +39,34 @@ class LabelEvent:
     id: int
     added: bool
     actor: str | None  # None: GitHub names nobody (a deleted account)
+    bot: bool = False  # the actor is a bot account (type Bot, or an App's `NAME[bot]`)
 
 
 def labelling(session: Session, pull: PullRequest, label: str) -> Labelling:
     """Who applied `label`, now on `pull`, and who opened `pull`; what is not known, why."""
     author = _login(pull.raw_data.get("user"))
-    by, unchecked = _labeller(session, pull, label)
+    labelled = _labeller(session, pull, label)
     if author is None:
-        unchecked = unchecked or "GitHub does not say who opened the pull request"
-    return Labelling(by, author, unchecked)
+        unchecked = labelled.unchecked or "GitHub does not say who opened the pull request"
+        return Labelling(labelled.by, None, unchecked, labelled.by_bot)
+    return Labelling(labelled.by, author, labelled.unchecked, labelled.by_bot)
 
 
-def _labeller(session: Session, pull: PullRequest, label: str) -> tuple[str | None, str | None]:
-    """The login that applied `label`, or None and why it is not known."""
+def _labeller(session: Session, pull: PullRequest, label: str) -> Labelling:
+    """Who applied `label` (the author left for `labelling`), or None and why not known."""
     try:
         with session.translated("reading the pull request's events"):
             events, more = _label_events(pull, label)
     except GitHubError as error:
-        return None, error.message
+        return Labelling(None, None, error.message)
     if more:
-        return None, f"the pull request has more than {MAX_EVENTS} events, which are not read"
+        why = f"the pull request has more than {MAX_EVENTS} events, which are not read"
+        return Labelling(None, None, why)
     latest = latest_added(events)
     if latest is None:
-        return None, "no event of the pull request says who added it"
-    return latest.actor, None if latest.actor else "GitHub names no account for it"
+        return Labelling(None, None, "no event of the pull request says who added it")
+    unnamed = None if latest.actor else "GitHub names no account for it"
+    return Labelling(latest.actor, None, unnamed, latest.bot)
 
 
 def latest_added(events: Iterable[LabelEvent]) -> LabelEvent | None:
@@ -81,10 +85,19 @@ def _label_events(pull: PullRequest, label: str) -> tuple[list[LabelEvent], bool
         seen += 1
         if event.event in ("labeled", "unlabeled") and event.label and event.label.name == label:
             actor = event.actor.login if event.actor else None
-            found.append(LabelEvent(event.id, event.event == "labeled", actor))
+            # `type` is in GitHub's simple user (no request); raw_data would fetch the event.
+            kind = event.actor.type if event.actor else None
+            found.append(
+                LabelEvent(event.id, event.event == "labeled", actor, _is_bot(actor, kind))
+            )
     return found, seen > MAX_EVENTS
 
 
 def _login(user: Any) -> str | None:
     login = user.get("login") if isinstance(user, dict) else None
     return login if isinstance(login, str) and login else None
+
+
+def _is_bot(login: str | None, kind: str | None) -> bool:
+    """A bot account: GitHub's `type: Bot`, or a login an App's bot has (`NAME[bot]`)."""
+    return kind == "Bot" or (login or "").endswith("[bot]")
