@@ -136,8 +136,7 @@ def _in_child(command: Command, options: object) -> int:
     """`command`'s work with `options` in a child process, the inputs and the token kept
     out of its environment: the options travel as a file of values
     (commands/values_file.py), never as a command line to parse again."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(clean_env.INPUT_PREFIX)}
-    env.pop("GITHUB_TOKEN", None)
+    env = _step_env_without_inputs()
     print(escape.terminal(values_file.describe(command.name, options), 4000), flush=True)
     with values_file.written(command.name, options) as path:
         child = subprocess.Popen(
@@ -486,10 +485,17 @@ def _parsed(
 def _publish_env(inputs: ActionInputs) -> dict[str, str]:
     """What `publish` reads: the step's environment without the action's inputs, and the
     `github-token` input as GITHUB_TOKEN (the step's own, if any, is not publish's)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(clean_env.INPUT_PREFIX)}
-    env.pop("GITHUB_TOKEN", None)
+    env = _step_env_without_inputs()
     if inputs.github_token:
         env["GITHUB_TOKEN"] = inputs.github_token
+    return env
+
+
+def _step_env_without_inputs() -> dict[str, str]:
+    """The step's environment without the action's inputs or its own GITHUB_TOKEN: what a
+    command the step calls starts from (the token, where one is due, is the input's)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(clean_env.INPUT_PREFIX)}
+    env.pop("GITHUB_TOKEN", None)
     return env
 
 

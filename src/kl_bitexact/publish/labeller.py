@@ -16,7 +16,7 @@ added the label: who added it is not known, and the label vouches for nothing.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import islice
 from typing import Any
 
@@ -44,12 +44,10 @@ class LabelEvent:
 
 def labelling(session: Session, pull: PullRequest, label: str) -> Labelling:
     """Who applied `label`, now on `pull`, and who opened `pull`; what is not known, why."""
-    author = _login(pull.raw_data.get("user"))
     labelled = _labeller(session, pull, label)
-    if author is None:
-        unchecked = labelled.unchecked or "GitHub does not say who opened the pull request"
-        return Labelling(labelled.by, None, unchecked, labelled.by_bot)
-    return Labelling(labelled.by, author, labelled.unchecked, labelled.by_bot)
+    author = _login(pull.raw_data.get("user"))
+    unknown_author = None if author else "GitHub does not say who opened the pull request"
+    return replace(labelled, author=author, unchecked=labelled.unchecked or unknown_author)
 
 
 def _labeller(session: Session, pull: PullRequest, label: str) -> Labelling:
