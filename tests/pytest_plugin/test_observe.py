@@ -96,12 +96,35 @@ def test_per_prompt_start_lengths_and_unreported_positions() -> None:
     assert record["exact"] == {"tokens": 1, "mismatched": 0, "not_reported": 1, "enforced": True}
 
 
+def test_every_decode_of_a_prompt_is_compared_with_its_replay() -> None:
+    """Issue 36, item 10: a cached decode with a differing logprob, then a cold decode of
+    the same prompt, then one replay - the cached decode's difference is counted."""
+    seen = TestObservation()
+    prompt = [1, 2, 3]
+    body = {"input_ids": prompt, "return_logprob": True}
+    generate(seen, body, decode(prompt, [4, 5], [-1.0, -2.25], cached=2))
+    generate(seen, body, decode(prompt, [4, 5], [-1.0, -2.0], cached=0))
+    sequence = [*prompt, 4, 5]
+    generate(
+        seen,
+        {"input_ids": sequence, "return_logprob": True, "logprob_start_len": 0},
+        replay(sequence, [None, -9.0, -9.0, -1.0, -2.0]),
+    )
+    exact = seen.exact()
+    assert exact is not None and (exact.tokens, exact.mismatched) == (4, 1)
+    [divergence] = seen.divergences()
+    assert (divergence.cached_tokens, divergence.token_index) == (2, 1)
+    assert (divergence.decode_logprob, divergence.replay_logprob) == (-2.25, -2.0)
+    assert not seen.pending and seen.waiting == 0
+
+
 def test_waiting_decodes_are_bounded() -> None:
     seen = TestObservation()
     for i in range(MAX_PENDING + 10):
-        prompt = [i + 1]
+        prompt = [i % 7 + 1]  # the same few prompts decoded again and again
         generate(seen, {"input_ids": prompt}, decode(prompt, [7], [-1.0]))
-    assert len(seen.pending) == MAX_PENDING
+    assert seen.waiting == MAX_PENDING
+    assert sum(len(decodes) for decodes in seen.pending.values()) == MAX_PENDING
 
 
 def test_answers_it_cannot_read_are_skipped() -> None:

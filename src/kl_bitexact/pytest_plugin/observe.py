@@ -9,7 +9,10 @@ reads every `/generate` answer a test receives, untouched.
 Pairing follows sglang's helpers: a replay is a request whose prompt is exactly an earlier
 answer's prompt + output_ids (`new_input_ids = input_ids[i] + result["output_ids"]`) and
 that scores at least those output positions (`logprob_start_len` low enough); its last
-`len(output)` input logprobs are paired with that answer's decoded logprobs, once. Tokens
+`len(output)` input logprobs are paired with that answer's decoded logprobs, once. Every
+decode of that sequence still waiting is paired, not only the latest: a test that decodes
+the same prompt twice (cached, then cold) and replays once compares both with the replay,
+so a cached decode's differences are never hidden by a cold one after it. Tokens
 of a turn's prompt that a replay scores again (an earlier turn's outputs) are not pairs, as
 sglang does not compare them either. Counts and first divergences come from the same
 functions `kl-bitexact run` uses (run/checks/metrics.py).
@@ -51,7 +54,9 @@ class TestObservation:
 
     __test__ = False  # not a pytest test class despite the name
 
-    pending: dict[bytes, Decoded] = field(default_factory=dict)
+    # Decodes by the sequence a replay of them scores (prompt + outputs), oldest first.
+    pending: dict[bytes, list[Decoded]] = field(default_factory=dict)
+    waiting: int = 0  # decodes in `pending`, all sequences together
     samples: list[Sample] = field(default_factory=list)
     geometry: Geometry = field(default_factory=Geometry)
     warnings: list[str] = field(default_factory=list)
@@ -74,37 +79,41 @@ class TestObservation:
         logprobs = _logprobs(meta.get("output_token_logprobs"))
         if logprobs is None or len(logprobs) != len(outputs):
             return
-        if len(self.pending) >= MAX_PENDING:
-            self.pending.pop(next(iter(self.pending)))
+        if self.waiting >= MAX_PENDING:
+            self._forget_oldest()
         cached = meta.get("cached_tokens")
-        self.pending[_key((*prompt, *outputs))] = Decoded(
+        decoded = Decoded(
             index=index,
             prompt_len=len(prompt),
             cached_tokens=cached if isinstance(cached, int) else None,
             logprobs=logprobs,
             output_ids=tuple(outputs),
         )
+        self.pending.setdefault(_key((*prompt, *outputs)), []).append(decoded)
+        self.waiting += 1
+
+    def _forget_oldest(self) -> None:
+        oldest = next(iter(self.pending))
+        decodes = self.pending[oldest]
+        decodes.pop(0)
+        self.waiting -= 1
+        if not decodes:
+            del self.pending[oldest]
 
     def _pair(self, prompt: tuple[int, ...], start: int, reply: Mapping[str, Any]) -> None:
-        decoded = self.pending.get(_key(prompt))
+        """Every decode waiting for this sequence, each paired with the replay once."""
+        decodes = self.pending.get(_key(prompt))
         meta = reply.get("meta_info")
-        if decoded is None or not isinstance(meta, Mapping):
+        if not decodes or not isinstance(meta, Mapping):
             return
         scored = _logprobs(meta.get("input_token_logprobs"))
-        count = len(decoded.logprobs)
+        # All decodes of one sequence have as many outputs (the key holds them).
+        count = len(decodes[0].logprobs)
         if scored is None or start > len(prompt) - count or len(scored) < count:
             return
         del self.pending[_key(prompt)]
-        self.samples.append(
-            Sample(
-                index=decoded.index,
-                prompt_len=decoded.prompt_len,
-                cached_tokens=decoded.cached_tokens,
-                decode=decoded.logprobs,
-                replay=scored[-count:],
-                output_ids=decoded.output_ids,
-            )
-        )
+        self.waiting -= len(decodes)
+        self.samples.extend(_sample(decoded, scored[-count:]) for decoded in decodes)
 
     def exact(self) -> ExactMatch | None:
         """Pairs compared and how many differ; None when nothing was paired."""
@@ -136,6 +145,17 @@ class TestObservation:
             "samples": len(self.samples),
             "warnings": self.warnings,
         }
+
+
+def _sample(decoded: Decoded, replayed: tuple[float | None, ...]) -> Sample:
+    return Sample(
+        index=decoded.index,
+        prompt_len=decoded.prompt_len,
+        cached_tokens=decoded.cached_tokens,
+        decode=decoded.logprobs,
+        replay=replayed,
+        output_ids=decoded.output_ids,
+    )
 
 
 def _divergence_json(divergence: Divergence) -> dict[str, Any]:
