@@ -289,3 +289,31 @@ def test_an_interrupted_or_partial_baseline_excuses_nothing():
     assert compare(results(*failed), partial).decision.exit_code is ExitCode.GATE_FAILED
     # The same red on a finished, whole base is what regression mode excuses.
     assert compare(results(*failed), results(*failed)).decision.passed
+
+
+def hits_red(test_id: str, **changes: object) -> r.TestResult:
+    """Red on decode cache hits 16/32; what a pytest import records when the hits assertion
+    fires before the KL is printed: no KL, no per-sample KLs, no logprobs compared."""
+    hits = r.CacheHits(hit=16, total=32, min_ratio=0.99)
+    unmeasured: dict[str, object] = {"kl_div": None, "kl_per_sample": None, "exact": None}
+    return check_result(test_id, S.FAILED, cache_hits=hits, **{**unmeasured, **changes})
+
+
+def test_a_base_that_never_recorded_a_number_cannot_excuse_it_growing():
+    # Issue 36, item 2: base red on hits with kl_div null; head KL 3.0 with 150/192 logprobs
+    # differing was `still_failing`, excused by the base: exit 0.
+    head = hits_red("t", kl_div=3.0, kl_per_sample=(3.0,) * 32, exact=r.ExactMatch(192, 150))
+    comparison = compare(results(head), results(hits_red("t")))
+    (delta,) = comparison.deltas
+    assert delta.verdict is Verdict.REGRESSION and delta.gating
+    assert delta.worse == (
+        "avg KL 3.00e+00 where the base recorded none (cannot tell it is no worse)",
+        "differing logprobs 78.1% where the base recorded none (cannot tell it is no worse)",
+    )
+    assert comparison.decision.exit_code is ExitCode.GATE_FAILED
+    # The base measured what the head did not: no more told either way.
+    swapped = compare(results(hits_red("t")), results(head)).deltas[0]
+    assert swapped.gating and swapped.worse[0].startswith("avg KL: the head recorded none")
+    # Neither side measured it: nothing to compare, the same red is still failing.
+    same = compare(results(hits_red("t")), results(hits_red("t"))).deltas[0]
+    assert same.verdict is Verdict.STILL_FAILING and not same.gating and same.worse == ()

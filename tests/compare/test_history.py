@@ -164,3 +164,27 @@ def test_allow_known_lets_through_no_more_than_10x_the_worst_its_history_failed_
         (delta,) = compare(results(drift(kl)), None, policy=policy, history=built).deltas
         assert delta.known_let_through is let_through and delta.gating is not let_through
     assert delta.worse == ("avg KL 4.00e-07 → 1.00e-04 (250x) against the history's worst",)
+
+
+def test_allow_known_does_not_let_through_what_the_history_never_measured() -> None:
+    # Issue 36, item 3: history's failures lack the number (hits red, KL never printed), so
+    # a head KL of 3.0 was "no worse than the worst": known_let_through, exit 0.
+    def hits_red(kl: float | None) -> r.TestResult:
+        return r.TestResult(
+            id="gpu::decode", check="decode_cache_hit", status=r.Status.FAILED, kl_div=kl,
+            kl_threshold=1e-9, cache_hits=r.CacheHits(hit=16, total=32, min_ratio=0.99),
+        )  # fmt: skip
+
+    runs = [(Run(commit(i), when(i)), results(hits_red(None))) for i in range(2)]
+    built = history.build("main", runs)
+    policy = Policy(FailOn.FAILURE, allow_known=True)
+    comparison = compare(results(hits_red(3.0)), None, policy=policy, history=built)
+    (delta,) = comparison.deltas
+    assert not delta.known_let_through and delta.gating
+    assert delta.worse == (
+        "avg KL 3.00e+00 where the history's failures recorded none (cannot tell it is no worse)",
+    )
+    assert comparison.decision.exit_code is ExitCode.GATE_FAILED
+    # The same numbers as history's failures are what allow-known lets through.
+    same = compare(results(hits_red(None)), None, policy=policy, history=built).deltas[0]
+    assert same.known_let_through and not same.gating

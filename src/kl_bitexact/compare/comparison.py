@@ -227,7 +227,7 @@ def _beyond_history(head: TestResult | None, found: TestHistory | None) -> tuple
     worst = found.worst_failure() if found is not None else None
     if head is None or worst is None:
         return ()
-    return tuple(f"{reason} against the history's worst" for reason in gate.worse_than(head, worst))
+    return gate.worse_than(head, worst, "the history's failures", " against the history's worst")
 
 
 def _no_verdict(test_id: str, check: str, head: Results) -> TestResult:

@@ -224,34 +224,63 @@ def worse_than_base(test: TestResult, base: TestResult | None) -> tuple[str, ...
     return worse_than(test, RedNumbers.of(base))
 
 
-def worse_than(test: TestResult, before: RedNumbers) -> tuple[str, ...]:
+def worse_than(
+    test: TestResult, before: RedNumbers, source: str = "the base", against: str = ""
+) -> tuple[str, ...]:
     """The rule: how a red test's numbers grew past WORSE_FACTOR x what a red earlier result
-    measured (its base, or the worst its history failed with), before -> now."""
+    measured (`source`: its base, or the worst its history failed with), before -> now. A
+    number measured on one side only cannot be told no worse (issue 36): that is a reason
+    too, never "not worse"."""
     if test.status not in RED:
         return ()
-    now = RedNumbers.of(test)
-    fails = numbers.failing(test)  # the one rule (results.verdict), not a copy of it
+    now, fails = RedNumbers.of(test), numbers.failing(test)  # the one rule, not a copy
+    said = _Said(source, against)
     found = (
-        _grew("avg KL", before.kl, now.kl, "kl" in fails, fmt_kl),
-        _grew("differing logprobs", before.differing, now.differing, "exact" in fails, _percent),
-        _grew("missed cache hits", before.missed, now.missed, "hits" in fails, _percent),
+        said.grew("avg KL", before.kl, now.kl, "kl" in fails, fmt_kl),
+        said.grew(
+            "differing logprobs", before.differing, now.differing, "exact" in fails, _percent
+        ),
+        said.grew("missed cache hits", before.missed, now.missed, "hits" in fails, _percent),
     )
     return tuple(reason for reason in found if reason)
 
 
-def _grew(
-    what: str,
-    base: float | None,
-    head: float | None,
-    head_fails: bool,
-    shown: Callable[[float | None], str],
-) -> str:
-    """`what base -> head (Nx)` when head > WORSE_FACTOR x base (from 0: only if failing)."""
-    if base is None or head is None or not head > WORSE_FACTOR * base:
-        return ""
-    if base <= 0:
-        return f"{what} {shown(base)} → {shown(head)}" if head_fails else ""
-    return f"{what} {shown(base)} → {shown(head)} ({head / base:.3g}x)"
+@dataclass(frozen=True)
+class _Said:
+    """How `worse_than` words a number that grew: `source` names the earlier result, and
+    `against` follows a growth."""
+
+    source: str
+    against: str
+
+    def grew(
+        self,
+        what: str,
+        base: float | None,
+        head: float | None,
+        head_fails: bool,
+        shown: Callable[[float | None], str],
+    ) -> str:
+        """`what base -> head (Nx)` when head > WORSE_FACTOR x base (from 0: only if failing);
+        "cannot tell" when one side has the number and the other none (from none to 0 is
+        no growth)."""
+        if base is None and head is None:
+            return ""  # neither side measured it: nothing here to compare
+        if base is None:
+            return "" if head == 0 else f"{what} {shown(head)} where {self.source} {_NONE}"
+        if head is None:
+            return (
+                f"{what}: the head recorded none where {self.source} recorded {shown(base)}{_TELL}"
+            )
+        if not head > WORSE_FACTOR * base:
+            return ""
+        if base <= 0:
+            return f"{what} {shown(base)} → {shown(head)}{self.against}" if head_fails else ""
+        return f"{what} {shown(base)} → {shown(head)} ({head / base:.3g}x){self.against}"
+
+
+_TELL = " (cannot tell it is no worse)"
+_NONE = "recorded none" + _TELL
 
 
 def _share(part: int, whole: int) -> float | None:
