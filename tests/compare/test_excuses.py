@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from kl_bitexact.compare.excuses import Grant, Labelling, vetted
+from kl_bitexact.compare.comparison import compare
+from kl_bitexact.compare.excuses import Grant, Labelling, promised, vetted
+from kl_bitexact.compare.gate import Verdict
 from kl_bitexact.results import model as r
 from kl_bitexact.suite.references import BlockerRef
 
@@ -94,3 +96,15 @@ def test_a_label_whose_labeller_is_not_known_vouches_for_nothing():
             "; it counts only when a maintainer other than the PR's author adds it)"
         )
         assert (labelled.unchecked or "GitHub did not say") in test.warnings[0]
+
+
+def test_the_pull_request_a_base_marker_names_is_expected_to_turn_the_test_green():
+    # Issue 36, item 11: the base carries `blocked_by: ['#7']`; PR #7 leaves the test red.
+    base = results(red("a", "o/r#7"), red("b", "#11"))
+    for head in (results(red("a", "#7"), red("b", "#11")), results(red("a"), red("b", "#11"))):
+        ids = promised(head, base, Grant(PR), "o/r")
+        assert ids == frozenset({"a"})
+        comparison = compare(vetted(head, base, Grant(PR), "o/r"), base, promised=ids)
+        delta = {d.id: d for d in comparison.deltas}["a"]
+        assert delta.verdict is Verdict.REGRESSION and delta.gating
+        assert not comparison.decision.passed

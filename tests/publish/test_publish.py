@@ -997,3 +997,20 @@ def test_a_publish_step_that_fails_keeps_its_outputs_and_says_why_once(
     assert re.search(r"^conclusion<<(\w+)\nerror\n\1$", written, re.M), written
     assert str(results) in written  # results-path, as far as the step got
     assert fake_github.world.repos[REPO].comments == []
+
+
+def test_the_pull_request_a_marker_names_never_excuses_its_red_test_whoever_wrote_it(
+    fake_github: FakeGitHub, env: dict[str, str], tmp_path: Path
+) -> None:
+    # Issue 36, item 11: `blocked_by: ['#7']` already on the base branch, and PR #7 (the
+    # blocker, the change expected to turn the test green) leaves it red: the marker was
+    # dropped and the plain red test, red on base too, was excused by the base: exit 0.
+    base = _write(tmp_path / "base.json", _test("t::fix", red=True, blocked_by=("#7",)))
+    for kept in (("#7",), ()):  # the PR keeps the marker, or takes it off
+        head = _write(tmp_path / "head.json", _test("t::fix", red=True, blocked_by=kept))
+        assert cli.main(["publish", str(head), "--baseline", str(base)]) == 1
+        body = html.unescape(_comments(fake_github)[0]).replace("\u2060", "")
+        assert "this pull request is the blocker" in body
+    # Green, it did what its marker promised.
+    green = _write(tmp_path / "green.json", _test("t::fix"))
+    assert cli.main(["publish", str(green), "--baseline", str(base)]) == 0

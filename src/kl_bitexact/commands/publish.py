@@ -300,6 +300,7 @@ def _run(
     base = _baseline(options.baseline, session, target, pull.base.ref)
     say_notice(baseline.notice(base))
     grant = _grant(options, session, target, pull)
+    promised = excuses.promised(head, base.results, grant, target.repository)
     head = excuses.vetted(head, base.results, grant, target.repository)
     blockers = _blocker_states(options, session, target, head, public=_public(pull))
     comparison = compare(
@@ -311,6 +312,7 @@ def _run(
         proof=proof,
         blocker_reasons=blockers.reasons,
         history=_history(options, session, target.repository, pull.base.ref),
+        promised=promised,
     )
     status.refuse_unbound_pass(tested, marked, comparison.decision)
     # The summary and annotations come first: if GitHub then refuses the comment (a

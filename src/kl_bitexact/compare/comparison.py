@@ -123,6 +123,7 @@ def compare(
     proof: Results | None = None,
     blocker_reasons: Mapping[str, str] | None = None,
     history: History | None = None,
+    promised: frozenset[str] = frozenset(),
 ) -> Comparison:
     """Compare `head` with `base` and decide the gate.
 
@@ -132,13 +133,14 @@ def compare(
     revision (`run --prove-base`), each judged against its head result. `blocker_reasons`:
     why a reference's state is unknown (canonical `owner/repo#N` keys), shown with it.
     `history`: the base branch's recent runs; each test's standing against them, and
-    under `--fail-on ...,allow-known` a known failure does not gate.
+    under `--fail-on ...,allow-known` a known failure does not gate. `promised`: the tests
+    this pull request is the blocker of (`excuses.promised`): red, nothing excuses them.
     """
     policy = policy or Policy()
     baseline = base if isinstance(base, Baseline) else Baseline.of(base)
     base_tests = _index(baseline.results)
     resolve = _Resolver(blockers or {}, default_repo, blocker_reasons or {})
-    judge = _Judge(baseline, resolve, policy, planned=head.plan is not None)
+    judge = _Judge(baseline, resolve, policy, head.plan is not None, promised)
     reported = [(suite.name, test) for suite, test in head.all_tests()]
     reported += [(item.suite, _no_verdict(item.id, item.check, head)) for item in head.missing()]
     deltas = [judge(suite, test, base_tests.pop(test.id, None)) for suite, test in reported]
@@ -149,7 +151,7 @@ def compare(
             lost = _no_verdict(test.id, test.check, head)
             deltas.append(judge(suite, lost, (suite, test)))
     if history is not None:
-        deltas = [_against_history(delta, history, policy) for delta in deltas]
+        deltas = [_against_history(d, history, policy, d.id in promised) for d in deltas]
     proofs = None
     if proof is not None:
         verdicts = {d.id: d.verdict for d in deltas if d.verdict is not None}
@@ -175,6 +177,7 @@ class _Judge:
     resolve: _Resolver
     policy: Policy
     planned: bool  # the head recorded its plan: a pass must prove itself (results.verdict)
+    promised: frozenset[str] = frozenset()  # this PR is their blocker: red is never excused
 
     def __call__(
         self, suite: str, test: TestResult, base: tuple[str, TestResult] | None
@@ -186,9 +189,13 @@ class _Judge:
         have_base = self.baseline.results is not None
         verdict = gate.verdict(test, [blocker.state for blocker in blockers])
         verdict = gate.by_base(verdict, test, base_test, have_base)
+        ours = test.id in self.promised
+        if ours and verdict in gate.UNEXCUSED_RED:
+            verdict = Verdict.REGRESSION  # as a merged blocker's: it was to turn green
         gating = gate.gates(verdict, test, policy)
-        # An interrupted or partial base run excuses nothing (Baseline.incomplete).
-        excusing = None if self.baseline.incomplete else base_test
+        # An interrupted or partial base run excuses nothing (Baseline.incomplete), nor
+        # does the base excuse what this pull request was to turn green.
+        excusing = None if self.baseline.incomplete or ours else base_test
         if gating and policy.fail_on is gate.FailOn.REGRESSION:
             gating = not gate.excused_by_base(verdict, test, excusing)
         if contradicted:
@@ -201,10 +208,13 @@ class _Judge:
         )
 
 
-def _against_history(delta: TestDelta, history: History, policy: Policy) -> TestDelta:
+def _against_history(
+    delta: TestDelta, history: History, policy: Policy, promised: bool = False
+) -> TestDelta:
     standing = history.standing(delta.id)
     let_through = (
         delta.gating
+        and not promised
         and delta.head is not None
         and delta.verdict is not None
         and lets_through(policy, delta.verdict, delta.head, standing)

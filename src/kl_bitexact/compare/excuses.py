@@ -5,7 +5,11 @@ test it breaks `blocked_by: ['#7']` - itself, open as long as it is under review
 open issue, and the gate turned green. A marker excuses a red test only when it is not the
 PR's to give:
 
-- a reference to the pull request itself never excuses;
+- a reference to the pull request itself never excuses: the pull request a marker names is
+  the change expected to turn the test green, so while it leaves the test red nothing
+  excuses it - neither the marker nor the base branch's red (issue 36: a marker the base
+  branch already had was dropped, and the plain red test, red on base too, was excused by
+  the base). `promised` names those tests, wherever the marker is (the PR, the base);
 - any other reference excuses once the base branch has it: the baseline (the base branch's
   own results) holds the same test with the same reference; a marker the PR adds or
   changes does not, until it is merged - unless a maintainer vouches for it with a label on
@@ -86,13 +90,42 @@ class Grant:
 def vetted(head: Results, base: Results | None, grant: Grant, default_repo: str | None) -> Results:
     """`head` with every marker the PR cannot grant itself taken off its red tests."""
     on_base = _markers(base, default_repo)
+    ours = promised(head, base, grant, default_repo)
     suites = tuple(
         replace(
-            suite, tests=tuple(_vet(test, on_base, grant, default_repo) for test in suite.tests)
+            suite,
+            tests=tuple(
+                _vet(test, on_base, grant, default_repo, test.id in ours) for test in suite.tests
+            ),
         )
         for suite in head.suites
     )
     return replace(head, suites=suites)
+
+
+def promised(
+    head: Results, base: Results | None, grant: Grant, default_repo: str | None
+) -> frozenset[str]:
+    """The red tests of `head` that a marker names this pull request for, on the head or on
+    the base branch: it is their blocker, expected to turn them green, and nothing excuses
+    them while they are red (`compare(promised=...)`)."""
+    ours = grant.pull_request
+    if ours is None:
+        return frozenset()
+    on_base = _markers(base, default_repo) or {}
+    found = set()
+    for _, test in head.all_tests():
+        marked = {ref for ref in (_ref(t, default_repo) for t in test.blocked_by) if ref}
+        marked |= on_base.get(test.id, set())
+        if test.status in RED and any(_same(ref, ours) for ref in marked):
+            found.add(test.id)
+    return frozenset(found)
+
+
+_PROMISED = (
+    "this pull request is the blocker, expected to turn the test green: nothing excuses it "
+    "while it is red"
+)
 
 
 def _vet(
@@ -100,8 +133,9 @@ def _vet(
     on_base: dict[str, set[BlockerRef]] | None,
     grant: Grant,
     default_repo: str | None,
+    ours: bool = False,
 ) -> TestResult:
-    if test.status not in RED or not test.blocked_by:
+    if test.status not in RED or not (test.blocked_by or ours):
         return test
     kept, notes = [], []
     for text in test.blocked_by:
@@ -110,6 +144,8 @@ def _vet(
             kept.append(text)
         else:
             notes.append(f"blocked_by {text} not taken: {why}")
+    if ours and not notes:  # named on the base branch only
+        notes.append(f"the base branch marks it blocked by this pull request: {_PROMISED}")
     if not notes:
         return test
     return replace(test, blocked_by=tuple(kept), warnings=(*test.warnings, *notes))
@@ -125,7 +161,7 @@ def _not_taken(
     if ref is None:
         return None  # not a reference: unknown, which fails closed already
     if grant.pull_request is not None and _same(ref, grant.pull_request):
-        return "it names this pull request itself, which is open while it is under review"
+        return f"it names this pull request itself: {_PROMISED}"
     label = grant.why_unvouched()
     if label is None:
         return None
