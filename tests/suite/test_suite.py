@@ -142,12 +142,39 @@ def test_several_suites_per_file_and_reference_command():
             "tests: [{name: a, check: match}, {name: a, check: match}]",
             "test name 'a' appears twice",
         ),
+        (
+            "name: x\nserver: {engine: reference}\n"
+            "tests: [{name: a, check: match, reach: [sglang.srt.scheduler.Scheduler]}]",
+            "tests[0].reach: 'sglang.srt.scheduler.Scheduler' is not `module:qualname` | "
+            "name a function as its module and qualified name, e.g. sglang.srt.",
+        ),
+        (
+            "name: x\nreach: [a:f.<locals>.g]\nserver: {engine: reference}\n"
+            "tests: [{name: a, check: match}]",
+            "reach: 'a:f.<locals>.g' is not `module:qualname`",
+        ),
+        (
+            "name: x\nreach: a:f\nserver: {engine: reference}\ntests: [{name: a, check: match}]",
+            "reach: expected a list of strings",
+        ),
     ],
 )
 def test_errors_name_the_key_and_the_fix(text, expected):
     message = _error(text)
     assert message.startswith("s.yaml: ")
     assert expected in message
+
+
+def test_reach_is_the_suites_functions_then_the_tests_own_once_each():
+    [loaded] = suite.parse(
+        "name: x\nreach: [a.b:C.run, m:f]\nserver: {engine: reference}\n"
+        "tests: [{name: a, check: match, reach: [m:f, m:g]}, {name: b, check: match}]",
+        source="s.yaml",
+    )
+    assert [spec.reach for spec in loaded.tests] == [
+        ("a.b:C.run", "m:f", "m:g"),
+        ("a.b:C.run", "m:f"),
+    ]
 
 
 def test_prompts_file_is_relative_to_the_suite(tmp_path: Path):

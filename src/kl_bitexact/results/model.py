@@ -146,6 +146,46 @@ class NoiseFloor:
         )
 
 
+class RanWhen(str, Enum):
+    """When a named function ran, as far as a test is concerned."""
+
+    NOT = ""  # it did not run
+    TEST = "test"  # while the test ran
+    STARTUP = "startup"  # while the server the test ran on started
+
+
+@dataclass(frozen=True)
+class FunctionReach:
+    """One function a test names (`reach:`, `module:qualname`) and whether it ran: while
+    the test ran, or while the server it ran on started (a constructor, a graph capture:
+    once per launch, for every test on it)."""
+
+    name: str
+    ran: bool
+    when: RanWhen = RanWhen.NOT
+    # Why it cannot have run, when the probe knows: the module has no such function, or
+    # no process of the server imported the module.
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Reach:
+    """What the reach probes saw of a test (docs/reach.md). `measured` False: nothing is
+    known (a server kl-bitexact did not launch, one not in Python), and `why_not` says why;
+    that is never a pass."""
+
+    measured: bool
+    functions: tuple[FunctionReach, ...] = ()
+    why_not: str = ""
+    # The PR's changed functions (`run --reach-diff`) that ran while this test ran.
+    changed: tuple[str, ...] = ()
+
+    @property
+    def unreached(self) -> tuple[FunctionReach, ...]:
+        """The named functions that did not run (all of them when not measured)."""
+        return tuple(f for f in self.functions if not (self.measured and f.ran))
+
+
 @dataclass(frozen=True)
 class TestResult:
     """One check of one suite."""
@@ -172,6 +212,7 @@ class TestResult:
     max_abs_diff: float | None = None
     noise_floor: NoiseFloor | None = None  # cache checks: the same prompts with no cache
     cause: Cause = Cause.UNKNOWN  # why an `error` did not measure
+    reach: Reach | None = None  # None: the test names no function and no diff was probed
 
 
 @dataclass(frozen=True)

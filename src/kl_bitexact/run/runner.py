@@ -27,10 +27,13 @@ from pathlib import Path
 from typing import Protocol
 
 from kl_bitexact.errors import EngineError, FatalError, Interrupted, ServerError
+from kl_bitexact.reach.probe_dir import NOT_LAUNCHED, Probe
 from kl_bitexact.results.io import join_by_name
 from kl_bitexact.results.model import (
     Cause,
+    FunctionReach,
     PlannedTest,
+    Reach,
     Results,
     RunInfo,
     ServerInfo,
@@ -270,7 +273,7 @@ def _servers(
                 running = None
             if running is None:
                 try:
-                    running = starter.start(suite, log)
+                    running = starter.start(suite, log, _named(group))
                 except ServerError as error:
                     yield suite, error
                     continue
@@ -299,11 +302,13 @@ class _Starter:
     reporter: Reporter
     unreachable: dict[str, ServerError] = field(default_factory=dict)
 
-    def start(self, suite: Suite, log: Path) -> server.Server:
+    def start(self, suite: Suite, log: Path, named: tuple[str, ...] = ()) -> server.Server:
+        """`named`: the functions the suites on this server name (probed when launched)."""
         label = f"suite {suite.name}"
         url = self.plan.base_url or suite.server.base_url
         progress = self.reporter.progress
         if not url:
+            probe = Probe(self.plan.log_dir / "reach", log.stem, named) if named else None
             return server.launch(
                 suite.server,
                 log,
@@ -312,6 +317,7 @@ class _Starter:
                 cwd=self.plan.cwd,
                 progress=progress,
                 suite_file=suite.source,
+                probe=probe,
             )
         if url in self.unreachable:  # the same words: the URL, not the suite, is at fault
             raise self.unreachable[url]
@@ -410,13 +416,37 @@ def _attempts(
     """`count` runs of one test; every run after the first shares no phase with anything
     (a reused answer would make repeats agree by construction)."""
     attempts: list[Attempt] = []
+    epoch = running.probe.begin() if running.probe is not None else 0
     for number in range(count):
         fresh = phases if number == 0 else Phases(phases.engine)
         result = checked(fresh.engine, spec, test_id(suite, spec), running, fresh)
         attempts.append(Attempt(result, fresh.scored, launch))
         if result.status is Status.ERROR:
             break
-    return attempts
+    reach = reach_of(spec, running, epoch)
+    if reach is None:
+        return attempts
+    return [
+        dataclasses.replace(a, result=dataclasses.replace(a.result, reach=reach)) for a in attempts
+    ]
+
+
+def _named(group: list[Suite]) -> tuple[str, ...]:
+    """The functions a launch's probe watches: every name its suites' tests give."""
+    return tuple(
+        dict.fromkeys(name for suite in group for spec in suite.tests for name in spec.reach)
+    )
+
+
+def reach_of(spec: TestSpec, running: server.Server, epoch: int) -> Reach | None:
+    """What the test reached of the functions it names (None: it names none); a server
+    kl-bitexact did not launch measured nothing, and says so."""
+    if not spec.reach:
+        return None
+    if running.probe is None:
+        unknown = tuple(FunctionReach(name, False) for name in spec.reach)
+        return Reach(False, unknown, NOT_LAUNCHED)
+    return running.probe.reach(epoch, spec.reach)
 
 
 def checked(

@@ -33,6 +33,7 @@ from typing import Any
 import requests
 
 from kl_bitexact.errors import ConfigError, ServerError, network_reason
+from kl_bitexact.reach.probe_dir import Probe
 from kl_bitexact.run import startup_failure, watchdog
 from kl_bitexact.run.engines import deadline
 from kl_bitexact.suite.model import PORT_PLACEHOLDER, ServerSpec
@@ -79,8 +80,12 @@ class Server:
         launch_s: float | None = None,
         teardown: Teardown = Teardown(),
         guard: Watchdog | None = None,
+        probe: Probe | None = None,
     ) -> None:
         self.base_url = base_url
+        # The reach probe loaded in its processes (None: not launched by us, or no function
+        # named): the runner marks each test's start on it and reads what ran.
+        self.probe = probe
         self.process = process
         self.log_path = log_path
         self.launch_s = launch_s
@@ -145,6 +150,8 @@ class Server:
         if self.guard is not None:
             self.guard.release()
             self.guard = None
+        if self.probe is not None:
+            self.probe.close()
 
     def note(self, line: str) -> None:
         """A line of our own in the server's log, marked as not the server's."""
@@ -200,10 +207,12 @@ def launch(
     cwd: Path | None = None,
     progress: Callable[[str], None] = _silent,
     suite_file: str = "the suite file",
+    probe: Probe | None = None,
 ) -> Server:
     """Start `spec.command` on a free port (in `cwd`: the proof run launches the base
     revision's engine) and wait until /health answers 200; `progress` hears that it
-    started, every PROGRESS_INTERVAL_S how it goes, and when it is up."""
+    started, every PROGRESS_INTERVAL_S how it goes, and when it is up. `probe`: the reach
+    probe its Python processes load (its directory first on their PYTHONPATH)."""
     port = free_port()
     command = [part.replace(PORT_PLACEHOLDER, str(port)) for part in spec.command]
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -218,7 +227,7 @@ def launch(
                 cwd=cwd,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, **dict(spec.env)},
+                env=_environment(spec, probe),
                 start_new_session=True,  # its own process group, for the teardown ladder
                 preexec_fn=die_with_parent(),
             )
@@ -229,7 +238,7 @@ def launch(
             ) from None
     url = f"http://127.0.0.1:{port}"
     progress(f"{label}: starting the server (log: {log_path})")
-    starting = Server(url, process=process, log_path=log_path, teardown=teardown)
+    starting = Server(url, process=process, log_path=log_path, teardown=teardown, probe=probe)
     try:
         starting.guard = Watchdog(process.pid, log_path, teardown)
         wait_healthy(starting, spec.startup_timeout, label, progress, suite_file)
@@ -246,7 +255,13 @@ def launch(
         launch_s=launch_s,
         teardown=teardown,
         guard=starting.guard,
+        probe=probe,
     )
+
+
+def _environment(spec: ServerSpec, probe: Probe | None) -> dict[str, str]:
+    env = {**os.environ, **dict(spec.env)}
+    return env if probe is None else probe.environment(env)
 
 
 def stop_reason(error: BaseException) -> str:

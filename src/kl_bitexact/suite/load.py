@@ -19,6 +19,7 @@ import yaml
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.suite import longbench
 from kl_bitexact.suite.model import (
+    FUNCTION_EXAMPLE,
     PORT_PLACEHOLDER,
     URL_EXAMPLE,
     CacheAssert,
@@ -30,6 +31,7 @@ from kl_bitexact.suite.model import (
     ServerSpec,
     Suite,
     TestSpec,
+    is_function_name,
     is_server_url,
 )
 from kl_bitexact.suite.reader import Reader, is_int, kind
@@ -42,7 +44,7 @@ LONGBENCH_HINT = (
     "or copy that file; XDG_CACHE_HOME moves the cache"
 )
 
-_SUITE_KEYS = ("name", "stage", "runner_config", "est_time", "server", "tests")
+_SUITE_KEYS = ("name", "stage", "runner_config", "est_time", "server", "tests", "reach")
 _SERVER_KEYS = (
     "engine",
     "dialect",
@@ -72,6 +74,7 @@ _TEST_KEYS = (
     "gate",
     "floor_factor",
     "floor_margin",
+    "reach",
 )
 _MULTITURN_KEYS = (
     "groups",
@@ -183,8 +186,9 @@ class _SuiteReader(Reader):
                 "server", "missing", "add `server: {engine: reference}` (see docs/suites.md)"
             )
         server = self.child("server", self.mapping["server"]).server()
+        named = self.functions()
         specs = tuple(
-            self.child(f"tests[{i}]", item).test(server.gate) for i, item in enumerate(tests)
+            self.child(f"tests[{i}]", item).test(server.gate, named) for i, item in enumerate(tests)
         )
         _check_unique(
             [spec.name for spec in specs], f"{self.source}: {self.path or 'suite'}", "test name"
@@ -268,7 +272,19 @@ class _SuiteReader(Reader):
             raise self.fail("env", "every value must be a string", 'quote values: SOME_FLAG: "1"')
         return tuple(sorted((key, str(item)) for key, item in value.items()))
 
-    def test(self, gate: Gate = Gate.BIT_EXACT) -> TestSpec:
+    def functions(self) -> tuple[str, ...]:
+        """`reach:`, the functions a suite or test exists to exercise (`module:qualname`)."""
+        names = self.strings("reach")
+        for name in names:
+            if not is_function_name(name):
+                raise self.fail(
+                    "reach",
+                    f"{name!r} is not `module:qualname`",
+                    f"name a function as its module and qualified name, e.g. {FUNCTION_EXAMPLE}",
+                )
+        return names
+
+    def test(self, gate: Gate = Gate.BIT_EXACT, named: tuple[str, ...] = ()) -> TestSpec:
         self.allow(_TEST_KEYS + _MULTITURN_KEYS)
         check = self.choice("check", CheckName)
         multiturn = check is CheckName.MULTITURN
@@ -298,6 +314,7 @@ class _SuiteReader(Reader):
             gate=self.choice("gate", Gate, gate),
             floor_factor=self.number("floor_factor", 4.0, low=1.0),
             floor_margin=self.number("floor_margin", 1e-9),
+            reach=tuple(dict.fromkeys((*named, *self.functions()))),
             **shape,
         )
 

@@ -3,6 +3,7 @@ Nothing here reads a file; `load.py` builds these from YAML through `reader.py`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import Enum
 from urllib.parse import urlsplit
@@ -73,6 +74,17 @@ class Gate(Name):
     NOISE_FLOOR = "noise-floor"
 
 
+# A function a test exists to exercise (`reach:`): `package.module:Class.method`, the form
+# entry points use; no `<locals>` (a nested function cannot be reached from outside).
+_DOTTED = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
+FUNCTION_NAME = re.compile(rf"{_DOTTED}:{_DOTTED}")
+FUNCTION_EXAMPLE = "sglang.srt.model_executor.cuda_graph_runner:CudaGraphRunner.capture"
+
+
+def is_function_name(text: str) -> bool:
+    return FUNCTION_NAME.fullmatch(text) is not None
+
+
 PORT_PLACEHOLDER = "{port}"
 URL_EXAMPLE = "http://127.0.0.1:30000"
 
@@ -135,6 +147,9 @@ class TestSpec:
     # gate: noise-floor: a cache test fails when its KL > floor_factor x floor KL + floor_margin.
     floor_factor: float = 4.0
     floor_margin: float = 1e-9
+    # The functions this test exists to exercise (`module:qualname`, the suite's `reach:`
+    # first); kl-bitexact records which of them ran (docs/reach.md).
+    reach: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
