@@ -1,7 +1,8 @@
 """Evaluate the GitHub Actions `${{ }}` expressions a workflow uses to name suites (pure).
 
 Enough of the expression language to follow values the way the runner does: string,
-number, boolean and null literals; `inputs.*`, `matrix.*` and `env.*` references; `!`,
+number, boolean and null literals; `inputs.*`, `matrix.*` and `env.*` references (and
+properties of an object value: `matrix.config.path`); `!`,
 `==`, `!=`, `&&`, `||` (which return an operand, as in JavaScript) and parentheses; and
 `format()`. Anything else (`github.*`, `needs.*`, `steps.*`, `fromJson`, an index) is
 UNKNOWN: only the run knows it, and the caller reports what it could not resolve.
@@ -173,10 +174,17 @@ class _Parser:
             return None
         head, _, rest = name.partition(".")
         values = self.context.get(head)
-        if values is None or not rest or "." in rest:
+        if values is None or not rest or "*" in rest:
             return UNKNOWN
+        key, _, deeper = rest.partition(".")
         # A matrix key an entry lacks is null; an input or env name nobody set is unknown.
-        return values.get(rest, None) if head == "matrix" else values.get(rest, UNKNOWN)
+        value = values.get(key, None) if head == "matrix" else values.get(key, UNKNOWN)
+        for part in deeper.split(".") if deeper else ():
+            # `matrix.config.path`: a property of an object value (missing: null)
+            if not isinstance(value, Mapping):
+                return UNKNOWN
+            value = value.get(part, None)
+        return value
 
 
 def _truthy(value: Any) -> bool:

@@ -42,6 +42,7 @@ class Code(str, Enum):
     UNRESOLVED_DISPATCH = "unresolved-dispatch"
     CADENCE_MISMATCH = "cadence-mismatch"
     TIMEOUT_EXCEEDED = "timeout-exceeded"
+    TIME_LIMIT_EXCEEDED = "time-limit-exceeded"
     OUTSIDE_ROOT = "outside-root"
 
 

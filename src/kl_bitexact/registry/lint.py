@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import replace
 
 from kl_bitexact.errors import did_you_mean
-from kl_bitexact.registry import paths
+from kl_bitexact.registry import paths, sglang_partition
 from kl_bitexact.registry.allowlists import NIGHTLY, PER_COMMIT, Allowlist, AllowlistEntry
 from kl_bitexact.registry.findings import Code, Finding, error, ordered, warning
 from kl_bitexact.registry.model import SUITE_FILE_BACKEND, Registration
@@ -21,7 +22,7 @@ SAFE_SUITE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 def lint(state: RepoState) -> list[Finding]:
     findings = [finding for scanned in state.files for finding in scanned.findings]
-    findings += _unsafe_names(state.registrations)
+    findings += _unsafe_names(state)
     findings += _not_allowlisted(state)
     findings += _not_dispatched(state)
     findings += _empty_dispatches(state)
@@ -30,6 +31,7 @@ def lint(state: RepoState) -> list[Finding]:
     findings += _unresolved(state)
     findings += _cadence(state)
     findings += _timeouts(state)
+    findings += _time_limits(state)
     return ordered(findings)
 
 
@@ -65,18 +67,33 @@ def _globbed(state: RepoState, path: str) -> bool:
     return any(paths.matches(path, glob.pattern) for glob in state.workflows.globs)
 
 
-def _unsafe_names(registrations: Iterable[Registration]) -> list[Finding]:
+def _unsafe_names(state: RepoState) -> list[Finding]:
     return [
-        error(
+        _unsafe_name(r)
+        for r in state.registrations
+        if not SAFE_SUITE_NAME.fullmatch(r.suite)
+        and not (r.suite == "" and r.file in state.run_by_path)  # a placeholder run by path
+    ]
+
+
+def _unsafe_name(r: Registration) -> Finding:
+    if r.suite == "":
+        return error(
             r.file,
             r.line,
             Code.BAD_SUITE_NAME,
-            f"suite name {r.suite!r} has characters CI configuration cannot carry safely",
-            "use only letters, digits, '.', '_' and '-' in suite, stage and runner_config",
+            "the suite name is empty: no suite run selects this file, and no workflow runs "
+            "it by path, so it never runs",
+            "name the suite the file belongs to, or run the file by path in a workflow "
+            "(a `test_case:` matrix entry)",
         )
-        for r in registrations
-        if not SAFE_SUITE_NAME.fullmatch(r.suite)
-    ]
+    return error(
+        r.file,
+        r.line,
+        Code.BAD_SUITE_NAME,
+        f"suite name {r.suite!r} has characters CI configuration cannot carry safely",
+        "use only letters, digits, '.', '_' and '-' in suite, stage and runner_config",
+    )
 
 
 def _not_allowlisted(state: RepoState) -> list[Finding]:
@@ -85,8 +102,11 @@ def _not_allowlisted(state: RepoState) -> list[Finding]:
         allowlist, where = allowlist_of(state, registration)
         if allowlist.allows(registration.suite, registration.backend):
             continue
-        if not registration.enabled and not _validated(state, registration, where):
+        validated = _validated(state, registration, where)
+        if not registration.enabled and not validated:
             continue  # disabled on purpose, and nothing checks its suite name: no harm
+        if registration.file in state.run_by_path and not validated:
+            continue  # a workflow runs it by path, and nothing checks its suite name
         findings.append(_not_allowlisted_finding(state, registration, where))
     return findings
 
@@ -141,27 +161,29 @@ def _not_allowlisted_finding(state: RepoState, r: Registration, where: str) -> F
 def _not_dispatched(state: RepoState) -> list[Finding]:
     entries = list(state.yaml_allowlist.entries)
     entries += list(state.python_allowlist.entries) if state.python_allowlist else []
-    return [
-        _not_dispatched_finding(entry, _enabled_files(state.registrations, entry))
-        for entry in entries
-        if not is_dispatched(state, entry.suite, entry.backend)
-    ]
+    findings = []
+    for entry in entries:
+        if is_dispatched(state, entry.suite, entry.backend):
+            continue
+        files = _enabled_files(state.registrations, entry)
+        unrun = files - state.run_by_path.keys()
+        if unrun or not files:  # files run by path do run
+            findings.append(_not_dispatched_finding(entry, len(unrun), len(files - unrun)))
+    return findings
 
 
-def _enabled_files(registrations: Iterable[Registration], entry: AllowlistEntry) -> int:
+def _enabled_files(registrations: Iterable[Registration], entry: AllowlistEntry) -> set[str]:
     """Enabled files registered to the entry's suite for its backend (YAML: any backend)."""
-    return len(
-        {
-            r.file
-            for r in registrations
-            if r.enabled
-            and r.suite == entry.suite
-            and (entry.backend is None or r.backend == entry.backend)
-        }
-    )
+    return {
+        r.file
+        for r in registrations
+        if r.enabled
+        and r.suite == entry.suite
+        and (entry.backend is None or r.backend == entry.backend)
+    }
 
 
-def _not_dispatched_finding(entry: AllowlistEntry, enabled: int) -> Finding:
+def _not_dispatched_finding(entry: AllowlistEntry, enabled: int, by_path: int) -> Finding:
     backend = f" {entry.backend}" if entry.backend else ""
     if enabled == 0:
         return warning(
@@ -178,18 +200,19 @@ def _not_dispatched_finding(entry: AllowlistEntry, enabled: int) -> Finding:
         Code.NOT_DISPATCHED,
         f"allowlisted{backend} suite {entry.suite!r} is dispatched by no workflow"
         f"{' for' + backend if backend else ''}: its {enabled} enabled test file(s) "
-        "silently never run",
+        "silently never run" + (f" ({by_path} other(s) run by path)" if by_path else ""),
         "add the suite to a workflow matrix (stage + runner_config, or a `suite` entry) or a "
         "`--suite` argument (`kl-bitexact lint-ci --fix` adds a matrix entry)",
     )
 
 
 def _empty_dispatches(state: RepoState) -> list[Finding]:
-    """Runs that select no enabled test (one finding per suite, backend and workflow): the
-    runner selects by backend (`--hw`), suite and cadence (`--nightly`)."""
+    """Runs that select no enabled test (one finding per suite and backend in the workflow
+    file that causes it): the runner selects by backend (`--hw`), suite and cadence
+    (`--nightly`)."""
     first: dict[tuple[str, str | None, str], Dispatch] = {}
-    for dispatch in sorted(state.workflows.dispatches, key=lambda d: d.line):
-        first.setdefault((dispatch.suite, dispatch.backend, dispatch.file), dispatch)
+    for dispatch in sorted(state.workflows.dispatches, key=lambda d: cause(d)[1]):
+        first.setdefault((dispatch.suite, dispatch.backend, cause(dispatch)[0]), dispatch)
     enabled: set[tuple[str, str | None, bool | None]] = set()
     for r in state.registrations:
         if r.enabled:  # what a run selects, with its backend or cadence unknown (None)
@@ -210,13 +233,25 @@ def _empty_finding(d: Dispatch) -> Finding:
     test = f" {d.backend}" if d.backend else ""
     cadence = "" if d.nightly is None else f" registered with nightly={d.nightly}"
     return error(
-        d.file,
-        d.line,
+        *cause(d),
         Code.EMPTY_SUITE,
         f"the workflow runs suite {d.suite!r}{run}, which has no enabled{test} test"
         f"{cadence}: it reports green without testing anything",
         "register tests to the suite (or re-enable them), or remove it from the workflow",
     )
+
+
+def cause(d: Dispatch) -> tuple[str, int]:
+    """Where a problem of this run is caused: the runner's command when it names the suite
+    literally (one place, however many workflows call the one that runs it), else where
+    the suite's name is given (a matrix entry, a caller's `with:`)."""
+    return (d.runner_file, d.runner_line) if d.suite_literal else (d.file, d.line)
+
+
+def _run_place(d: Dispatch) -> str:
+    """The run, and where its suite is named when that is elsewhere."""
+    named = "" if d.suite_literal else f" (suite named at {d.file}:{d.line})"
+    return f"the run at {d.runner_file}:{d.runner_line}{named}"
 
 
 def _empty_globs(state: RepoState) -> list[Finding]:
@@ -425,8 +460,61 @@ def _timeout_finding(r: Registration, d: Dispatch, limit: float) -> Finding:
         r.line,
         Code.TIMEOUT_EXCEEDED,
         f"est_time={r.est_time:g} s is above the {limit:g} s per-file limit ({given}) of "
-        f"the run at {d.runner_file}:{d.runner_line} (dispatched at {d.file}:{d.line}): "
-        "the file is killed on every run",
+        f"{_run_place(d)}: the file is killed on every run",
         "split the file, raise that run's --timeout-per-file (a matrix `timeout_per_file`), "
         "or correct est_time if the file is faster",
+    )
+
+
+def _time_limits(state: RepoState) -> list[Finding]:
+    """Runs whose selected files (or the longest partition of them, as sglang's
+    auto_partition splits them by est_time) cannot finish within the step's time limit
+    (its `timeout-minutes`, or the job's): one finding per run and suite."""
+    by_suite: dict[str, list[Registration]] = {}
+    for r in state.registrations:
+        if r.enabled and r.backend != SUITE_FILE_BACKEND:
+            by_suite.setdefault(r.suite, []).append(r)
+    findings: dict[tuple[str, int, str, str | None, bool | None], Finding] = {}
+    for d in state.workflows.dispatches:
+        key = (d.runner_file, d.runner_line, d.suite, d.backend, d.nightly)
+        if key in findings or d.limit_minutes is None or (d.partitioned and not d.partitions):
+            continue
+        selected = _selected(by_suite.get(d.suite, []), d)
+        finding = _time_limit_finding(state, d, selected, d.limit_minutes)
+        if finding is not None:
+            findings[key] = finding
+    return list(findings.values())
+
+
+def _selected(registrations: list[Registration], d: Dispatch) -> list[Registration]:
+    """The files of the suite a run of the suite runner selects (backend, cadence)."""
+    return [
+        r
+        for r in registrations
+        if (d.backend is None or r.backend == d.backend)
+        and (d.nightly is None or r.nightly == d.nightly)
+    ]
+
+
+def _time_limit_finding(
+    state: RepoState, d: Dispatch, selected: list[Registration], minutes: float
+) -> Finding | None:
+    cap = _timeout_of(state, d)  # a file is killed at the per-file limit, if there is one
+    capped = [replace(r, est_time=min(r.est_time, cap)) if cap else r for r in selected]
+    units = sglang_partition.units(capped, {})
+    shards = sglang_partition.partition(units, d.partitions) if d.partitions else [units]
+    longest = max(shards, key=lambda shard: sum(u.seconds for u in shard), default=[])
+    seconds = sum(unit.seconds for unit in longest)
+    if seconds <= minutes * 60:
+        return None
+    files = sum(len(unit.files) for unit in longest)
+    part = f"its longest of {d.partitions} partitions, " if d.partitions else ""
+    return error(
+        *cause(d),
+        Code.TIME_LIMIT_EXCEEDED,
+        f"suite {d.suite!r} ({part}{files} file(s)) is estimated at {seconds:,.0f} s by "
+        f"est_time, above the {minutes * 60:,.0f} s that {d.limit_from} allows "
+        f"{_run_place(d)}: the step is cancelled before its files finish",
+        "split the suite (more partitions: `kl-bitexact shard --timeout MIN`), raise "
+        "timeout-minutes, or correct est_time if the files are faster",
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -27,7 +28,7 @@ from kl_bitexact.registry.config import RegistryConfig
 from kl_bitexact.registry.model import Registration
 from kl_bitexact.registry.scan import ScannedFile
 from kl_bitexact.registry.suiterunner import Semantics
-from kl_bitexact.registry.workflows import Workflows
+from kl_bitexact.registry.workflows import DirectRun, Workflows
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,22 @@ class RepoState:
     @cached_property
     def registrations(self) -> tuple[Registration, ...]:
         return tuple(r for scanned in self.files for r in scanned.registrations)
+
+    @cached_property
+    def run_by_path(self) -> Mapping[str, DirectRun]:
+        """Registered files a workflow runs by path (not through the suite runner), each
+        with the first such run."""
+        runs = sorted(self.workflows.direct, key=lambda d: (d.file, d.line))
+        exact: dict[str, DirectRun] = {}
+        for run in runs:
+            exact.setdefault(run.path, run)
+        folders = [run for run in runs if run.how == "pytest"]  # pytest collects under them
+        found: dict[str, DirectRun] = {}
+        for file in {r.file for r in self.registrations}:
+            hit = exact.get(file) or next((d for d in folders if d.runs(file)), None)
+            if hit is not None:
+                found[file] = hit
+        return found
 
 
 def read(root: Path, config: RegistryConfig) -> RepoState:
@@ -67,7 +84,7 @@ def read(root: Path, config: RegistryConfig) -> RepoState:
         files=tuple(scanned),
         python_allowlist=_python_allowlist(root, config.python_allowlist),
         yaml_allowlist=_yaml_allowlist(root, config.allowlist),
-        workflows=_workflows(root, config, workflow_files.files),
+        workflows=_workflows(root, config, workflow_files.files, _markers(registered)),
         suite_files=tuple(suites.files),
         runner_table=_runner_table(root, config.runner_table),
         semantics=semantics,
@@ -252,14 +269,30 @@ class _Checkout:
             return False
 
 
-def _workflows(root: Path, config: RegistryConfig, files: list[str]) -> Workflows:
+def _workflows(
+    root: Path, config: RegistryConfig, files: list[str], markers: tuple[str, ...]
+) -> Workflows:
     texts = [(path, read_text(root, path)) for path in files]
+    runners = config.suite_runners
 
     def compute(checkout: shell.Checkout) -> Workflows:
         documents = {path: yamlio.load(text, path) for path, text in texts}
-        return workflows.read_all(documents, config.suite_runners, checkout)
+        return workflows.read_all(documents, runners, checkout, markers)
 
-    return workflowcache.cached(root, texts, config.suite_runners, compute, _Checkout(root))
+    key = (*runners, "markers:", *markers)
+    return workflowcache.cached(root, texts, key, compute, _Checkout(root))
+
+
+def _markers(roots: list[Root]) -> tuple[str, ...]:
+    """What a script that runs a registered file by path has in its text: the last fixed
+    directory of each registered glob (`test/registered/**/*.py`: `registered/`), so both
+    `python3 test/registered/x.py` and `cd test && python3 registered/x.py` are seen."""
+    found = []
+    for root in roots:
+        fixed = root.pattern.split("*", 1)[0].rsplit("/", 1)[0]
+        if fixed:
+            found.append(fixed.rsplit("/", 1)[-1] + "/")
+    return tuple(dict.fromkeys(found))
 
 
 def unread_files(state: RepoState) -> list[str]:

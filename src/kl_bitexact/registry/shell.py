@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import posixpath
 import re
-import shlex
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -47,6 +46,42 @@ _PREFIXES: dict[str, tuple[frozenset[str], int]] = {
     "sudo": (frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U"}), 0),
 }
 _DOCKER_VALUES = frozenset({"-e", "--env", "-u", "--user", "--env-file", "--detach-keys"})
+# Launchers that run a command in a project's environment: `uv run [opts] CMD`, `poetry run
+# CMD`, `conda run -n ENV CMD`, ...: the subcommand, and the options that take a value.
+_UV_VALUES = frozenset(
+    {"--with", "--with-editable", "--with-requirements", "--python", "-p", "--extra",
+     "--group", "--only-group", "--no-group", "--project", "--directory", "--package",
+     "--env-file", "--index", "--default-index", "--index-url", "-i", "--extra-index-url",
+     "--find-links", "-f", "--index-strategy", "--python-preference", "--cache-dir",
+     "--config-file", "--color", "--keyring-provider", "--resolution", "--prerelease",
+     "--exclude-newer", "--link-mode", "--config-setting", "-C", "--refresh-package",
+     "--reinstall-package", "--upgrade-package", "-P", "--no-binary-package",
+     "--no-build-package", "--allow-insecure-host", "--no-extra"}
+)  # fmt: skip
+_LAUNCHERS: dict[str, tuple[str, frozenset[str]]] = {
+    "uv": ("run", _UV_VALUES),
+    "poetry": ("run", frozenset({"-C", "--directory", "-P", "--project"})),
+    "pipenv": ("run", frozenset()),
+    "pdm": ("run", frozenset({"-p", "--project"})),
+    "rye": ("run", frozenset({"--pyproject"})),
+    "hatch": ("run", frozenset()),
+    "conda": ("run", frozenset({"-n", "--name", "-p", "--prefix", "--cwd"})),
+    "mamba": ("run", frozenset({"-n", "--name", "-p", "--prefix", "--cwd"})),
+    "micromamba": ("run", frozenset({"-n", "--name", "-p", "--prefix", "--cwd"})),
+}
+# Options that change the directory the command runs in.
+_LAUNCHER_CHDIR = {"uv": ("--directory",), "conda": ("--cwd",), "mamba": ("--cwd",),
+                   "micromamba": ("--cwd",)}  # fmt: skip
+_PYTEST = {"pytest", "py.test"}
+# pytest options whose value is a separate word (a path among them is not a test path).
+_PYTEST_VALUES = frozenset(
+    {"-k", "-m", "-p", "-c", "-o", "-W", "-n", "-r", "--ignore", "--ignore-glob",
+     "--deselect", "--junitxml", "--junit-xml", "--rootdir", "--basetemp", "--confcutdir",
+     "--override-ini", "--maxfail", "--reruns", "--reruns-delay", "--timeout",
+     "--durations", "--tb", "--cov", "--cov-report", "--cov-config", "--log-level",
+     "--log-file", "--log-cli-level", "--import-mode", "--capture", "--dist",
+     "--numprocesses", "--only-rerun", "--html", "--result-log", "--pyargs"}
+)  # fmt: skip
 _MAX_DEPTH = 6  # wrappers within wrappers
 _MAX_QUOTED_LINES = 200  # a quote left open longer than this is not followed
 
@@ -78,6 +113,9 @@ class Invocation:
     script: str  # normalized path, relative to the repository root when it can tell
     args: tuple[str, ...]
     line: int  # 0-based line of the script where the command starts
+    # "python": the script run as a program; "pytest": a path pytest collects (a file or a
+    # directory; a node id's `::...` cut off)
+    how: str = "python"
 
 
 @dataclass(frozen=True)
@@ -105,28 +143,38 @@ def follow(
     cwd: str = "",
     checkout: Checkout = NO_CHECKOUT,
     runners: Collection[str] = (),
+    markers: Collection[str] = (),
 ) -> Followed:
     """Every Python script `script` starts (wrappers followed), from `cwd`; `runners` are
     the suite runners' paths, whose basename among a wrapper's arguments makes an
-    unreadable wrapper worth reporting."""
-    follower = _Follower(checkout, {posixpath.basename(r) for r in runners})
+    unreadable wrapper worth reporting; a wrapper given an argument with one of `markers`
+    in it (`registered/`: a test file run by path) is followed too."""
+    follower = _Follower(checkout, {posixpath.basename(r) for r in runners}, markers)
     # The checkout is the working directory a step starts in.
     follower.script(script, {"GITHUB_WORKSPACE": ".", **env}, cwd, 0, 0)
     return follower.out
 
 
 class _Follower:
-    def __init__(self, checkout: Checkout, runner_names: set[str]) -> None:
+    def __init__(
+        self, checkout: Checkout, runner_names: set[str], markers: Collection[str] = ()
+    ) -> None:
         self.checkout = checkout
         self.runner_names = runner_names
+        self.markers = tuple(markers)
         self.out = Followed()
 
     def script(
         self, text: str, variables: dict[str, str], directory: str, first: int, depth: int
     ) -> None:
-        for line, tokens in _statements(text):
-            for command in _commands(tokens):
+        names = (*self.runner_names, *self.markers)
+        hot = _hot_variables(variables, names)
+        for line, statement in _statements(text):
+            if not _matters(statement, names, hot):
+                continue  # tokenizing every echo of a long script is most of the cost
+            for command in _commands(_tokens_or_none(statement)):
                 directory = self.run(command, variables, directory, first + line, depth)
+            hot = _hot_variables(variables, names)
 
     def run(
         self, command: list[str], variables: dict[str, str], directory: str, line: int, depth: int
@@ -161,6 +209,11 @@ class _Follower:
         if name in _PREFIXES:
             rest, directory = _after_prefix(name, words[1:], directory)
             self.execute(rest, variables, directory, line, depth + 1)
+        elif name in _LAUNCHERS and words[1:2] == [_LAUNCHERS[name][0]]:
+            rest, directory = _after_launcher(name, words[2:], directory)
+            self.execute(rest, variables, directory, line, depth + 1)
+        elif name in _PYTEST or _python_module(words) == "pytest":
+            self._pytest(words, directory, line)
         elif name == "docker" and words[1:2] == ["exec"]:
             rest, directory = _after_docker_exec(words[2:])
             self.execute(rest, variables, directory, line, depth + 1)
@@ -171,6 +224,13 @@ class _Follower:
             self.out.invocations.append(Invocation(path, tuple(words[script_at + 1 :]), line))
         elif words[0].endswith(".sh") or ("/" in words[0] and not _PYTHON.match(name)):
             self._wrapper(words[0], words[1:], directory, line, depth)
+
+    def _pytest(self, words: list[str], directory: str, line: int) -> None:
+        """`pytest [opts] PATH...` / `python -m pytest ...`: each path pytest collects."""
+        start = 1 if posixpath.basename(words[0]) in _PYTEST else words.index("-m") + 2
+        for target in _pytest_targets(words[start:]):
+            path = self.normalize(directory, target)
+            self.out.invocations.append(Invocation(path, (), line, "pytest"))
 
     def _shell(
         self, args: list[str], variables: dict[str, str], directory: str, line: int, depth: int
@@ -187,9 +247,16 @@ class _Follower:
 
     def _wrapper(self, path: str, args: list[str], directory: str, line: int, depth: int) -> None:
         """A script of the repository started with a command among its arguments."""
-        if not self._starts_runner(args):
+        runner = self._starts_runner(args)
+        if not runner and not any(m in word for word in args for m in self.markers):
             return
         relative = self.normalize(directory, path)
+        if not runner:  # a test run by path: followed where it can be, never reported
+            text = self.checkout.text(relative) if UNKNOWN_MARK not in relative else None
+            wrapper = wrappers.read(text) if text is not None else "unreadable"
+            if not isinstance(wrapper, str):
+                self._through(wrapper, args, directory, line, depth)
+            return
         if UNKNOWN_MARK in relative:
             shown = relative.replace(UNKNOWN_MARK, "")
             self.out.opaque.append(Opaque(shown, line, "its path is known only to the run"))
@@ -202,6 +269,12 @@ class _Follower:
         if isinstance(wrapper, str):
             self.out.opaque.append(Opaque(relative, line, wrapper))
             return
+        self._through(wrapper, args, directory, line, depth)
+
+    def _through(
+        self, wrapper: wrappers.Wrapper, args: list[str], directory: str, line: int, depth: int
+    ) -> None:
+        """Each command of a wrapper that passes its arguments on, run with `args`."""
         values, command = wrapper.apply(args)
         for commands in wrapper.commands:
             here = directory
@@ -240,10 +313,10 @@ class _Follower:
         return UNKNOWN_MARK + absolute
 
 
-def _statements(text: str) -> list[tuple[int, list[str]]]:
-    """(0-based first line, tokens) per logical line: `\\` continuations joined, and a
+def _statements(text: str) -> list[tuple[int, str]]:
+    """(0-based first line, text) per logical line: `\\` continuations joined, and a
     quote left open continued on the next lines (`bash -c "` over several lines)."""
-    found: list[tuple[int, list[str]]] = []
+    found: list[tuple[int, str]] = []
     lines = text.splitlines()
     index = 0
     while index < len(lines):
@@ -254,23 +327,90 @@ def _statements(text: str) -> list[tuple[int, list[str]]]:
             while joined.endswith("\\") and index < len(lines):
                 joined = joined[:-1] + " " + lines[index]
                 index += 1
-            try:
-                lexer = shlex.shlex(joined, posix=True, punctuation_chars=True)
-                lexer.whitespace_split = True
-                lexer.commenters = "#"
-                found.append((start, list(lexer)))
+            if _BALANCED.fullmatch(joined):
+                found.append((start, joined))
                 break
-            except ValueError:  # an open quote: it continues on the next line
-                if index >= len(lines) or index - start > _MAX_QUOTED_LINES:
-                    break  # unbalanced quotes: not something to guess about
-                joined = joined + "\n" + lines[index]
-                index += 1
+            # an open quote: it continues on the next line
+            if index >= len(lines) or index - start > _MAX_QUOTED_LINES:
+                break  # unbalanced quotes: not something to guess about
+            joined = joined + "\n" + lines[index]
+            index += 1
     return found
 
 
-def _commands(tokens: list[str]) -> list[list[str]]:
+# One token of a shell line: blanks, a comment (only where a word could start), a run of
+# operator characters, or a word made of plain characters, `\\x` escapes and quoted parts.
+_TOKEN = re.compile(
+    r"""(?P<blank>[ \t\r\n]+)|(?P<comment>\#[^\n]*)|(?P<operator>[();<>|&]+)"""
+    r"""|(?P<word>(?:[^\s'"\\();<>|&]+|\\[\s\S]|'[^']*'|"(?:[^"\\]|\\[\s\S])*")+)"""
+)
+# A line whose quotes are all closed (possessive: linear even when they are not).
+_BALANCED = re.compile(
+    r"""(?:[^'"\\#]++|\\[\s\S]|'[^']*+'|"(?:[^"\\]|\\[\s\S])*+"|(?<![^\s;&|()])\#[^\n]*+|\#)*+"""
+)
+# A line that may change what later lines do: a `cd`/`pushd`, or a variable assignment.
+_STATE_CHANGE = re.compile(r"\b(?:cd|pushd)\b|(?:^|[\s;&|(])(?:export\s+)?[A-Za-z_]\w*=")
+_QUOTED = re.compile(r"\\([\s\S])|'([^']*)'|" + r'"((?:[^"\\]|\\[\s\S])*)"')
+_ESCAPED_IN_DOUBLE = re.compile(r'\\([\\"$`])')
+
+
+def tokens(line: str) -> list[str]:
+    """The words and operators of a shell line as POSIX shell quoting makes them (quotes
+    removed, escapes applied; `#` starts a comment only where a word could start). An
+    open quote raises ValueError: the caller continues the line with the next one."""
+    found: list[str] = []
+    position = 0
+    while position < len(line):
+        match = _TOKEN.match(line, position)
+        if match is None:
+            raise ValueError(f"open quote at {position}")
+        position = match.end()
+        if match.lastgroup == "operator":
+            found.append(match.group())
+        elif match.lastgroup == "word":
+            found.append(_unquoted(match.group()))
+    return found
+
+
+def _tokens_or_none(statement: str) -> list[str]:
+    try:
+        return tokens(statement)
+    except ValueError:  # quoting this reader cannot take apart: not guessed about
+        return []
+
+
+def _unquoted(word: str) -> str:
+    if "\\" in word or "'" in word or '"' in word:
+        return _QUOTED.sub(_unquote, word)
+    return word
+
+
+def _unquote(match: re.Match[str]) -> str:
+    if match.group(1) is not None:
+        return match.group(1)
+    if match.group(2) is not None:
+        return match.group(2)
+    return _ESCAPED_IN_DOUBLE.sub(r"\1", match.group(3))
+
+
+def _hot_variables(variables: Mapping[str, str], names: tuple[str, ...]) -> tuple[str, ...]:
+    """Variables whose value names a suite runner or a test path (`$CMD` may start it)."""
+    return tuple(k for k, v in variables.items() if any(name in v for name in names))
+
+
+def _matters(statement: str, names: tuple[str, ...], hot: tuple[str, ...]) -> bool:
+    """Whether a logical line can start a runner or a test file, or change what a later
+    line does (a directory or a variable); a line that can do neither is skipped."""
+    if not names or any(name in statement for name in names):
+        return True
+    if "$" in statement and any(variable in statement for variable in hot):
+        return True
+    return _STATE_CHANGE.search(statement) is not None
+
+
+def _commands(words: list[str]) -> list[list[str]]:
     commands: list[list[str]] = [[]]
-    for token in tokens:
+    for token in words:
         if token in _SEPARATORS or set(token) <= set(";&|()"):
             commands.append([])
         else:
@@ -306,6 +446,54 @@ def _after_prefix(name: str, words: list[str], directory: str) -> tuple[list[str
         while index < len(words) and _ASSIGNMENT.match(words[index]):
             index += 1
     return words[index + operands :], directory
+
+
+def _after_launcher(name: str, words: list[str], directory: str) -> tuple[list[str], str]:
+    """The command `uv run` / `poetry run` / `conda run` ... runs, and its directory; `uv
+    run -m MOD` runs `python -m MOD`."""
+    _, with_value = _LAUNCHERS[name]
+    index = 0
+    while index < len(words) and words[index].startswith("-") and words[index] != "--":
+        option, equals, value = words[index].partition("=")
+        if option in ("-m", "--module") and name == "uv":
+            return ["python", "-m", *words[index + 1 :]], directory
+        if option in with_value and not equals:
+            value = words[index + 1] if index + 1 < len(words) else ""
+            index += 1
+        if option in _LAUNCHER_CHDIR.get(name, ()):
+            directory = _cd(directory, value)
+        index += 1
+    if words[index : index + 1] == ["--"]:
+        index += 1
+    return words[index:], directory
+
+
+def _python_module(words: list[str]) -> str | None:
+    """The module of `python [-opts] -m MODULE ...`, else None."""
+    if not _PYTHON.match(posixpath.basename(words[0])):
+        return None
+    for index in range(1, len(words) - 1):
+        if words[index] == "-m":
+            return words[index + 1]
+        if not words[index].startswith("-"):
+            return None
+    return None
+
+
+def _pytest_targets(args: list[str]) -> list[str]:
+    """The paths among pytest's arguments (`FILE.py`, `FILE.py::Test::test`, `DIR/`)."""
+    targets = []
+    skip = False
+    for word in args:
+        if skip:
+            skip = False
+        elif word.startswith("-"):
+            skip = word in _PYTEST_VALUES
+        else:
+            path = word.split("::", 1)[0]
+            if path.endswith(".py") or path.endswith("/") or "/" in path:
+                targets.append(path)
+    return targets
 
 
 def _after_docker_exec(words: list[str]) -> tuple[list[str], str]:

@@ -20,6 +20,7 @@ from typing import Any
 from kl_bitexact.registry import scancache
 from kl_bitexact.registry.shell import Checkout
 from kl_bitexact.registry.workflows import (
+    DirectRun,
     Dispatch,
     MatrixTarget,
     SuiteGlob,
@@ -27,7 +28,7 @@ from kl_bitexact.registry.workflows import (
     Workflows,
 )
 
-FORMAT = "workflows-v3"
+FORMAT = "workflows-v4"
 
 
 class Recording:
@@ -124,6 +125,7 @@ def _encode(found: Workflows) -> dict[str, Any]:
         "runner_configs": sorted(found.runner_configs),
         "targets": [asdict(item) for item in found.targets],
         "unresolved": [asdict(item) for item in found.unresolved],
+        "direct": [asdict(item) for item in found.direct],
     }
 
 
@@ -139,4 +141,5 @@ def _decode(data: dict[str, Any]) -> Workflows:
         frozenset(data["runner_configs"]),
         tuple(targets),
         tuple(Unresolved(**item) for item in data["unresolved"]),
+        tuple(DirectRun(**item) for item in data["direct"]),
     )

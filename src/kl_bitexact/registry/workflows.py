@@ -38,6 +38,8 @@ _MARKED = re.compile(re.escape(shell.UNKNOWN_MARK) + r"(\d+)" + re.escape(shell.
 _MAX_CALL_DEPTH = 4
 # GitHub: "A matrix will generate a maximum of 256 jobs per workflow run."
 MAX_MATRIX_JOBS = 256
+# GitHub: a job's `timeout-minutes` defaults to 360.
+DEFAULT_JOB_MINUTES = 360.0
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,31 @@ class Dispatch:
     retry_increase: float | None = None  # --retry-timeout-increase; None: the runner's default
     runner_line: int = 0  # line of the runner command (in `runner_file`)
     runner_file: str = ""
+    # The suite is written literally in the runner's command (not from a matrix or input):
+    # the run line is where it is caused, whichever caller reaches it.
+    suite_literal: bool = False
+    # --auto-partition-size (None: not partitioned, or a size only the run knows)
+    partitions: int | None = None
+    partitioned: bool = False  # --auto-partition-id given
+    # What GitHub gives the step: the smaller of the step's and the job's timeout-minutes
+    # (the job's defaults to 360); None when only the run knows. `limit_from` says where.
+    limit_minutes: float | None = None
+    limit_from: str = ""
+
+
+@dataclass(frozen=True)
+class DirectRun:
+    """A file a workflow runs by path (`python3 test/x.py`, `pytest test/dir/`)."""
+
+    path: str  # repository-relative; for pytest possibly a directory
+    how: str  # "python" or "pytest"
+    file: str
+    line: int
+
+    def runs(self, file: str) -> bool:
+        if file == self.path:
+            return True
+        return self.how == "pytest" and file.startswith(self.path.rstrip("/") + "/")
 
 
 @dataclass(frozen=True)
@@ -102,6 +129,7 @@ class Workflows:
     runner_configs: frozenset[str] = frozenset()
     targets: tuple[MatrixTarget, ...] = ()
     unresolved: tuple[Unresolved, ...] = ()
+    direct: tuple[DirectRun, ...] = ()
 
     def dispatched(self) -> set[str]:
         return {dispatch.suite for dispatch in self.dispatches}
@@ -128,6 +156,7 @@ class Workflows:
             self.runner_configs | other.runner_configs,
             self.targets + other.targets,
             self.unresolved + other.unresolved,
+            self.direct + other.direct,
         )
 
 
@@ -148,6 +177,7 @@ class _Collector:
     globs: list[SuiteGlob] = field(default_factory=list)
     runner_configs: set[str] = field(default_factory=set)
     unresolved: dict[tuple[str, int, str], Unresolved] = field(default_factory=dict)
+    direct: list[DirectRun] = field(default_factory=list)
     matrices: list[tuple[str, str, Any, bool]] = field(default_factory=list)
 
 
@@ -156,28 +186,36 @@ def read_workflow(
     path: str,
     runners: Sequence[str] = DEFAULT_RUNNERS,
     checkout: shell.Checkout = shell.NO_CHECKOUT,
+    markers: Sequence[str] = (),
 ) -> Workflows:
-    return read_all({path: yamlio.load(text, path)}, runners, checkout)
+    return read_all({path: yamlio.load(text, path)}, runners, checkout, markers)
 
 
 def read_all(
     documents: Mapping[str, Any],
     runners: Sequence[str] = DEFAULT_RUNNERS,
     checkout: shell.Checkout = shell.NO_CHECKOUT,
+    markers: Sequence[str] = (),
 ) -> Workflows:
     """Every workflow of the repository together (callers resolve reusable workflows);
     `checkout` gives the wrapper scripts the workflows start, and which container paths
-    are files of the checkout."""
+    are files of the checkout; a script with one of `markers` in it (`registered/`) is
+    followed for the test files it runs by path."""
     runner_paths = tuple(runner.removeprefix("./") for runner in runners)
-    return _Reader(documents, runner_paths, checkout).read()
+    return _Reader(documents, runner_paths, checkout, tuple(markers)).read()
 
 
 class _Reader:
     def __init__(
-        self, documents: Mapping[str, Any], runners: tuple[str, ...], checkout: shell.Checkout
+        self,
+        documents: Mapping[str, Any],
+        runners: tuple[str, ...],
+        checkout: shell.Checkout,
+        markers: tuple[str, ...] = (),
     ) -> None:
         self.documents = {path: doc for path, doc in documents.items() if isinstance(doc, dict)}
         self.runners = runners
+        self.markers = markers
         self.runner_names = {posixpath.basename(runner) for runner in runners}
         self.checkout = checkout
         self.out = _Collector()
@@ -200,6 +238,7 @@ class _Reader:
             frozenset(self.out.runner_configs),
             tuple(self._targets()),
             tuple(self.out.unresolved.values()) + tuple(self._opaque_wrappers()),
+            tuple(dict.fromkeys(self.out.direct)),
         )
 
     def _opaque_wrappers(self) -> Iterator[Unresolved]:
@@ -346,10 +385,13 @@ class _Reader:
             _working_directory(self.documents[path], job, step),
             self.checkout,
             self.runners,
+            self.markers,
         )
+        run = _Run(script, _time_limit(job, step, context))
         for invocation in followed.invocations:
             line = first + invocation.line
-            self._runner_call(invocation, unknown, path, job_id, line, inputs, combo_line)
+            if not self._direct_run(invocation, path, line):
+                self._runner_call(invocation, unknown, path, job_id, line, inputs, combo_line, run)
         for opaque in followed.opaque:
             wrapper = _unmarked(opaque.wrapper, unknown)
             self.opaque.setdefault(wrapper, []).append((path, first + opaque.line, opaque.why))
@@ -358,13 +400,23 @@ class _Reader:
         """Whether the script can start a suite runner at all: the runner's file name is in
         its text or in a variable it may expand. Only such a script is worth following
         through the shell (most steps install, build or upload)."""
-        names = self.runner_names
+        names = (*self.runner_names, *self.markers)
         if any(name in text for name in names):
             return True
         return "$" in text and any(
             isinstance(value, str) and any(name in value for name in names)
             for value in env.values()
         )
+
+    def _direct_run(self, invocation: shell.Invocation, path: str, line: int) -> bool:
+        """Record a test file (or pytest directory) run by path; False for a runner or a
+        script whose path only the run knows."""
+        script = invocation.script
+        if script in self.runners or shell.UNKNOWN_MARK in script:
+            return False
+        if invocation.how == "pytest" or script.endswith(".py"):
+            self.out.direct.append(DirectRun(script, invocation.how, path, line))
+        return True
 
     def _runner_call(
         self,
@@ -375,11 +427,11 @@ class _Reader:
         line: int,
         inputs: _Inputs,
         combo_line: int | None,
+        run: _Run,
     ) -> None:
         script = invocation.script
         if shell.UNKNOWN_MARK in script:
-            name = posixpath.basename(script.replace(shell.UNKNOWN_MARK, ""))
-            if any(posixpath.basename(runner) == name for runner in self.runners):
+            if self._may_be_runner(script.replace(shell.UNKNOWN_MARK, "")):
                 self._unresolved(path, line, _unmarked(script, unknown), "the script's path")
             return
         if script not in self.runners:
@@ -392,6 +444,7 @@ class _Reader:
             self._unresolved(path, line, _unmarked(suite, unknown), "the suite")
             return
         timeout = arguments.get("--timeout-per-file")
+        size = arguments.get("--auto-partition-size")
         dispatch = Dispatch(
             suite=suite,
             file=inputs.origin_file or path,
@@ -406,8 +459,23 @@ class _Reader:
             retry_increase=_seconds(arguments.get("--retry-timeout-increase")),
             runner_line=line,
             runner_file=path,
+            suite_literal=_written_in(suite, run.script),
+            partitions=int(size) if size is not None and size.isdigit() else None,
+            partitioned="--auto-partition-id" in arguments,
+            limit_minutes=run.limit[0],
+            limit_from=run.limit[1],
         )
         self.out.dispatches.append(dispatch)
+
+    def _may_be_runner(self, script: str) -> bool:
+        """Whether a script whose path is not fully known can be a suite runner: its name
+        is a runner's, and, as an absolute path no file of the checkout ends (a container's
+        own project: /root/other/tests/ci/run_suite.py), it ends with a runner's path."""
+        if posixpath.basename(script) not in self.runner_names:
+            return False
+        if not script.startswith("/"):
+            return True
+        return any(script.endswith("/" + runner) for runner in self.runners)
 
     @staticmethod
     def _dispatch_line(
@@ -578,6 +646,47 @@ def _excluded(combo: dict[str, Any], exclude: Any, context: Any) -> bool:
 
 
 # --- helpers -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Run:
+    """The step a runner command is in: its script as written, GitHub's time limit."""
+
+    script: str
+    limit: tuple[float | None, str]
+
+
+def _written_in(suite: str, script: str) -> bool:
+    return re.search(r"(?<![\w.-])" + re.escape(suite) + r"(?![\w.-])", script) is not None
+
+
+def _time_limit(job: Any, step: Any, context: Any) -> tuple[float | None, str]:
+    """The minutes GitHub lets the step run: the smaller of the step's and the job's
+    `timeout-minutes` (360 when the job sets none), and where that comes from. A value
+    only the run knows leaves the other as a bound; both unknown: (None, "")."""
+    limits = []
+    for node, what in ((step, "the step's"), (job, "the job's")):
+        minutes = _minutes(node.get("timeout-minutes"), context)
+        line = yamlio.key_line(node, "timeout-minutes")
+        if minutes is not None:
+            limits.append((minutes, f"{what} timeout-minutes: {minutes:g} (line {line})"))
+        elif node is job and "timeout-minutes" not in job:
+            limits.append((DEFAULT_JOB_MINUTES, "the job's default timeout-minutes: 360"))
+    if not limits:
+        return None, ""
+    return min(limits, key=lambda item: item[0])
+
+
+def _minutes(value: Any, context: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, str):
+        value = _evaluate_value(value, context)
+        if isinstance(value, str):
+            value = _seconds(value)
+    if isinstance(value, (int, float)) and math.isfinite(value) and value > 0:
+        return float(value)
+    return None
 
 
 def _jobs(document: Any) -> Iterator[tuple[str, Any]]:
