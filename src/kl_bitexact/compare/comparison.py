@@ -18,7 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
-from kl_bitexact.compare import gate
+from kl_bitexact.compare import against_base, gate
+from kl_bitexact.compare.against_base import BaseDiff
 from kl_bitexact.compare.baseline import Baseline
 from kl_bitexact.compare.blockers import BlockerState
 from kl_bitexact.compare.gate import RED, Decision, Policy, Verdict
@@ -26,7 +27,7 @@ from kl_bitexact.compare.history import History, Standing, TestHistory, lets_thr
 from kl_bitexact.compare.proof import Outcome, Proof, prove
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.results import verdict as numbers
-from kl_bitexact.results.model import Cause, Results, Status, TestResult
+from kl_bitexact.results.model import Cause, Results, ServerInfo, Status, TestResult
 from kl_bitexact.suite.references import BlockerRef, parse_ref
 
 
@@ -74,6 +75,9 @@ class TestDelta:
     known_let_through: bool = False
     # Red on the base too, but worse than it (`gate.worse_than_base`): base -> head, why.
     worse: tuple[str, ...] = ()
+    # A cache test's numbers against the base's own (compare/against_base.py); None: not
+    # a cache test, or nothing measured.
+    against_base: BaseDiff | None = None
 
     @property
     def kl_change(self) -> float | None:
@@ -152,6 +156,8 @@ def compare(
             deltas.append(judge(suite, lost, (suite, test)))
     if history is not None:
         deltas = [_against_history(d, history, policy, d.id in promised) for d in deltas]
+    configs = _same_configuration(head, baseline.results)
+    deltas = [_against_base(delta, configs, history, policy) for delta in deltas]
     proofs = None
     if proof is not None:
         verdicts = {d.id: d.verdict for d in deltas if d.verdict is not None}
@@ -238,6 +244,54 @@ def _beyond_history(head: TestResult | None, found: TestHistory | None) -> tuple
     if head is None or worst is None:
         return ()
     return gate.worse_than(head, worst, "the history's failures", " against the history's worst")
+
+
+# The verdicts a base-differential finding may change: not a blocker's, not a contradiction's.
+_JUDGED_AGAINST_BASE = gate.UNEXCUSED_RED | {Verdict.OK}
+
+
+def _against_base(
+    delta: TestDelta, configs: Mapping[str, bool], history: History | None, policy: Policy
+) -> TestDelta:
+    """A cache test against the base's own numbers: a finding that gates (the cache path
+    changed, the engine got noisier, cannot tell) makes it a regression, or a test that did
+    not measure; cache-only drift the base shows too clears the floor rule's red."""
+    if delta.head is None or delta.verdict not in _JUDGED_AGAINST_BASE:
+        return delta
+    found = against_base.judge(
+        delta.head,
+        delta.base,
+        same_config=configs.get(delta.id, False),
+        history=history.of(delta.id) if history is not None else None,
+    )
+    if found is None:
+        return delta
+    if found.gates and policy.fail_on is not gate.FailOn.NEVER:
+        blamed = found.finding in against_base.GATING_FINDINGS or (
+            bool(found.noisier) and found.gated
+        )
+        verdict = Verdict.REGRESSION if blamed else Verdict.INFRA
+        return replace(
+            delta, against_base=found, verdict=verdict, gating=True, known_let_through=False
+        )
+    if found.cleared(delta.head, numbers.failing(delta.head)):
+        return replace(delta, against_base=found, verdict=Verdict.OK, gating=False)
+    return replace(delta, against_base=found)
+
+
+def _same_configuration(head: Results, base: Results | None) -> dict[str, bool]:
+    """Per test id: whether its head and base suites ran the same engine configuration."""
+    if base is None:
+        return {}
+    base_servers = _servers(base)
+    return {
+        test_id: against_base.same_configuration(server, base_servers.get(test_id))
+        for test_id, server in _servers(head).items()
+    }
+
+
+def _servers(results: Results) -> dict[str, ServerInfo]:
+    return {test.id: suite.server for suite, test in results.all_tests()}
 
 
 def _no_verdict(test_id: str, check: str, head: Results) -> TestResult:

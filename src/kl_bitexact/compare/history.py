@@ -52,6 +52,11 @@ class _Hits(Protocol):
     def total(self) -> int: ...
 
 
+class _Floor(Protocol):
+    @property
+    def kl(self) -> float | None: ...
+
+
 class Measured(Protocol):
     """What the history reads of one test: a `TestResult`, or the lighter view
     `history_dir` decodes (the same names)."""
@@ -66,6 +71,8 @@ class Measured(Protocol):
     def exact(self) -> _Exact | None: ...
     @property
     def cache_hits(self) -> _Hits | None: ...
+    @property
+    def noise_floor(self) -> _Floor | None: ...
 
 
 class RunResults(Protocol):
@@ -86,10 +93,13 @@ class Point(NamedTuple):
     tokens: int | None = None
     hits: int | None = None  # cache hits
     hits_total: int | None = None
+    # Cache checks: the noise floor (the same prompts with no cache); with `kl` it gives
+    # the ratio `compare/against_base.py` judges a change of the arithmetic by.
+    floor: float | None = None
 
     @classmethod
     def of(cls, test: Measured) -> Point:
-        exact, hits = test.exact, test.cache_hits
+        exact, hits, floor = test.exact, test.cache_hits, test.noise_floor
         return cls(
             test.status,
             test.kl_div,
@@ -97,6 +107,7 @@ class Point(NamedTuple):
             exact.tokens if exact else None,
             hits.hit if hits else None,
             hits.total if hits else None,
+            floor.kl if floor else None,
         )
 
     @property
@@ -104,7 +115,9 @@ class Point(NamedTuple):
         return self.status in FAILED_ON_BASE
 
     @property
-    def numbers(self) -> tuple[float | None, int | None, int | None, int | None, int | None]:
+    def numbers(
+        self,
+    ) -> tuple[float | None, int | None, int | None, int | None, int | None, float | None]:
         """What must be identical from one run to the next (the status follows from it)."""
         return self[1:]
 

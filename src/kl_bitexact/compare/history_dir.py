@@ -93,12 +93,17 @@ class _HitsView(msgspec.Struct, frozen=True, gc=False):
     total: _Count
 
 
+class _FloorView(msgspec.Struct, frozen=True, gc=False):
+    kl: float | None = None
+
+
 class _TestView(msgspec.Struct, frozen=True, gc=False):
     id: _Text
     status: Status
     kl_div: float | None = None
     exact: _ExactView | None = None
     cache_hits: _HitsView | None = None
+    noise_floor: _FloorView | None = None
 
 
 class _SuiteView(msgspec.Struct, frozen=True, gc=False):

@@ -22,7 +22,7 @@ from kl_bitexact import __version__
 from kl_bitexact.compare.comparison import Comparison, TestDelta, Transition
 from kl_bitexact.compare.gate import Verdict
 from kl_bitexact.errors import ExitCode
-from kl_bitexact.report import causes, proofs, sections
+from kl_bitexact.report import against_base, causes, proofs, sections
 from kl_bitexact.report.budget import KEEP, Block, Section, fit, utf8_size
 from kl_bitexact.report.wording import ICON, LABEL, TRANSITION, measured
 from kl_bitexact.results.formats import plural
@@ -323,4 +323,7 @@ def _test_json(delta: TestDelta) -> dict[str, Any]:
         # Against the base branch's history (null without one): new, known or unseen.
         "history": delta.standing.value if delta.standing else None,
         "known_let_through": delta.known_let_through,
+        # A cache test against the base's own numbers (null: not a cache test, or nothing
+        # measured): floor, cache KL, ratio on both sides, determinism, the finding.
+        "against_base": against_base.as_json(delta.against_base),
     }

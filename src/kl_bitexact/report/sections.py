@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from kl_bitexact.compare.blockers import effective_state
 from kl_bitexact.compare.comparison import Blocker, Comparison, TestDelta, Transition
 from kl_bitexact.compare.gate import DID_NOT_MEASURE, SEVERITY, WORSE_FACTOR, Verdict
-from kl_bitexact.report import charts, history, proofs
+from kl_bitexact.report import against_base, charts, history, proofs
 from kl_bitexact.report.budget import Block, Section
 from kl_bitexact.report.wording import ICON, LABEL, TRANSITION, measured, passed_yet_differs
 from kl_bitexact.results.formats import MISSING, fmt_kl, plural, shown_kl
@@ -261,7 +261,7 @@ def _details_sections(comparison: Comparison) -> list[Section]:
     by_suite: dict[str, list[TestDelta]] = {}
     # A suite's gating tests first: the failure is what a reader opens the details for.
     for delta in sorted(comparison.deltas, key=lambda d: not d.gating):
-        if delta.head is not None and _worth_details(delta.head):
+        if delta.head is not None and (_worth_details(delta.head) or delta.against_base):
             by_suite.setdefault(delta.suite, []).append(delta)
     servers = {suite.name: suite.server for suite in comparison.head.suites}
     # A suite with no result at all (the run stopped before it) has no server to show.
@@ -339,6 +339,8 @@ def _test_details(delta: TestDelta) -> str:
         )
     if test.noise_floor is not None:
         parts.append(_noise_floor(test))
+    if delta.against_base is not None:
+        parts.append(against_base.block(delta.against_base))
     if test.repeats is not None:
         parts.append(_repeats(test.repeats))
     if test.kl_per_sample:

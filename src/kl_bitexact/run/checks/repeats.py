@@ -65,10 +65,18 @@ def compare(attempts: Sequence[Attempt]) -> Repeats:
         positions=len(seen),
         changed=len(changed),
         kl=tuple(r.kl_div for r in results),
+        floors=_floors(results),
         cache_hits=tuple(r.cache_hits.hit if r.cache_hits else None for r in results),
         statuses=tuple(r.status for r in results),
         first_change=where or _hits_change(results),
     )
+
+
+def _floors(results: Sequence[TestResult]) -> tuple[float | None, ...]:
+    """Each repeat's noise floor, for the checks that measure one (none for `match`)."""
+    if all(r.noise_floor is None for r in results):
+        return ()
+    return tuple(r.noise_floor.kl if r.noise_floor else None for r in results)
 
 
 def _differences(
