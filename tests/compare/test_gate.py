@@ -190,6 +190,42 @@ def test_flaky_tests_executed_and_are_named_in_the_reasons():
 
 
 @pytest.mark.parametrize(
+    ("unreached", "policy", "reasons"),
+    [
+        (
+            2,
+            Policy(unreached=True),
+            ("2 changed functions not shown to run under the bit-exact suites (unreached)",),
+        ),
+        (
+            1,
+            Policy(unreached=True),
+            ("1 changed function not shown to run under the bit-exact suites (unreached)",),
+        ),
+        (0, Policy(unreached=True), ()),
+        (
+            None,
+            Policy(unreached=True),
+            ("fail-on unreached: the run recorded no PR change (run --reach-diff BASE)",),
+        ),
+        (2, Policy(), ()),  # off by default
+        (None, Policy(), ()),
+    ],
+)
+def test_unreached_changed_functions_gate_only_when_asked(unreached, policy, reasons):
+    decision = decide({}, executed=1, policy=policy, unreached=unreached)
+    assert decision.reasons == reasons
+    assert decision.exit_code is (ExitCode.GATE_FAILED if reasons else ExitCode.GATE_PASSED)
+
+
+def test_fail_on_unreached_round_trips():
+    choice = parse_fail_on("failure,unreached")
+    assert choice.unreached and choice.mode is FailOn.FAILURE and not choice.flaky
+    assert parse_fail_on(str(choice)) == choice
+    assert Policy(FailOn.FAILURE, unreached=True).fail_on_text == "failure,unreached"
+
+
+@pytest.mark.parametrize(
     ("text", "parsed"),
     [
         ("regression", (FailOn.REGRESSION, False, False)),

@@ -90,6 +90,29 @@ def test_round_trip_preserves_every_field(tmp_path: Path):
     assert results_io.load(path) == original
 
 
+def test_reach_and_the_prs_changes_round_trip(tmp_path: Path):
+    ran = r.FunctionReach("m:f", True, r.RanWhen.TEST)
+    missing = r.FunctionReach("m:g", False, note="m has no g")
+    reach = r.Reach(
+        True, (ran, missing), changed=(r.FunctionReach("p.q:C.h", True, r.RanWhen.STARTUP),)
+    )
+    changed = r.ChangedFunction(
+        "p.q:C.h", "p/q.py", 3, (4, 5), ("s::t",), True, lines_run=(4,), lines_not_run=(5,)
+    )
+    base = make_results()
+    [suite] = base.suites
+    tests = tuple(dataclasses.replace(t, reach=reach) for t in suite.tests)
+    original = dataclasses.replace(
+        base,
+        suites=(dataclasses.replace(suite, tests=tests),),
+        changes=r.Changes("a" * 40, "b" * 40, (changed,), lines_why_not=""),
+    )
+    path = tmp_path / "results.json"
+    results_io.write_atomic(original, path)
+    jsonschema.validate(json.loads(path.read_text()), results_io.schema())
+    assert results_io.load(path) == original
+
+
 def test_a_file_written_before_repeats_existed_still_loads(tmp_path: Path):
     """The flake meter's fields are additive (schema_version stays 1)."""
     document = json.loads(results_io.dumps(make_results()))
@@ -104,7 +127,7 @@ def test_written_document_validates_against_published_schema(tmp_path: Path):
     jsonschema.Draft202012Validator.check_schema(results_io.schema())
     jsonschema.validate(document, results_io.schema())
     assert document["schema_version"] == 1
-    assert set(document) == {"schema_version", "tool", "run", "suites", "plan"}
+    assert set(document) == {"schema_version", "tool", "run", "suites", "plan", "changes"}
     test = document["suites"][0]["tests"][0]
     for key in (
         "id",

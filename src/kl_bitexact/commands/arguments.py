@@ -235,6 +235,7 @@ def policy(args: argparse.Namespace) -> Policy:
         flaky=choice.flaky,
         proof_strict=args.proof_strict,
         allow_known=choice.allow_known,
+        unreached=choice.unreached,
     )
 
 

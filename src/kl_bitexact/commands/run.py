@@ -16,6 +16,7 @@ from kl_bitexact.commands.console import ConsoleReporter
 from kl_bitexact.compare.comparison import Comparison, compare
 from kl_bitexact.compare.gate import EXECUTED, FailOnChoice, Policy, parse_fail_on
 from kl_bitexact.errors import ConfigError, ExitCode
+from kl_bitexact.reach.changes import ChangedCode, changed_code
 from kl_bitexact.reference.faults import Fault, parse_fault
 from kl_bitexact.report import render, terminal
 from kl_bitexact.results import io as results_io
@@ -121,6 +122,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also print the PR comment this run would post (report.md, Markdown) at the end",
     )
     parser.add_argument(
+        "--reach-diff",
+        metavar="BASE",
+        help="the PR's change, reached or not: the functions of the engine's Python code "
+        "that changed from BASE (its merge base with HEAD; or BASE..HEAD) in the git "
+        "checkout the run starts in are probed on every server the run launches; results.json "
+        "and the comment say which tests executed each, and which none did (docs/reach.md)",
+    )
+    parser.add_argument(
         "--color",
         choices=console.COLOR_CHOICES,
         metavar="WHEN",
@@ -158,6 +167,7 @@ class Options:
     print_comment: bool = False
     color: str | None = None
     quiet: bool = False
+    reach_diff: str | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Options:
@@ -176,6 +186,7 @@ class Options:
             print_comment=args.print_comment,
             color=args.color,
             quiet=args.quiet,
+            reach_diff=args.reach_diff,
         )
 
 
@@ -241,9 +252,15 @@ def run(args: Options) -> int:
         repeat=args.repeat,
         relaunch=args.relaunch,
         cwd=args.prove_base,
+        changes=_changes(args, reporter.say),
     )
     choice = args.fail_on
-    policy = Policy(choice.mode, flaky=choice.flaky, allow_known=choice.allow_known)
+    policy = Policy(
+        choice.mode,
+        flaky=choice.flaky,
+        allow_known=choice.allow_known,
+        unreached=choice.unreached,
+    )
     final, comparison = _run_writing(plan, reporter, out, policy)
     code = comparison.decision.exit_code
     if args.prove_base is not None:
@@ -257,6 +274,19 @@ def run(args: Options) -> int:
     if code == ExitCode.COULD_NOT_RUN:
         reporter.say(f"kl-bitexact: {_could_not_run(final, comparison)} (see the errors above)")
     return int(code)
+
+
+def _changes(args: Options, say: Callable[[str], None]) -> ChangedCode | None:
+    """`--reach-diff`: the PR's changed functions in the checkout the run starts in."""
+    if args.reach_diff is None or args.prove_base is not None:
+        return None  # a proof run measures the base's engine: the change is not in it
+    code = changed_code(Path.cwd(), args.reach_diff)
+    files = len(code.files)
+    say(
+        f"kl-bitexact: probing {len(code.functions)} changed function(s) in {files} file(s) "
+        f"of {code.base[:12]}..{code.head[:12]}"
+    )
+    return code
 
 
 def _could_not_run(final: Results, comparison: Comparison) -> str:

@@ -163,7 +163,8 @@ def compare(
         verdicts = {d.id: d.verdict for d in deltas if d.verdict is not None}
         proofs = prove(proof, head, verdicts, strict=policy.proof_strict)
     unproven = sum(1 for p in proofs or () if p.gating)
-    decision = gate.decide(_gating(deltas), _executed(head), policy, unproven)
+    unreached = len(head.changes.unreached) if head.changes is not None else None
+    decision = gate.decide(_gating(deltas), _executed(head), policy, unproven, unreached)
     return Comparison(
         head, baseline, tuple(deltas), decision, policy, blockers is not None, proofs, history
     )

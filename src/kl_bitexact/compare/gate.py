@@ -82,6 +82,9 @@ FLAKY = "flaky"
 # `--fail-on MODE,allow-known`: a red test that already failed (or was flaky) in the base
 # branch's recent runs (compare/history.py) does not gate; a test new to failing still does.
 ALLOW_KNOWN = "allow-known"
+# `--fail-on MODE,unreached`: a function of the PR's change (`run --reach-diff`) that no
+# bit-exact test executed gates, and so does a run that cannot tell (docs/reach.md).
+UNREACHED = "unreached"
 
 
 @dataclass(frozen=True)
@@ -92,13 +95,17 @@ class Policy:
     flaky: bool = False  # a flaky test whose repeats all passed gates too
     proof_strict: bool = False  # a new test not shown to detect anything gates (`prove: strict`)
     allow_known: bool = False  # a red test known to fail on the base branch's history passes
+    unreached: bool = False  # a changed function no test executed gates
 
     @property
     def fail_on_text(self) -> str:
         """`--fail-on` as given: `regression`, `failure,flaky`, ..."""
-        return self.fail_on.value + "".join(
-            f",{word}" for word, on in ((FLAKY, self.flaky), (ALLOW_KNOWN, self.allow_known)) if on
+        modifiers = (
+            (FLAKY, self.flaky),
+            (ALLOW_KNOWN, self.allow_known),
+            (UNREACHED, self.unreached),
         )
+        return self.fail_on.value + "".join(f",{word}" for word, on in modifiers if on)
 
 
 @dataclass(frozen=True)
@@ -108,29 +115,29 @@ class FailOnChoice:
     mode: FailOn = FailOn.REGRESSION
     flaky: bool = False
     allow_known: bool = False
+    unreached: bool = False
 
     def __str__(self) -> str:
         """As `--fail-on` takes it: `parse_fail_on(str(choice)) == choice`."""
-        modifiers = [
-            word for word, on in ((FLAKY, self.flaky), (ALLOW_KNOWN, self.allow_known)) if on
-        ]
-        return ",".join([self.mode.value, *modifiers])
+        flags = ((FLAKY, self.flaky), (ALLOW_KNOWN, self.allow_known), (UNREACHED, self.unreached))
+        return ",".join([self.mode.value, *(word for word, on in flags if on)])
 
 
 def parse_fail_on(text: str) -> FailOnChoice:
-    """`regression`, `failure`, `never`, optionally with `,flaky` and `,allow-known`;
-    modifiers alone mean `regression` with them. Raises ValueError naming what is
-    accepted."""
+    """`regression`, `failure`, `never`, optionally with `,flaky`, `,allow-known` and
+    `,unreached`; modifiers alone mean `regression` with them. Raises ValueError naming
+    what is accepted."""
     words = [word.strip() for word in text.split(",") if word.strip()]
-    modifiers = (FLAKY, ALLOW_KNOWN)
+    modifiers = (FLAKY, ALLOW_KNOWN, UNREACHED)
     modes = [word for word in words if word not in modifiers]
     allowed = ", ".join(mode.value for mode in FailOn)
     if len(modes) > 1 or any(m not in {mode.value for mode in FailOn} for m in modes):
         raise ValueError(
-            f"{text!r} is not one of {allowed} (optionally with ',{FLAKY}' and ',{ALLOW_KNOWN}')"
+            f"{text!r} is not one of {allowed} (optionally with ',{FLAKY}', ',{ALLOW_KNOWN}' "
+            f"and ',{UNREACHED}')"
         )
     mode = FailOn(modes[0]) if modes else FailOn.REGRESSION
-    return FailOnChoice(mode, FLAKY in words, ALLOW_KNOWN in words)
+    return FailOnChoice(mode, FLAKY in words, ALLOW_KNOWN in words, UNREACHED in words)
 
 
 def verdict(test: TestResult, states: Sequence[BlockerState]) -> Verdict:
@@ -346,10 +353,16 @@ class Decision:
 
 
 def decide(
-    gating: Mapping[Verdict, int], executed: int, policy: Policy, unproven: int = 0
+    gating: Mapping[Verdict, int],
+    executed: int,
+    policy: Policy,
+    unproven: int = 0,
+    unreached: int | None = 0,
 ) -> Decision:
     """The run's decision from the count of gating tests per verdict (and of new tests
-    not shown to detect anything, which gate under `proof_strict`). A run in which some
+    not shown to detect anything, which gate under `proof_strict`; and of the PR's changed
+    functions no test executed, `unreached`, None when the run recorded no change, which
+    gate under `policy.unreached`). A run in which some
     gating test could not run (the server, the runner, the run) could not run: exit 2, so
     the commit status says error, not failure (a run with a hole in it is not a clean red
     run, issue 31); what else gated is said beside it (`red`)."""
@@ -363,12 +376,23 @@ def decide(
     if unproven and policy.proof_strict:
         shown = "new test" if unproven == 1 else "new tests"
         reasons += (f"{unproven} {shown} not shown to detect anything (proof strict)",)
+    if policy.unreached:
+        reasons += _unreached(unreached)
     if any(verdict is Verdict.COULD_NOT_RUN for verdict, _ in ordered):
         red = len(reasons) > 1
         return Decision(False, ExitCode.COULD_NOT_RUN, reasons, red=red)
     if reasons:
         return Decision(False, ExitCode.GATE_FAILED, reasons)
     return Decision(True, ExitCode.GATE_PASSED, ())
+
+
+def _unreached(count: int | None) -> tuple[str, ...]:
+    if count is None:
+        return ("fail-on unreached: the run recorded no PR change (run --reach-diff BASE)",)
+    if count == 0:
+        return ()
+    shown = "changed function" if count == 1 else "changed functions"
+    return (f"{count} {shown} not shown to run under the bit-exact suites (unreached)",)
 
 
 def _ordered(items: Iterable[tuple[Verdict, int]]) -> list[tuple[Verdict, int]]:

@@ -30,6 +30,8 @@ class Observed:
     errors: list[str] = field(default_factory=list)
     # epoch (test number; STARTUP) -> the names that ran then
     hits: dict[int, set[str]] = field(default_factory=dict)
+    lines_started: int = 0  # processes measuring lines (coverage.py)
+    lines_unavailable: str = ""  # why a process could not
 
     def take(self, line: str, asked: frozenset[str]) -> None:
         """One line of a probe's log (shapes in probe/sitecustomize.py)."""
@@ -43,6 +45,10 @@ class Observed:
             self.installed.add(fields[0])
         elif kind == "missing" and len(fields) == 2 and fields[0] in asked:
             self.missing.setdefault(fields[0], fields[1][:500])
+        elif kind == "lines" and fields[0] == "started":
+            self.lines_started += 1
+        elif kind == "lines" and fields[0] == "unavailable" and len(fields) == 2:
+            self.lines_unavailable = self.lines_unavailable or fields[1][:500]
         elif kind == "error" and len(self.errors) < 10:
             self.errors.append(rest[:500])
 

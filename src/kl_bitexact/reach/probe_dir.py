@@ -29,11 +29,16 @@ NOT_LAUNCHED = (
 class Probe:
     """The probe of one launched server (its directory under the run's logs)."""
 
-    def __init__(self, parent: Path, stem: str, names: tuple[str, ...]) -> None:
+    def __init__(
+        self, parent: Path, stem: str, names: tuple[str, ...], lines: tuple[Path, ...] = ()
+    ) -> None:
+        """`lines`: files whose executed lines coverage.py records (the PR's changed files)."""
         parent.mkdir(parents=True, exist_ok=True)
         self.directory = Path(tempfile.mkdtemp(prefix=f"{stem}-", dir=parent))
         self.names = names
         (self.directory / "names").write_text("".join(f"{name}\n" for name in names))
+        if lines:
+            (self.directory / "lines").write_text("".join(f"{path}\n" for path in lines))
         epoch = self.directory / "epoch"
         epoch.write_bytes(bytes(EPOCH_BYTES))
         self._epoch_fd = os.open(epoch, os.O_RDWR | os.O_CLOEXEC)

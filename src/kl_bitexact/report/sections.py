@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from kl_bitexact.compare.blockers import effective_state
 from kl_bitexact.compare.comparison import Blocker, Comparison, TestDelta, Transition
 from kl_bitexact.compare.gate import DID_NOT_MEASURE, SEVERITY, WORSE_FACTOR, Verdict
-from kl_bitexact.report import against_base, charts, history, proofs
+from kl_bitexact.report import against_base, charts, history, proofs, reach
 from kl_bitexact.report.budget import Block, Section
 from kl_bitexact.report.wording import ICON, LABEL, TRANSITION, measured, passed_yet_differs
 from kl_bitexact.results.formats import MISSING, fmt_kl, plural, shown_kl
@@ -48,6 +48,7 @@ def body(comparison: Comparison, findings: Sequence[Finding]) -> list[Section]:
         _attention_table(attention),
         history.section(comparison, attention, ATTENTION, NOTES),
         proofs.section(comparison, GATING, NOTES),
+        reach.section(comparison, GATING, NOTES),
         _blocked_section(comparison),
         _findings_section(findings),
         _other_rows(others),
@@ -332,6 +333,8 @@ def _test_details(delta: TestDelta) -> str:
         parts.append(f"\nWhat to do: {escape.text(test.hint, 600)}\n")
     if test.warnings:
         parts.append(_warnings(test.warnings))
+    if test.reach is not None and test.status is not Status.PASSED:
+        parts.append(reach.details(test.reach))
     if delta.worse:
         parts.append(
             f"\nRed before too, but more than {WORSE_FACTOR:g}x worse than then, so it is "

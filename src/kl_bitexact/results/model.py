@@ -186,12 +186,53 @@ class Reach:
     measured: bool
     functions: tuple[FunctionReach, ...] = ()
     why_not: str = ""
-    # The PR's changed functions (`run --reach-diff`) that ran while this test ran.
-    changed: tuple[str, ...] = ()
+    # The PR's changed functions (`run --reach-diff`) that ran while this test ran, or while
+    # its server started.
+    changed: tuple[FunctionReach, ...] = ()
 
     @property
     def unreached(self) -> tuple[FunctionReach, ...]:
         """The named functions that did not run (all of them when not measured)."""
+        return tuple(f for f in self.functions if not (self.measured and f.ran))
+
+
+@dataclass(frozen=True)
+class ChangedFunction:
+    """A function of the engine's Python code that the PR changed (`run --reach-diff`), and
+    what the run's suites executed of it."""
+
+    name: str  # module:qualname
+    path: str  # its file, relative to the engine repository
+    line: int
+    changed_lines: tuple[int, ...] = ()  # its lines the diff added or edited
+    tests: tuple[str, ...] = ()  # the tests while which it ran
+    at_startup: bool = False  # it ran while a server started (for every test on it)
+    # Of its changed lines that are statements, those coverage.py saw run and those it did
+    # not; None: no line data (Changes.lines_why_not says why).
+    lines_run: tuple[int, ...] | None = None
+    lines_not_run: tuple[int, ...] | None = None
+
+    @property
+    def ran(self) -> bool:
+        return bool(self.tests) or self.at_startup
+
+
+@dataclass(frozen=True)
+class Changes:
+    """The PR's change in the engine's Python code, reached or not (`run --reach-diff`)."""
+
+    base: str  # the commits compared (the merge base, the head)
+    head: str
+    functions: tuple[ChangedFunction, ...] = ()
+    # False: no test ran on a server whose probes could see (all attached, or none in
+    # Python); nothing is known of the functions, and `why_not` says why.
+    measured: bool = True
+    why_not: str = ""
+    lines_why_not: str = ""  # why the functions have no line data ("" when they do)
+
+    @property
+    def unreached(self) -> tuple[ChangedFunction, ...]:
+        """Changed functions no test executed (all of them when not measured)."""
         return tuple(f for f in self.functions if not (self.measured and f.ran))
 
 
@@ -280,6 +321,8 @@ class Results:
     # before the first test runs. None: not recorded (files from before plans existed),
     # so a test missing from `suites` cannot be told removed from lost.
     plan: tuple[PlannedTest, ...] | None = None
+    # `run --reach-diff`: the PR's changed functions and which tests executed them.
+    changes: Changes | None = None
 
     def all_tests(self) -> Iterable[tuple[SuiteResult, TestResult]]:
         for suite in self.suites:

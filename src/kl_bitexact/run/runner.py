@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Protocol
 
 from kl_bitexact.errors import EngineError, FatalError, Interrupted, ServerError
+from kl_bitexact.reach import summary
+from kl_bitexact.reach.changes import ChangedCode
 from kl_bitexact.reach.probe_dir import NOT_LAUNCHED, Probe
 from kl_bitexact.results.io import join_by_name
 from kl_bitexact.results.model import (
@@ -89,6 +91,8 @@ class Plan:
     # Where servers start (`run --prove-base DIR`: the base revision's checkout, so that a
     # suite's relative server command runs the base's engine); None: this process's cwd.
     cwd: Path | None = None
+    # `run --reach-diff`: the PR's changed functions, probed on every launched server.
+    changes: ChangedCode | None = None
 
     @property
     def passes(self) -> int:
@@ -154,7 +158,13 @@ def run_suites(plan: Plan, reporter: Reporter, save: Callable[[Results], None]) 
         save(unfinished(plan, latest, why_stopped(stop)))
         raise
     assert final is not None, "a plan makes at least one pass"
-    return dataclasses.replace(final, run=dataclasses.replace(final.run, finished=True))
+    final = dataclasses.replace(final, run=dataclasses.replace(final.run, finished=True))
+    if plan.changes is None:
+        return final
+    # Every server has stopped, so each probed process has saved its line data.
+    lines = summary.executed_lines(plan.log_dir / "reach")
+    tests = [test for _, test in final.all_tests()]
+    return dataclasses.replace(final, changes=summary.changes(plan.changes, tests, lines))
 
 
 def planned_tests(suites: tuple[Suite, ...]) -> tuple[PlannedTest, ...]:
@@ -244,7 +254,11 @@ def _doc(plan: Plan, suites: list[SuiteResult]) -> Results:
     """Suites of one name from several files (or launches) become one SuiteResult; the
     run is unfinished until `run_suites` returns."""
     run = dataclasses.replace(plan.run, finished=False)
-    return Results(run=run, suites=join_by_name(suites), plan=planned_tests(plan.suites))
+    joined = join_by_name(suites)
+    changes = None
+    if plan.changes is not None:
+        changes = summary.changes(plan.changes, [t for s in joined for t in s.tests])
+    return Results(run=run, suites=joined, plan=planned_tests(plan.suites), changes=changes)
 
 
 def _overlay(previous: Results | None, current: Results) -> Results:
@@ -273,7 +287,7 @@ def _servers(
                 running = None
             if running is None:
                 try:
-                    running = starter.start(suite, log, _named(group))
+                    running = starter.start(suite, log, _named(group, starter.plan.changes))
                 except ServerError as error:
                     yield suite, error
                     continue
@@ -308,7 +322,9 @@ class _Starter:
         url = self.plan.base_url or suite.server.base_url
         progress = self.reporter.progress
         if not url:
-            probe = Probe(self.plan.log_dir / "reach", log.stem, named) if named else None
+            changes = self.plan.changes
+            lines = changes.files if changes is not None else ()
+            probe = Probe(self.plan.log_dir / "reach", log.stem, named, lines) if named else None
             return server.launch(
                 suite.server,
                 log,
@@ -406,15 +422,23 @@ def _tests(
             yield [Attempt(failed, launch=launch)]
             continue
         shared = phases if plan.share_phases else Phases(engine)
-        yield _attempts(suite, spec, shared, running, plan.per_launch, launch)
+        changed = plan.changes.names if plan.changes is not None else ()
+        yield _attempts(suite, spec, shared, running, (plan.per_launch, launch), changed)
         gone = running.death_report()
 
 
 def _attempts(
-    suite: Suite, spec: TestSpec, phases: Phases, running: server.Server, count: int, launch: int
+    suite: Suite,
+    spec: TestSpec,
+    phases: Phases,
+    running: server.Server,
+    times: tuple[int, int],
+    changed: tuple[str, ...],
 ) -> list[Attempt]:
-    """`count` runs of one test; every run after the first shares no phase with anything
-    (a reused answer would make repeats agree by construction)."""
+    """`times`: (count, launch): `count` runs of one test on launch `launch`; every run after
+    the first shares no phase with anything (a reused answer would make repeats agree by
+    construction). `changed`: the PR's changed functions, probed too."""
+    count, launch = times
     attempts: list[Attempt] = []
     epoch = running.probe.begin() if running.probe is not None else 0
     for number in range(count):
@@ -423,7 +447,7 @@ def _attempts(
         attempts.append(Attempt(result, fresh.scored, launch))
         if result.status is Status.ERROR:
             break
-    reach = reach_of(spec, running, epoch)
+    reach = reach_of(spec, running, epoch, changed)
     if reach is None:
         return attempts
     return [
@@ -431,22 +455,29 @@ def _attempts(
     ]
 
 
-def _named(group: list[Suite]) -> tuple[str, ...]:
-    """The functions a launch's probe watches: every name its suites' tests give."""
-    return tuple(
-        dict.fromkeys(name for suite in group for spec in suite.tests for name in spec.reach)
-    )
+def _named(group: list[Suite], changes: ChangedCode | None) -> tuple[str, ...]:
+    """The functions a launch's probe watches: every name its suites' tests give, and the
+    PR's changed functions."""
+    named = (name for suite in group for spec in suite.tests for name in spec.reach)
+    return tuple(dict.fromkeys((*named, *(changes.names if changes is not None else ()))))
 
 
-def reach_of(spec: TestSpec, running: server.Server, epoch: int) -> Reach | None:
-    """What the test reached of the functions it names (None: it names none); a server
-    kl-bitexact did not launch measured nothing, and says so."""
-    if not spec.reach:
+def reach_of(
+    spec: TestSpec, running: server.Server, epoch: int, changed: tuple[str, ...] = ()
+) -> Reach | None:
+    """What the test reached of the functions it names, and which of the PR's `changed`
+    functions ran while it ran (None: neither asked); a server kl-bitexact did not launch
+    measured nothing, and says so."""
+    if not spec.reach and not changed:
         return None
     if running.probe is None:
         unknown = tuple(FunctionReach(name, False) for name in spec.reach)
         return Reach(False, unknown, NOT_LAUNCHED)
-    return running.probe.reach(epoch, spec.reach)
+    named = running.probe.reach(epoch, spec.reach)
+    if not changed or not named.measured:
+        return named
+    ran = tuple(f for f in running.probe.reach(epoch, changed).functions if f.ran)
+    return dataclasses.replace(named, changed=ran)
 
 
 def checked(

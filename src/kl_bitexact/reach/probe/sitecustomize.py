@@ -23,6 +23,7 @@ failure of its own reach the server: whatever goes wrong is written to its log a
 
 from __future__ import annotations
 
+import atexit
 import functools
 import importlib.machinery
 import importlib.util
@@ -55,6 +56,10 @@ class _Log:
             if self.pid != os.getpid():
                 self._open()
             os.write(self.fd, line)  # O_APPEND: whole lines, never interleaved
+
+    def forked(self) -> None:
+        """In a forked child: a lock another thread held at the fork stays held forever."""
+        self.lock = threading.Lock()
 
     def _open(self) -> None:
         self.pid = os.getpid()
@@ -198,8 +203,39 @@ def _names(directory: str) -> list[str]:
         return [line.strip() for line in names.readlines()[:_MAX_NAMES] if ":" in line]
 
 
+def _lines(directory: str, log: _Log) -> None:
+    """Line data of the changed files (`lines`: their absolute paths), when asked: coverage.py
+    restricted to them, saved at exit (and on SIGTERM) as `coverage.<host>.<pid>.<n>`."""
+    listed = os.path.join(directory, "lines")
+    if not os.path.exists(listed):
+        return
+    with open(listed, encoding="utf-8") as lines:
+        files = [line.strip() for line in lines.readlines()[:_MAX_NAMES] if line.strip()]
+    try:
+        import coverage
+    except ImportError:
+        log.write("lines", "unavailable", "coverage.py is not installed in the server's Python")
+        return
+    measure = coverage.Coverage(
+        data_file=os.path.join(directory, "coverage"),
+        data_suffix=True,
+        include=files,
+        config_file=False,
+    )
+    measure.set_option("run:sigterm", True)
+    measure.start()
+    atexit.register(_save, measure)
+    log.write("lines", "started")
+
+
+def _save(measure: Any) -> None:
+    measure.stop()
+    measure.save()
+
+
 def _start(directory: str) -> None:
     log = _Log(directory)
+    os.register_at_fork(after_in_child=log.forked)
     try:
         installer = _Installer(_names(directory), _Epoch(os.path.join(directory, "epoch")), log)
         for module in list(installer.by_module):
@@ -207,6 +243,7 @@ def _start(directory: str) -> None:
                 installer.install(sys.modules[module])
         sys.meta_path.insert(0, _Finder(installer))
         log.write("ready", str(len(installer.by_module)))
+        _lines(directory, log)
     except Exception as error:
         log.write("error", (f"{type(error).__name__}: {error}").replace("\n", " "))
 
