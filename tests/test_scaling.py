@@ -6,7 +6,9 @@ process, best of a few runs interleaved, not seconds: absolute figures are bench
 
 from __future__ import annotations
 
+import shutil
 import time
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,9 +16,11 @@ import pytest
 import scaling_runs
 
 from kl_bitexact import cli
+from kl_bitexact.compare import history_dir
 
 SMALL, LARGE = 1_000, 10_000
 HISTORY_RUNS = 3
+FEW_RUNS, MANY_RUNS = 2, 20
 LIMIT = 15.0
 REPEATS = 3
 
@@ -76,3 +80,54 @@ def test_report_cost_grows_linearly_with_the_tests(
         f"{small_s:.3f} s of {SMALL:,} tests (at most {LIMIT:g}x: a step grows faster than "
         "the input)"
     )
+
+
+@pytest.fixture(scope="module")
+def windows(tmp_path_factory: pytest.TempPathFactory) -> dict[int, scaling_runs.Files]:
+    """1,000 tests with a history of 2 runs, and of 20 (the same head and base)."""
+    root = tmp_path_factory.mktemp("windows")
+    many = scaling_runs.files(root / str(MANY_RUNS), SMALL, MANY_RUNS)
+    few = scaling_runs.Files(many.head, many.base, root / str(FEW_RUNS))
+    few.history.mkdir()
+    for path in sorted(many.history.iterdir())[-FEW_RUNS:]:
+        shutil.copy(path, few.history)
+    return {FEW_RUNS: few, MANY_RUNS: many}
+
+
+def test_report_cost_grows_linearly_with_the_history_runs(
+    windows: dict[int, scaling_runs.Files], tmp_path: Path
+) -> None:
+    few, many = windows[FEW_RUNS], windows[MANY_RUNS]
+    runs = ("--history-runs", str(MANY_RUNS))
+    small_s, large_s = _ratio(
+        _report(few, (*_extra(few, "baseline and history"), *runs), tmp_path / "few.md"),
+        _report(many, (*_extra(many, "baseline and history"), *runs), tmp_path / "many.md"),
+    )
+    assert large_s / small_s <= LIMIT, (
+        f"report with a history of {MANY_RUNS} runs cost {large_s:.3f} s CPU, "
+        f"{large_s / small_s:.1f}x the {small_s:.3f} s of {FEW_RUNS} runs (at most {LIMIT:g}x)"
+    )
+
+
+def _memory(directory: Path) -> tuple[int, int]:
+    """Bytes held once the history is read (while it is alive), and at the peak."""
+    tracemalloc.start()
+    try:
+        found = history_dir.load(directory, MANY_RUNS)
+        held, peak = tracemalloc.get_traced_memory()
+        assert found.runs
+        return held, peak
+    finally:
+        tracemalloc.stop()
+
+
+def test_the_history_holds_one_run_at_a_time(windows: dict[int, scaling_runs.Files]) -> None:
+    """Ten times the runs, not ten times the memory: each run is folded into the tests'
+    tracks and dropped (issue 40: 100 runs of 10,000 tests were 517 MB held at once)."""
+    few = _memory(windows[FEW_RUNS].history)
+    many = _memory(windows[MANY_RUNS].history)
+    for what, small, large in zip(("held", "at the peak"), few, many, strict=True):
+        assert large <= 2 * small, (
+            f"--history-dir of {MANY_RUNS} runs: {large / 1e6:.1f} MB {what}, "
+            f"{large / small:.1f}x the {small / 1e6:.1f} MB of {FEW_RUNS} runs (at most 2x)"
+        )

@@ -217,7 +217,7 @@ def test_members_each_under_the_bound_but_too_much_in_total_are_refused_unextrac
     members = {f"shard-{n}/results.json": b" " * 2_000 + _results(f"t{n}") for n in range(4)}
     _stored_archive(fake_github, _zip(members))
     decoded: list[int] = []
-    monkeypatch.setattr(baseline_fetch, "_decode", lambda *a: decoded.append(1))
+    monkeypatch.setattr(baseline_fetch, "_read_member", lambda *a: decoded.append(1))
     reason = _fetch(fake_github, target).unavailable
     assert "over the 5000-byte limit for all results files of an artifact" in reason, reason
     assert decoded == []  # refused from the declared sizes, before decompressing anything

@@ -19,6 +19,7 @@ from kl_bitexact.publish import baseline_fetch, history_fetch
 from kl_bitexact.publish.baseline_fetch import Wanted
 from kl_bitexact.publish.client import Target, connect
 from kl_bitexact.results import io as results_io
+from kl_bitexact.results import model as r
 from kl_bitexact.testing.fake_github import FakeGitHub
 from kl_bitexact.testing.fake_state import Fault, Run
 
@@ -168,7 +169,11 @@ def test_a_huge_or_malformed_artifact_is_left_out_and_said_so(
         entry["path"].endswith(f"/{artifacts[3].id}/zip") for entry in fake_github.world.requests
     )
     directory = history_fetch.cache_dir(tmp_path, Wanted(REPO, "ci.yml", "main", NAME))
-    assert sorted(path.name for path in directory.iterdir()) == ["run-500.json", "run-500.zip"]
+    assert sorted(path.name for path in directory.iterdir()) == [
+        history_fetch.MANIFEST,
+        "run-500.json",
+        "run-500.zip",
+    ]
 
 
 def _zip(members: dict[str, bytes]) -> bytes:
@@ -242,3 +247,118 @@ def test_the_default_cache_is_the_jobs_temporary_directory_in_actions(tmp_path: 
     job = {"RUNNER_TEMP": str(tmp_path), "XDG_CACHE_HOME": "/elsewhere"}
     assert history_fetch.default_cache(job) == tmp_path / "kl-bitexact-history"
     assert history_fetch.default_cache({"XDG_CACHE_HOME": "/x"}) == Path("/x/kl-bitexact/history")
+
+
+# --- the cache: a hit is a read; a directory kl-bitexact owns (issues 40 and 36) ----------
+
+
+def _entry(root: Path) -> Path:
+    return history_fetch.cache_dir(root, Wanted(REPO, "ci.yml", "main", NAME))
+
+
+def _stamps(directory: Path) -> dict[str, tuple[int, int]]:
+    return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in directory.iterdir()}
+
+
+def test_a_warm_fetch_reads_the_cache_and_writes_nothing(
+    fake_github: FakeGitHub, target: Target, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _seed(fake_github, 6)
+    cold = _fetch(target, tmp_path)
+    before = _stamps(_entry(tmp_path))
+    validated: list[str] = []
+    loads = results_io.loads
+
+    def counted(raw: bytes, path: Path) -> r.Results:
+        validated.append(str(path))
+        return loads(raw, path)
+
+    monkeypatch.setattr(results_io, "loads", counted)
+    warm = _fetch(target, tmp_path)
+    assert _blob_requests(fake_github) == 6 and validated == []  # verified once, when fetched
+    assert _stamps(_entry(tmp_path)) == before  # not one file rewritten
+    assert warm.runs == cold.runs and warm.notes == cold.notes
+    assert [warm.tests[i] for i in warm.tests] == [cold.tests[i] for i in cold.tests]
+
+
+def test_a_cache_from_before_the_manifest_is_read_once_verified(
+    fake_github: FakeGitHub, target: Target, tmp_path: Path
+) -> None:
+    _seed(fake_github, 3)
+    cold = _fetch(target, tmp_path)
+    (_entry(tmp_path) / history_fetch.MANIFEST).unlink()  # an older kl-bitexact's cache
+    warm = _fetch(target, tmp_path)
+    assert _blob_requests(fake_github) == 3 and warm.of(FLAKY_ID) == cold.of(FLAKY_ID)
+    assert (_entry(tmp_path) / history_fetch.MANIFEST).is_file()  # its runs are ours again
+
+
+@pytest.mark.parametrize("linked", ["root", "entry"])
+def test_a_symlinked_cache_directory_is_refused_by_name_and_nothing_written_or_deleted(
+    fake_github: FakeGitHub, target: Target, tmp_path: Path, linked: str
+) -> None:
+    _seed(fake_github, 3)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "results.json").write_text("a shard's results")
+    (elsewhere / "run-1.zip").write_text("someone's archive")
+    root = tmp_path / "cache"
+    if linked == "root":
+        root.symlink_to(elsewhere)
+        link = root
+    else:
+        link = _entry(root)
+        link.parent.mkdir(parents=True)
+        link.symlink_to(elsewhere)
+    history = _fetch(target, root)
+    assert history.runs == () and history.notes == (
+        f"history cache {link}: a symbolic link, refused (the cache is a directory kl-bitexact "
+        "owns: remove the link, or pass another --history-cache)",
+    )
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["results.json", "run-1.zip"]
+    assert _blob_requests(fake_github) == 0
+
+
+def test_the_prune_deletes_only_the_runs_kl_bitexact_wrote(
+    fake_github: FakeGitHub, target: Target, tmp_path: Path
+) -> None:
+    _seed(fake_github, 6)
+    _fetch(target, tmp_path, history_fetch.Bounds(runs=5))
+    entry = _entry(tmp_path)
+    strangers = ["results.json", "notes.zip", "run-7.json", ".download-x.zip"]
+    for name in strangers:
+        (entry / name).write_text("not ours")
+    _fetch(target, tmp_path, history_fetch.Bounds(runs=2))
+    kept = sorted(p.name for p in entry.iterdir())
+    ours = ["run-504.json", "run-504.zip", "run-505.json", "run-505.zip"]
+    assert kept == sorted([*strangers, history_fetch.MANIFEST, *ours])
+
+
+@pytest.mark.parametrize("kind", ["directory", "symlink", "stranger"])
+def test_a_non_file_where_a_runs_file_goes_leaves_the_run_out_and_says_so(
+    fake_github: FakeGitHub, target: Target, tmp_path: Path, kind: str
+) -> None:
+    _seed(fake_github, 3)
+    entry = _entry(tmp_path)
+    entry.mkdir(parents=True)
+    blocker = entry / "run-501.zip"
+    if kind == "directory":
+        blocker.mkdir()
+        (blocker / "inside").write_text("kept")
+    elif kind == "symlink":
+        (tmp_path / "target.zip").write_text("kept")
+        blocker.symlink_to(tmp_path / "target.zip")
+    else:
+        blocker.write_text("an archive kl-bitexact did not write")
+    history = _fetch(target, tmp_path)
+    assert [run.run_id for run in history.runs] == [500, 502]
+    why = (
+        "is not a file (left alone; run left out)"
+        if kind != "stranger"
+        else "was not written by kl-bitexact and is not GitHub's archive of the run (left alone; "
+        "run left out)"
+    )
+    assert history.notes[-1] == f"passed over: run 501: run-501.zip in the cache {why}"
+    assert blocker.is_symlink() if kind == "symlink" else blocker.exists()
+    assert (tmp_path / "target.zip").read_text() == "kept" if kind == "symlink" else True
+    _fetch(target, tmp_path, history_fetch.Bounds(runs=1))  # run 501 leaves the window
+    assert blocker.is_symlink() or blocker.exists()  # still not ours to delete

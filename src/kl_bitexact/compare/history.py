@@ -219,7 +219,7 @@ class History:
 
     branch: str
     runs: tuple[Run, ...] = ()
-    tests: Mapping[str, TestHistory] = field(default_factory=dict)
+    tests: Tests = field(default_factory=lambda: Tests({}, {}))
     # Why there is no history, or what limited it (runs passed over, a bound reached):
     # shown with it, never silently.
     notes: tuple[str, ...] = ()
@@ -228,10 +228,7 @@ class History:
         return self.tests.get(test_id)
 
     def standing(self, test_id: str) -> Standing:
-        found = self.tests.get(test_id)
-        if found is None or not found.present:
-            return Standing.UNSEEN
-        return Standing.KNOWN if found.failed else Standing.NEW
+        return self.tests.standing(test_id)
 
     def commit_at(self, index: int | None) -> str | None:
         return None if index is None else self.runs[index].commit
@@ -239,49 +236,156 @@ class History:
     @property
     def attention(self) -> list[TestHistory]:
         """Tests that failed or whose numbers changed in the history (the rest are steady)."""
-        return [test for test in self.tests.values() if not test.steady]
+        return self.tests.attention()
 
 
 def build(
     branch: str, runs: Sequence[tuple[Run, RunResults]], notes: Iterable[str] = ()
 ) -> History:
     """The history of `runs` (any order; sorted oldest first by their time, then id)."""
-    ordered = sorted(runs, key=lambda item: (item[0].created_at or "", item[0].run_id or 0))
-    columns = tuple(
-        {test.id: (suite.name, test) for suite, test in results.all_tests()}
-        for _, results in ordered
-    )
-    return History(branch, tuple(run for run, _ in ordered), _Tests(columns), tuple(notes))
+    collector = Collector()
+    for run, results in runs:
+        collector.add(run, results)
+    return collector.history(branch, notes=notes)
 
 
-class _Tests(Mapping[str, TestHistory]):
-    """Each test's history, built when it is first asked for: `report` asks only for the
-    tests that need attention, not for every test of every run."""
+def _when(run: Run) -> tuple[str, int]:
+    return (run.created_at or "", run.run_id or 0)
 
-    def __init__(self, columns: tuple[dict[str, tuple[str, Measured]], ...]) -> None:
-        self._columns = columns
-        self._ids = list(dict.fromkeys(test_id for column in columns for test_id in column))
+
+class _Track:
+    """One test across the runs added so far: each distinct `Point` it had, with the runs
+    (bits of a mask, in the order they were added) that reported it so. A test whose numbers
+    never change is one point and one mask, however many runs there are."""
+
+    __slots__ = ("suite", "suite_run", "values")
+
+    def __init__(self, suite: str, run: int, point: Point, bit: int) -> None:
+        self.suite, self.suite_run = suite, run  # the suite of the oldest run reporting it
+        self.values = {point: bit}
+
+
+class Collector:
+    """The history, one run at a time (issue 40): a run's tests are folded into each test's
+    track and the run itself dropped, so reading 100 runs of 10,000 tests holds one run and
+    the tracks (a few hundred bytes a test), not 100 runs. Equal points are one object."""
+
+    def __init__(self) -> None:
+        self._runs: list[Run] = []
+        self._tracks: dict[str, _Track] = {}
+        self._points: dict[tuple[object, ...], Point] = {}
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+    def add(self, run: Run, results: RunResults) -> None:
+        index = len(self._runs)
+        bit, when = 1 << index, _when(run)
+        self._runs.append(run)
+        tracks, points, runs = self._tracks, self._points, self._runs
+        for suite, test in results.all_tests():
+            # Keyed by what Point.of reads (hashable: frozen), so a Point is built once per
+            # distinct set of numbers, not once per test and run (most of a run is alike).
+            key = (test.status, test.kl_div, test.exact, test.cache_hits, test.noise_floor)
+            point = points.get(key)
+            if point is None:
+                point = points[key] = Point.of(test)
+            track = tracks.get(test.id)
+            if track is None:
+                tracks[test.id] = _Track(suite.name, index, point, bit)
+                continue
+            values = track.values
+            values[point] = values.get(point, 0) | bit
+            if suite.name != track.suite and when < _when(runs[track.suite_run]):
+                track.suite, track.suite_run = suite.name, index
+
+    def history(self, branch: str, count: int | None = None, notes: Iterable[str] = ()) -> History:
+        """The newest `count` runs added (all by default), oldest first."""
+        order = sorted(range(len(self._runs)), key=lambda index: _when(self._runs[index]))
+        if count is not None:
+            order = order[-count:] if count > 0 else []
+        runs = tuple(self._runs[index] for index in order)
+        positions = {added: position for position, added in enumerate(order)}
+        return History(branch, runs, Tests(self._tracks, positions), tuple(notes))
+
+
+class Tests(Mapping[str, TestHistory]):
+    """Each test's history, its points laid out when it is first asked for: `report` asks
+    only for the tests that need attention; a test's standing and steadiness are read off its
+    track (`_Track`) without laying out a point per run."""
+
+    def __init__(self, tracks: Mapping[str, _Track], positions: Mapping[int, int]) -> None:
+        # positions: the index in the order runs were added -> its index in the history.
+        self._tracks = tracks
+        self._positions = positions
+        self._mask = sum(1 << index for index in positions)
         self._built: dict[str, TestHistory] = {}
+        self._ids: list[str] | None = None
+
+    def _present(self, track: _Track) -> dict[Point, int]:
+        """The track's points in the history's runs (runs left out of the window dropped)."""
+        mask = self._mask
+        return {point: bits & mask for point, bits in track.values.items() if bits & mask}
 
     def __getitem__(self, test_id: str) -> TestHistory:
         found = self._built.get(test_id)
         if found is None:
-            entries = [column.get(test_id) for column in self._columns]
-            suites = [entry[0] for entry in entries if entry is not None]
-            if not suites:
+            track = self._tracks.get(test_id)
+            values = self._present(track) if track is not None else {}
+            if track is None or not values:
                 raise KeyError(test_id)
-            suite = suites[0]
-            points = tuple(None if e is None else Point.of(e[1]) for e in entries)
-            found = self._built[test_id] = TestHistory(suite, test_id, points)
+            points: list[Point | None] = [None] * len(self._positions)
+            for point, bits in values.items():
+                while bits:
+                    low = bits & -bits
+                    points[self._positions[low.bit_length() - 1]] = point
+                    bits ^= low
+            found = self._built[test_id] = TestHistory(track.suite, test_id, tuple(points))
         return found
 
+    def standing(self, test_id: str) -> Standing:
+        track = self._tracks.get(test_id)
+        values = self._present(track) if track is not None else {}
+        if not values:
+            return Standing.UNSEEN
+        return Standing.KNOWN if any(point.failed for point in values) else Standing.NEW
+
+    def attention(self) -> list[TestHistory]:
+        return [self[test_id] for test_id in self if not self._steady(self._tracks[test_id])]
+
+    def _steady(self, track: _Track) -> bool:
+        """Never failed, and one set of numbers in every run that reported it (two distinct
+        sets are always next to each other somewhere: that is a change)."""
+        values = self._present(track)
+        return not any(p.failed for p in values) and len({p.numbers for p in values}) <= 1
+
     def __contains__(self, test_id: object) -> bool:
-        return any(test_id in column for column in self._columns)
+        track = self._tracks.get(test_id) if isinstance(test_id, str) else None
+        return track is not None and bool(self._present(track))
 
     def __iter__(self) -> Iterator[str]:
+        if self._ids is None:
+            self._ids = self._in_order()
         return iter(self._ids)
 
+    def _in_order(self) -> list[str]:
+        """The tests of the history's runs, in order of first appearance, oldest run first."""
+        present = [test_id for test_id, track in self._tracks.items() if self._present(track)]
+        added = list(self._positions)
+        if added == sorted(added):
+            return present  # runs were added oldest first: the order they came in
+        first = {test_id: self._first_position(self._tracks[test_id]) for test_id in present}
+        return sorted(present, key=first.__getitem__)  # stable: file order within a run
+
+    def _first_position(self, track: _Track) -> int:
+        bits = 0
+        for value in self._present(track).values():
+            bits |= value
+        return min(self._positions[i] for i in range(bits.bit_length()) if bits >> i & 1)
+
     def __len__(self) -> int:
+        if self._ids is None:
+            self._ids = self._in_order()
         return len(self._ids)
 
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import msgspec
 
-from kl_bitexact.compare.history import MAX_RUNS, History, Run, build, newest
+from kl_bitexact.compare.history import MAX_RUNS, Collector, History, Run, newest
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.results import io as results_io
 from kl_bitexact.results.model import SCHEMA_VERSION, Status
@@ -48,33 +48,47 @@ def load(directory: Path, runs: int, branch: str | None = None) -> History:
             f"{MAX_FILES} (one per run; at most {MAX_RUNS} runs are used)",
             hint="keep only the base branch's recent runs there",
         )
-    loaded: list[tuple[Run, RunView]] = []
     notes: list[str] = []
-    for path in files:
+    chosen = files if len(files) <= runs else _newest(files, runs, notes)
+    collector, refs = Collector(), set()
+    for path in chosen:  # one run in memory at a time (issue 40)
         try:
             results = read_view(path)
         except ConfigError as error:
             notes.append(f"{path.name} left out: {error.message}")
             continue
-        loaded.append((_run_of(path, results), results))
-    if not loaded:
+        refs.add(results.run.ref)
+        collector.add(_run_of(path, results.run), results)
+    if not collector:
         notes.append(f"no results file in {directory}")
-    chosen = newest(loaded, runs)
-    return build(branch or _branch_of(chosen), chosen, notes)
+    return collector.history(branch or _branch_of(refs), runs, notes)
 
 
-def _branch_of(runs: list[tuple[Run, RunView]]) -> str:
-    refs = {results.run.ref for _, results in runs}
+def _newest(files: list[Path], runs: int, notes: list[str]) -> list[Path]:
+    """The files of the newest `runs` runs, by the time each records (a first pass that
+    decodes only that: more files than runs is a directory of older runs too)."""
+    found: list[tuple[Run, Path]] = []
+    for path in files:
+        try:
+            info = _read(path, _RunOnly).run
+        except ConfigError as error:
+            notes.append(f"{path.name} left out: {error.message}")
+            continue
+        found.append((_run_of(path, info), path))
+    return [path for _, path in newest(found, runs)]
+
+
+def _branch_of(refs: set[str | None]) -> str:
     only = refs.pop() if len(refs) == 1 else None
     if only and only.startswith(BRANCH_REF):
         return only[len(BRANCH_REF) :]
     return "the base branch"
 
 
-def _run_of(path: Path, results: RunView) -> Run:
+def _run_of(path: Path, info: _RunInfoView) -> Run:
     match = _RUN_FILE.match(path.name)
     run_id = int(match.group(1)) if match else None
-    return Run(results.run.commit, results.run.started_at, run_id, path.name)
+    return Run(info.commit, info.started_at, run_id, path.name)
 
 
 # --- the view: the fields the history reads, typed and bounded; the rest skipped ----------
@@ -130,23 +144,41 @@ class RunView(msgspec.Struct, frozen=True, gc=False):
                 yield suite, test
 
 
+class _RunOnly(msgspec.Struct, frozen=True, gc=False):
+    schema_version: int
+    run: _RunInfoView = _RunInfoView()
+
+
 def read_view(path: Path) -> RunView:
     """One results file as the history's view; errors name the file."""
+    return _read(path, RunView)
+
+
+_View = TypeVar("_View", RunView, _RunOnly)
+
+
+def _read(path: Path, kind: type[_View]) -> _View:
     raw = read_bounded(
         path,
         what="results file",
         max_bytes=results_io.MAX_RESULTS_BYTES,
         follow_symlinks=False,
     )
+    return decode_view(raw, str(path), kind)
+
+
+def decode_view(raw: bytes, source: str, kind: type[_View]) -> _View:
+    """The bytes of one results file as the history's view (or its run alone); errors name
+    `source`."""
     try:
-        view = msgspec.json.decode(raw, type=RunView)
+        view = msgspec.json.decode(raw, type=kind)
     except msgspec.ValidationError as error:
-        raise ConfigError(f"{path}: invalid results: {error}") from None
+        raise ConfigError(f"{source}: invalid results: {error}") from None
     except (msgspec.DecodeError, RecursionError) as error:
-        raise ConfigError(f"{path}: not a results file ({type(error).__name__})") from None
+        raise ConfigError(f"{source}: not a results file ({type(error).__name__})") from None
     if view.schema_version != SCHEMA_VERSION:
         raise ConfigError(
-            f"{path}: schema_version {view.schema_version} is not supported "
+            f"{source}: schema_version {view.schema_version} is not supported "
             f"(this kl-bitexact reads schema_version {SCHEMA_VERSION})"
         )
     return view

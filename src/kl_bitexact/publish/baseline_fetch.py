@@ -253,14 +253,24 @@ def load_archive(archive: Path, name: str, *, max_total: int | None = None) -> r
     zip of members each under the per-file limit expanded to 756 MB, issue 14), and the
     bytes really read are counted against the same bounds.
     """
+    sources = archive_members(archive, name, max_total=max_total)
+    return results_io.merge(
+        [(source, results_io.loads(raw, Path(source))) for source, raw in sources]
+    )
+
+
+def archive_members(
+    archive: Path, name: str, *, max_total: int | None = None
+) -> list[tuple[str, bytes]]:
+    """The bytes of every *.json member, each named `artifact/member`, within the bounds
+    `load_archive` states (read from memory, never extracted)."""
     budget = [MAX_EXTRACTED_BYTES if max_total is None else max_total]
     try:
         with zipfile.ZipFile(archive) as bundle:
             members = _json_members(bundle, name, budget[0])
-            loaded = [_decode(bundle, info, name, budget) for info in members]
+            return [_read_member(bundle, info, name, budget) for info in members]
     except zipfile.BadZipFile:
         raise ConfigError(f"artifact {name}: not a zip archive") from None
-    return results_io.merge(loaded)
 
 
 def _json_members(bundle: zipfile.ZipFile, name: str, max_total: int) -> list[zipfile.ZipInfo]:
@@ -289,10 +299,10 @@ def _over_total(name: str, size: int, max_total: int) -> ConfigError:
     )
 
 
-def _decode(
+def _read_member(
     bundle: zipfile.ZipFile, info: zipfile.ZipInfo, name: str, budget: list[int]
-) -> tuple[str, results.Results]:
-    """One member's Results; `budget` holds the bytes the archive may still yield."""
+) -> tuple[str, bytes]:
+    """One member's bytes; `budget` holds the bytes the archive may still yield."""
     limit = min(results_io.MAX_RESULTS_BYTES, budget[0])
     try:
         with bundle.open(info) as source:
@@ -304,5 +314,4 @@ def _decode(
     if len(raw) > limit:  # more than declared: zipfile stops at the declared size, but
         raise _over_total(name, len(raw), limit)  # the bound holds without trusting that
     budget[0] -= len(raw)
-    source_name = f"{name}/{info.filename}"
-    return source_name, results_io.loads(raw, Path(source_name))
+    return f"{name}/{info.filename}", raw

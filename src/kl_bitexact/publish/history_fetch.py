@@ -11,12 +11,21 @@ and the results decoded from it (`run-ID.json`, the run's commit and time in its
 fields: a directory `--history-dir` reads offline). Whatever ran on the machine before
 could have written there, so an archive is reused only when its SHA-256 is the `digest`
 GitHub lists for the artifact; otherwise it is downloaded again.
+
+A hit costs a read (issue 40): an archive is validated in full and decoded once, when it is
+downloaded; later fetches check its digest and read the fields the history uses straight
+from its members (`history_dir`'s view), rewriting nothing. The cache is a directory
+kl-bitexact owns (issue 36): a symbolic link as its root or any directory below is refused
+by name; the manifest (`MANIFEST`) lists the runs whose files kl-bitexact wrote there (and
+the digest it verified), and only those are ever replaced or deleted; anything else where a
+run's file goes (a directory, a link, a file of unknown origin) leaves that run out, said.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import os
 import re
 import sys
@@ -32,13 +41,20 @@ from github.Artifact import Artifact
 from github.WorkflowRun import WorkflowRun
 
 from kl_bitexact.compare import history, history_dir
-from kl_bitexact.compare.history import DEFAULT_RUNS, FETCH_SECONDS, MAX_RUNS, History
+from kl_bitexact.compare.history import (
+    DEFAULT_RUNS,
+    FETCH_SECONDS,
+    MAX_RUNS,
+    Collector,
+    History,
+)
 from kl_bitexact.errors import ConfigError, GitHubError
 from kl_bitexact.publish import baseline_fetch
 from kl_bitexact.publish.baseline_fetch import Wanted
 from kl_bitexact.publish.client import Session
 from kl_bitexact.results import io as results_io
 from kl_bitexact.results.model import Results
+from kl_bitexact.untrusted.jsonfile import read_bounded, replace_text
 
 # All archives of one history together, and the time one fetch may take: past either,
 # the history is what was fetched so far, and says so.
@@ -46,6 +62,10 @@ MAX_TOTAL_BYTES = 512 * 1024 * 1024
 # Passed-over runs named in the notes.
 MAX_NOTES = 5
 _SAFE = re.compile(r"[^\w.-]")
+# In each cache directory: the runs whose files kl-bitexact wrote there (not *.json: the
+# directory is also a `--history-dir`).
+MANIFEST = "kl-bitexact-cache.manifest"
+MAX_MANIFEST_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -115,12 +135,33 @@ def fetch(
             search = _search(session.client, wanted, bounds)
     except GitHubError as error:
         return History(wanted.branch, notes=(f"fetching the history failed: {error.message}",))
-    directory.mkdir(parents=True, exist_ok=True)
+    refused = _own(cache_root, directory)
+    if refused:
+        return History(wanted.branch, notes=(refused,))
     fetcher = _Fetcher(session, directory, bounds, say)
     left_out = fetcher.fetch(search.chosen)
-    _prune(directory, {chosen.run.id for chosen in search.chosen})
+    fetcher.prune({chosen.run.id for chosen in search.chosen})
     notes = _notes(search.passed_over + left_out, wanted, len(search.chosen), bounds)
-    return history.build(wanted.branch, fetcher.loaded, notes)
+    return fetcher.collector.history(wanted.branch, notes=[*fetcher.manifest.notes, *notes])
+
+
+def _own(root: Path, directory: Path) -> str | None:
+    """Why the cache cannot be used, or None once `directory` exists under `root` with no
+    symbolic link from `root` down (a link would have archives written, and files pruned,
+    wherever it points: issue 36). Above `root` links are the system's (/tmp on macOS)."""
+    path, below = root, directory.relative_to(root).parts
+    for step in (None, *below):
+        path = path if step is None else path / step
+        if path.is_symlink():
+            return (
+                f"history cache {path}: a symbolic link, refused (the cache is a directory "
+                "kl-bitexact owns: remove the link, or pass another --history-cache)"
+            )
+        if not path.exists():
+            path.mkdir(parents=step is None)
+        elif not path.is_dir():
+            return f"history cache {path}: not a directory, refused"
+    return None
 
 
 def _search(client: Github, wanted: Wanted, bounds: Bounds) -> _Search:
@@ -146,18 +187,26 @@ def _search(client: Github, wanted: Wanted, bounds: Bounds) -> _Search:
 class _Fetcher:
     """Each chosen run's results into the cache: reused when its archive's digest is
     GitHub's, else downloaded within the bounds, newest first (a deadline keeps the
-    newest runs)."""
+    newest runs). Each run goes into the history as it is read (`Collector`)."""
 
     def __init__(self, session: Session, directory: Path, bounds: Bounds, say: Say) -> None:
         self.session, self.directory = session, directory
         self.bounds, self.say = bounds, say
         self.started = time.monotonic()
         self.downloaded = 0
-        self.loaded: list[tuple[history.Run, Results]] = []
+        self.collector = Collector()
+        self.manifest = _Manifest.read(directory)
         self.stopped: str | None = None
 
     def fetch(self, chosen: list[_Chosen]) -> list[str]:
-        missing = [item for item in chosen if not self._cached(item)]
+        left_out: list[str] = []
+        missing = []
+        for item in chosen:
+            why = self._foreign(item)
+            if why:
+                left_out.append(f"run {item.run.id}: {why}")
+            elif not self._cached(item):
+                missing.append(item)
         if missing:
             size = sum(item.artifact.size_in_bytes for item in missing)
             self.say(
@@ -165,7 +214,6 @@ class _Fetcher:
                 f"cached, downloading {len(missing)} ({_mb(size)}; at most "
                 f"{_mb(self.bounds.max_total_bytes)} and {self.bounds.deadline_s:g} s)"
             )
-        left_out: list[str] = []
         for number, item in enumerate(missing, start=1):
             why = self._limit(item) or self._download(item)
             if why:
@@ -181,16 +229,50 @@ class _Fetcher:
             self.say(f"cached in {self.directory} (--history-dir reads it offline)")
         return left_out
 
-    def _cached(self, item: _Chosen) -> bool:
-        """The cached archive is GitHub's (its digest), and its decoded results exist."""
+    def _foreign(self, item: _Chosen) -> str | None:
+        """Why the cache cannot take this run: something where its files go that is not a
+        file kl-bitexact wrote (left where it is, never followed, replaced or deleted)."""
+        ours = item.run.id in self.manifest.runs
+        for path in _paths(self.directory, item.run.id):
+            if path.is_symlink() or (path.exists() and not path.is_file()):
+                return f"{path.name} in the cache is not a file (left alone; run left out)"
+            if path.exists() and not ours and not self._adoptable(item, path):
+                return (
+                    f"{path.name} in the cache was not written by kl-bitexact and is not "
+                    "GitHub's archive of the run (left alone; run left out)"
+                )
+        return None
+
+    def _adoptable(self, item: _Chosen, path: Path) -> bool:
+        """A file kl-bitexact's earlier versions wrote (no manifest yet): the run's archive
+        as GitHub lists it, or the results decoded beside such an archive."""
         archive, _ = _paths(self.directory, item.run.id)
         digest = getattr(item.artifact, "digest", None)
-        if not digest or archive.is_symlink() or not archive.is_file():
+        return bool(digest) and archive.is_file() and _sha256(archive) == digest
+
+    def _cached(self, item: _Chosen) -> bool:
+        """The cached archive is GitHub's (its digest): read, once verified; verified and
+        decoded now if it never was (or its decoded file is gone)."""
+        archive, decoded = _paths(self.directory, item.run.id)
+        digest = getattr(item.artifact, "digest", None)
+        if not digest or not archive.is_file() or _sha256(archive) != digest:
             return False
-        if _sha256(archive) != digest:
-            return False
-        # The archive is GitHub's; the decoded file is rewritten from it (it may not be).
+        if self.manifest.runs.get(item.run.id) == digest and decoded.is_file():
+            return self._read(item, archive) is None
         return self._decode(item, archive) is None
+
+    def _read(self, item: _Chosen, archive: Path) -> str | None:
+        """A verified archive's tests, as the history reads them: its members' fields the
+        history uses, decoded from memory (no model built, nothing written)."""
+        try:
+            members = baseline_fetch.archive_members(archive, item.artifact.name)
+            views = [
+                history_dir.decode_view(raw, name, history_dir.RunView) for name, raw in members
+            ]
+        except ConfigError as error:
+            return error.message
+        self.collector.add(_run_of(item.run), _Members(views))
+        return None
 
     def _limit(self, item: _Chosen) -> str | None:
         """Why no more runs are downloaded: once a bound is reached, the older runs all
@@ -214,6 +296,7 @@ class _Fetcher:
                 location = baseline_fetch.download_location(self.session.client, item.artifact)
                 baseline_fetch.download(location, Path(scratch), name)
             self.downloaded += Path(scratch).stat().st_size
+            self.manifest.record(item.run.id, None)  # ours from here on, verified or not
             os.replace(scratch, archive)  # a new file in place of whatever was there
         except (GitHubError, ConfigError) as error:
             return error.message
@@ -222,23 +305,116 @@ class _Fetcher:
         return self._decode(item, archive)
 
     def _decode(self, item: _Chosen, archive: Path) -> str | None:
-        """The archive's results, with GitHub's commit and time for the run, kept and
-        written as run-ID.json (for `--history-dir`)."""
+        """The archive's results validated in full, with GitHub's commit and time for the
+        run, written as run-ID.json (for `--history-dir`) and into the history; the run is
+        recorded as verified (its digest), so later fetches only read it."""
         try:
             results = _as_run(baseline_fetch.load_archive(archive, item.artifact.name), item.run)
         except ConfigError as error:
             return error.message
         _, decoded = _paths(self.directory, item.run.id)
+        self.manifest.record(item.run.id, None)
         results_io.write_atomic(results, decoded)
-        run = history.Run(
-            results.run.commit, results.run.started_at, item.run.id, f"run {item.run.id}"
-        )
-        self.loaded.append((run, results))
+        self.manifest.record(item.run.id, getattr(item.artifact, "digest", None))
+        self.collector.add(_run_of(item.run), results)
         return None
 
     def _forget(self, run_id: int) -> None:
-        for path in _paths(self.directory, run_id):
-            path.unlink(missing_ok=True)
+        if run_id in self.manifest.runs:
+            for path in _paths(self.directory, run_id):
+                path.unlink(missing_ok=True)
+            self.manifest.forget(run_id)
+
+    def prune(self, keep: set[int]) -> None:
+        """Runs that left the window leave the cache: it holds the history, so
+        `--history-dir` on it reads exactly these runs. Only files kl-bitexact wrote (the
+        manifest's runs) are ever deleted."""
+        for run_id in set(self.manifest.runs) - keep:
+            self._forget(run_id)
+
+
+class _Members:
+    """The members of one run's archive (its shards) as one run's tests."""
+
+    def __init__(self, views: list[history_dir.RunView]) -> None:
+        self.views = views
+
+    def all_tests(self) -> Iterator[tuple[history_dir._SuiteView, history_dir._TestView]]:
+        for view in self.views:
+            yield from view.all_tests()
+
+
+def _run_of(run: WorkflowRun) -> history.Run:
+    """The run as GitHub lists it (the history's time and commit are GitHub's)."""
+    return history.Run(run.head_sha, _created(run), run.id, f"run {run.id}")
+
+
+def _created(run: WorkflowRun) -> str:
+    return str(run.created_at.strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+
+@dataclass
+class _Manifest:
+    """The runs whose files (run-ID.zip, run-ID.json) kl-bitexact wrote in one cache
+    directory, each with the digest of the archive it validated and decoded (None: written,
+    not verified yet). Saved at every change, atomically: a run killed mid-fetch leaves a
+    manifest that still names every file it wrote."""
+
+    path: Path
+    runs: dict[int, str | None] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    writable: bool = True
+
+    @classmethod
+    def read(cls, directory: Path) -> _Manifest:
+        path = directory / MANIFEST
+        if not path.exists() and not path.is_symlink():
+            return cls(path)
+        try:
+            raw = read_bounded(
+                path, what="cache manifest", max_bytes=MAX_MANIFEST_BYTES, follow_symlinks=False
+            )
+            return cls(path, _manifest_runs(json.loads(raw)))
+        except (ConfigError, ValueError, TypeError, RecursionError) as error:
+            why = error.message if isinstance(error, ConfigError) else "not a manifest"
+            fresh = path.is_file() and not path.is_symlink()
+            note = f"history cache {path}: {why}; no file there is deleted"
+            return cls(
+                path, notes=[note + ("" if fresh else " and none is recorded")], writable=fresh
+            )
+
+    def record(self, run_id: int, digest: str | None) -> None:
+        if self.runs.get(run_id, "") != digest:
+            self.runs[run_id] = digest
+            self._save()
+
+    def forget(self, run_id: int) -> None:
+        self.runs.pop(run_id, None)
+        self._save()
+
+    def _save(self) -> None:
+        if self.writable:
+            document = {
+                "kl_bitexact_history_cache": 1,
+                "runs": {str(k): v for k, v in self.runs.items()},
+            }
+            replace_text(self.path, json.dumps(document, sort_keys=True) + "\n")
+
+
+def _manifest_runs(document: object) -> dict[int, str | None]:
+    if not isinstance(document, dict) or document.get("kl_bitexact_history_cache") != 1:
+        raise ValueError("not a manifest")
+    runs = document.get("runs")
+    if not isinstance(runs, dict):
+        raise ValueError("not a manifest")
+    found: dict[int, str | None] = {}
+    for key, digest in runs.items():
+        if not (isinstance(key, str) and key.isdigit() and len(key) <= 20):
+            raise ValueError("not a manifest")
+        if digest is not None and not isinstance(digest, str):
+            raise ValueError("not a manifest")
+        found[int(key)] = digest
+    return found
 
 
 def _as_run(results: Results, run: WorkflowRun) -> Results:
@@ -247,7 +423,7 @@ def _as_run(results: Results, run: WorkflowRun) -> Results:
         results.run,
         commit=run.head_sha,
         ref=f"{history_dir.BRANCH_REF}{run.head_branch}",
-        started_at=run.created_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        started_at=_created(run),
     )
     return dataclasses.replace(results, run=info)
 
@@ -262,19 +438,6 @@ def _sha256(path: Path) -> str:
 
 def _paths(directory: Path, run_id: int) -> tuple[Path, Path]:
     return directory / f"run-{run_id}.zip", directory / f"run-{run_id}.json"
-
-
-def _prune(directory: Path, keep: set[int]) -> None:
-    """Runs that left the window (and stray downloads) leave the cache: it holds the
-    history and nothing else, so `--history-dir` on it reads exactly these runs."""
-    wanted = {path.name for run_id in keep for path in _paths(directory, run_id)}
-    for path in _entries(directory):
-        if path.name not in wanted and (path.is_file() or path.is_symlink()):
-            path.unlink(missing_ok=True)
-
-
-def _entries(directory: Path) -> Iterator[Path]:
-    yield from (p for p in directory.iterdir() if p.suffix in (".zip", ".json"))
 
 
 def _notes(passed_over: list[str], wanted: Wanted, chosen: int, bounds: Bounds) -> tuple[str, ...]:

@@ -69,7 +69,11 @@ def read_bounded(
                 f"{path}: {info.st_size} bytes is over the {max_bytes}-byte limit for {what}"
             )
         try:
-            raw = handle.read(max_bytes + 1)  # a file growing while read stays bounded too
+            # The size it has, then whatever it grew by (bounded too): read(max_bytes + 1)
+            # alone would allocate the whole bound (64 MiB for results) for every file.
+            raw = handle.read(info.st_size + 1)
+            if len(raw) > info.st_size:
+                raw += handle.read(max_bytes + 1 - len(raw))
         except OSError as error:
             raise ConfigError(f"{path}: cannot read {what} ({error.strerror})") from None
     if len(raw) > max_bytes:
