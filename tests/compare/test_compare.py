@@ -317,3 +317,70 @@ def test_a_base_that_never_recorded_a_number_cannot_excuse_it_growing():
     # Neither side measured it: nothing to compare, the same red is still failing.
     same = compare(results(hits_red("t")), results(hits_red("t"))).deltas[0]
     assert same.verdict is Verdict.STILL_FAILING and not same.gating and same.worse == ()
+
+
+# --- issue 36, item 1: plans survive every merge; a pass backed by nothing is never ok ---
+
+
+def _run_part(planned_ids: str, reported: str, **changes: object) -> r.Results:
+    """A `run` killed after its first tests: its plan names every test it meant to run."""
+    part = results(*(check_result(name, S.PASSED, **changes) for name in reported))
+    plan = tuple(r.PlannedTest("hicache-mamba", name, "multiturn") for name in planned_ids)
+    return dataclasses.replace(part, plan=plan, run=r.RunInfo(finished=False))
+
+
+def _pytest_part(*tests: r.TestResult) -> r.Results:
+    """`kl-bitexact pytest`'s results: no plan recorded."""
+    return dataclasses.replace(results(*tests, suite="test_file.py"), plan=None)
+
+
+def test_a_part_without_a_plan_keeps_the_other_parts_plan_when_merged():
+    # SIGKILL after 3 of 8 tests beside a plan-less pytest part: the merged results had no
+    # plan and 4 tests, and report gave exit 0, 4 ok - the 5 planned tests were gone.
+    plain = r.TestResult(id="test_file.py::test_plain", check="pytest", status=S.PASSED)
+    merged = results_io.merge(
+        [("run", _run_part("abcdefgh", "abc")), ("pytest", _pytest_part(plain))]
+    )
+    assert merged.plan is not None and [i.id for i in merged.missing()] == list("defgh")
+    comparison = compare(merged, None)
+    assert sum(d.verdict is Verdict.COULD_NOT_RUN for d in comparison.deltas) == 5
+    assert comparison.decision.exit_code is ExitCode.COULD_NOT_RUN
+    # The plan-less part still cannot tell a removed test from a lost one.
+    base = results(*(check_result(name) for name in "abcdefgh"), check_result("gone"))
+    lost = {d.id: d for d in compare(merged, base).deltas}["gone"]
+    assert lost.verdict is Verdict.COULD_NOT_RUN and lost.gating
+    # ...and merging it again (publish's shard merge of the action's results) keeps that.
+    again = results_io.merge([("merged", merged)])
+    assert {d.id: d for d in compare(again, base).deltas}["gone"].gating
+
+
+def test_a_planned_pass_backed_by_nothing_stays_an_error_once_merged():
+    # A `passed` with null KL, threshold and exact was exit 1 alone and exit 0 once merged.
+    empty = {"kl_div": None, "kl_threshold": None, "kl_per_sample": None, "exact": None}
+    alone = _run_part("a", "a", **empty)
+    assert compare(alone, None).decision.exit_code is ExitCode.GATE_FAILED
+    plain = r.TestResult(id="test_file.py::test_plain", check="pytest", status=S.PASSED)
+    merged = results_io.merge([("run", alone), ("pytest", _pytest_part(plain))])
+    delta = {d.id: d for d in compare(merged, None).deltas}["a"]
+    assert delta.verdict is Verdict.INFRA and delta.gating
+
+
+def test_a_kl_check_that_passed_with_nothing_measured_is_never_ok_planned_or_not():
+    # A decode_cache_hit test `passed` with every number null was "✅ ok", dashes in every column.
+    hollow = r.TestResult(id="t::decode", check="decode_cache_hit", status=S.PASSED)
+    comparison = compare(dataclasses.replace(results(hollow), plan=None), None)
+    (delta,) = comparison.deltas
+    assert delta.verdict is Verdict.INFRA and delta.gating
+    assert delta.head is not None and "recorded no KL threshold" in delta.head.message
+
+
+def test_a_passed_test_that_is_not_a_kl_check_is_shown_as_such():
+    plain = r.TestResult(id="test_file.py::test_plain", check="pytest", status=S.PASSED)
+    comparison = compare(_pytest_part(plain), None)
+    (delta,) = comparison.deltas
+    assert delta.verdict is Verdict.NOT_A_KL_CHECK and not delta.gating
+    comment = render.comment(comparison)
+    assert "passed - not a KL check" in comment
+    # A run planned it (a plan that names it): the same, not an error about its check.
+    planned = compare(results(dataclasses.replace(plain, id="p")), None).deltas[0]
+    assert planned.verdict is Verdict.NOT_A_KL_CHECK

@@ -277,7 +277,16 @@ def test_merge_joins_plans_and_any_unfinished_shard_makes_the_run_unfinished():
     assert merged.run.finished is False
     unplanned = dataclasses.replace(two, plan=None, run=r.RunInfo(finished=True))
     merged = results_io.merge([("a", one), ("b", unplanned)])
-    assert merged.plan is None and merged.run.finished is True
+    # Issue 36: the plan-less part keeps what it ran, marked unplanned; the plan survives.
+    assert merged.plan == (
+        *planned("suite-a::one"),
+        r.PlannedTest("suite-a", "suite-a::two", "decode_cache_hit", unplanned=True),
+    )
+    assert not merged.plan_complete and merged.planned_ids() == {"suite-a::one"}
+    assert merged.run.finished is True
+    # Parts that all recorded none join into none (a file from before plans, alone).
+    plain_one = dataclasses.replace(one, plan=None)
+    assert results_io.merge([("a", plain_one), ("b", unplanned)]).plan is None
 
 
 def test_a_test_that_could_not_be_measured_exits_2_even_beside_red_ones():

@@ -144,12 +144,12 @@ def compare(
     baseline = base if isinstance(base, Baseline) else Baseline.of(base)
     base_tests = _index(baseline.results)
     resolve = _Resolver(blockers or {}, default_repo, blocker_reasons or {})
-    judge = _Judge(baseline, resolve, policy, head.plan is not None, promised)
+    judge = _Judge(baseline, resolve, policy, head.planned_ids(), promised)
     reported = [(suite.name, test) for suite, test in head.all_tests()]
     reported += [(item.suite, _no_verdict(item.id, item.check, head)) for item in head.missing()]
     deltas = [judge(suite, test, base_tests.pop(test.id, None)) for suite, test in reported]
     for suite, test in base_tests.values():
-        if head.plan is not None:
+        if head.plan_complete:
             deltas.append(_removed(suite, test))
         else:
             lost = _no_verdict(test.id, test.check, head)
@@ -183,7 +183,7 @@ class _Judge:
     baseline: Baseline
     resolve: _Resolver
     policy: Policy
-    planned: bool  # the head recorded its plan: a pass must prove itself (results.verdict)
+    planned: frozenset[str]  # the tests a run planned: a pass must prove all (results.verdict)
     promised: frozenset[str] = frozenset()  # this PR is their blocker: red is never excused
 
     def __call__(
@@ -191,7 +191,7 @@ class _Judge:
     ) -> TestDelta:
         policy = self.policy
         base_test = base[1] if base else None
-        test, contradicted = numbers.judged(test, planned=self.planned)
+        test, contradicted = numbers.judged(test, planned=test.id in self.planned)
         blockers = tuple(self.resolve(text) for text in test.blocked_by)
         have_base = self.baseline.results is not None
         verdict = gate.verdict(test, [blocker.state for blocker in blockers])
@@ -301,6 +301,11 @@ def _no_verdict(test_id: str, check: str, head: Results) -> TestResult:
         why = (
             "no verdict: in the base but not in the head's results, which record no plan, "
             "so a removed test cannot be told from a lost one"
+        )
+    elif not head.plan_complete and test_id not in {item.id for item in head.plan}:
+        why = (
+            "no verdict: in the base but not in the head's results, a part of which recorded "
+            "no plan, so a removed test cannot be told from a lost one"
         )
     elif head.run.finished is False:
         why = "no verdict: the run stopped before this planned test (it did not finish)"

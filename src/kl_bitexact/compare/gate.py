@@ -59,6 +59,9 @@ class Verdict(str, Enum):
     EXPECTED_RED = "expected_red"  # red while its blocker is open
     UNEXPECTED_GREEN = "unexpected_green"  # green while its blocker is open
     UNBLOCKED = "unblocked"  # blocker merged and green: remove the marker
+    # passed, but its check is no KL check and it recorded nothing: a plain test whose own
+    # assertions passed (`results.verdict.not_a_kl_check`); never shown as a KL pass
+    NOT_A_KL_CHECK = "not_a_kl_check"
     SKIPPED = "skipped"
     OK = "ok"
 
@@ -157,7 +160,9 @@ def verdict(test: TestResult, states: Sequence[BlockerState]) -> Verdict:
         return Verdict.COULD_NOT_RUN
     if blocked is not None:
         return blocked
-    return Verdict.REGRESSION if red else Verdict.OK
+    if red:
+        return Verdict.REGRESSION
+    return Verdict.NOT_A_KL_CHECK if numbers.not_a_kl_check(test) else Verdict.OK
 
 
 # A blocked test's verdicts that an `error` does not get (see `verdict`): an open blocker

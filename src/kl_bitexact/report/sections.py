@@ -79,7 +79,7 @@ def _split_rows(deltas: Iterable[TestDelta]) -> tuple[list[TestDelta], list[Test
 def _needs_attention(delta: TestDelta) -> bool:
     if delta.transition in (Transition.REMOVED, Transition.NEWLY_NOT_RUN):
         return True
-    return delta.verdict not in (Verdict.OK, Verdict.SKIPPED)
+    return delta.verdict not in (Verdict.OK, Verdict.NOT_A_KL_CHECK, Verdict.SKIPPED)
 
 
 def _rank(delta: TestDelta) -> int:
@@ -228,6 +228,7 @@ _BLOCKED_SENTENCE = {
     Verdict.COULD_NOT_RUN: "blocked by {refs}, but the test could not run; {measured}",
     Verdict.INFRA: "blocked by {refs}, but the check did not measure; {measured}",
     Verdict.FLAKY: "blocked by {refs}, and its repeats disagree (flaky); {measured}",
+    Verdict.NOT_A_KL_CHECK: "blocked by {refs}; passed - not a KL check",
     Verdict.SKIPPED: "blocked by {refs}; skipped",
     Verdict.OK: "blocked by {refs}; {measured}",
 }

@@ -19,6 +19,7 @@ ICON = {
     Verdict.EXPECTED_RED: "🟠",
     Verdict.UNEXPECTED_GREEN: "🟡",
     Verdict.UNBLOCKED: "🔓",
+    Verdict.NOT_A_KL_CHECK: "☑️",
     Verdict.SKIPPED: "⏭️",
     Verdict.OK: "✅",
 }
@@ -35,6 +36,7 @@ LABEL = {
     Verdict.EXPECTED_RED: "expected red",
     Verdict.UNEXPECTED_GREEN: "unexpected green",
     Verdict.UNBLOCKED: "unblocked",
+    Verdict.NOT_A_KL_CHECK: "passed - not a KL check",
     Verdict.SKIPPED: "skipped",
     Verdict.OK: "ok",
 }

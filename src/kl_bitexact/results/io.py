@@ -206,11 +206,22 @@ def _finished(sources: Sequence[tuple[str, Results]]) -> bool | None:
 
 
 def _joined_plan(sources: Sequence[tuple[str, Results]]) -> tuple[PlannedTest, ...] | None:
-    """Every shard's plan; unknown as soon as one shard recorded none."""
-    plans = [results.plan for _, results in sources]
-    if any(plan is None for plan in plans):
+    """Every part's plan, joined (None only when no part recorded one). A part without a
+    plan (a `kl-bitexact pytest` session, a JUnit import, an older file) keeps the list of
+    what it ran, marked `unplanned`: dropping the other parts' plans for it lost the tests a
+    killed run never reached (issue 36)."""
+    if all(results.plan is None for _, results in sources):
         return None
-    return tuple(item for plan in plans for item in plan or ())
+    return tuple(item for _, results in sources for item in _plan_of(results))
+
+
+def _plan_of(results: Results) -> tuple[PlannedTest, ...]:
+    if results.plan is not None:
+        return results.plan
+    return tuple(
+        PlannedTest(suite.name, test.id, test.check, unplanned=True)
+        for suite, test in results.all_tests()
+    )
 
 
 def join_by_name(suites: Iterable[SuiteResult]) -> tuple[SuiteResult, ...]:

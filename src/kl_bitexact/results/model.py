@@ -301,6 +301,10 @@ class PlannedTest:
     suite: str
     id: str
     check: str
+    # Listed because it ran, not planned ahead: the part of a merged run it came from (a
+    # `kl-bitexact pytest` session, a JUnit import, an older file) recorded no plan, so
+    # what that part did not run is unknown (issue 36: a merge keeps every part's plan).
+    unplanned: bool = False
 
 
 @dataclass(frozen=True)
@@ -328,6 +332,16 @@ class Results:
         for suite in self.suites:
             for test in suite.tests:
                 yield suite, test
+
+    @property
+    def plan_complete(self) -> bool:
+        """Every part of the run recorded its plan: a test missing from `suites` and from
+        the plan was taken out, not lost."""
+        return self.plan is not None and not any(item.unplanned for item in self.plan)
+
+    def planned_ids(self) -> frozenset[str]:
+        """The tests a run planned ahead (and must prove what its check measures)."""
+        return frozenset(item.id for item in self.plan or () if not item.unplanned)
 
     def missing(self) -> tuple[PlannedTest, ...]:
         """Planned tests that have no result (the run stopped before reporting them)."""

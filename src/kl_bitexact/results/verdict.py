@@ -12,12 +12,14 @@ proof (issue 30): a `passed` test keeps its status only when
 - its numbers are possible: KL >= 0 within rounding (`KL_ROUNDING`), each per-sample KL too,
   their mean equal to the avg KL, no more hits than samples, no more differing logprobs than
   compared ones, at least one logprob compared (in exact mode, more compared than withheld);
-- and, for a test `run` planned (results with a plan), its check is one `run` knows and it
-  recorded what that check measures: the threshold, the avg KL, the per-sample KLs, the
-  logprobs compared, and the cache hits for the cache checks.
+- and a KL check (one of `run`'s checks, by whatever made the result) recorded what it is
+  judged by: the threshold and the avg KL, and the cache hits for the cache checks - planned
+  or not (issue 36: a `decode_cache_hit` pass with every number null was "ok"); a test
+  `run` planned also the per-sample KLs and the logprobs compared.
 
-Results without a plan (files from before plans, hand-made ones, JUnit imports) stay
-accepted as far as their tests go: a pytest test that recorded nothing is a plain pass.
+A test whose check is not a KL check (a plain pytest test) is judged by what it recorded;
+when it recorded nothing its pass is its own assertions', shown as "passed - not a KL
+check" (`not_a_kl_check`), never as a KL pass with empty columns.
 Numpy-free, beside `aggregate`, so that report and publish never import the checks.
 """
 
@@ -127,9 +129,21 @@ def impossible(test: TestResult) -> list[str]:
     return found
 
 
+def not_a_kl_check(test: TestResult) -> bool:
+    """A pass whose check is no KL check and that recorded nothing to judge: a plain test
+    (pytest's own assertions passed), "passed - not a KL check"."""
+    recorded = (test.kl_div, test.kl_threshold, test.kl_per_sample, test.exact, test.cache_hits)
+    return (
+        test.status is Status.PASSED
+        and test.check not in RUN_CHECKS
+        and all(value is None for value in recorded)
+        and test.noise_floor is None
+    )
+
+
 def unproven(test: TestResult, *, planned: bool) -> list[str]:
-    """What a pass lacks to prove anything: nothing compared, and for a planned test the
-    numbers its check measures (or a check `run` does not have)."""
+    """What a pass lacks to prove anything: nothing compared, and for a KL check the numbers
+    it is judged by (for a test `run` planned: all that its check measures)."""
     exact = test.exact
     found: list[str] = []
     # `tokens` counts compared positions only: llama.cpp legitimately withholds most
@@ -138,16 +152,11 @@ def unproven(test: TestResult, *, planned: bool) -> list[str]:
     if exact is not None and exact.tokens == 0:
         withheld = f" ({exact.not_reported} not reported by the server)"
         found.append("no logprob was compared" + (withheld if exact.not_reported else ""))
-    if not planned:
-        return found
     if test.check not in RUN_CHECKS:
-        return [f"check {test.check!r} is not one of {', '.join(sorted(RUN_CHECKS))}"]
-    needs: dict[str, object] = {
-        "KL threshold": test.kl_threshold,
-        "avg KL": test.kl_div,
-        "per-sample KLs": test.kl_per_sample or None,
-        "compared logprobs": exact,
-    }
+        return found  # judged by what it recorded (`not_a_kl_check` when nothing)
+    needs: dict[str, object] = {"KL threshold": test.kl_threshold, "avg KL": test.kl_div}
+    if planned:
+        needs |= {"per-sample KLs": test.kl_per_sample or None, "compared logprobs": exact}
     if test.check in HIT_CHECKS:
         needs["cache hits"] = test.cache_hits
     absent = [name for name, value in needs.items() if value is None]
