@@ -10,8 +10,8 @@ from pathlib import Path
 from kl_bitexact.action import proof_jobs, shards
 from kl_bitexact.action.proof_jobs import ProofJob
 from kl_bitexact.compare.gate import FailOnChoice, parse_fail_on
-from kl_bitexact.compare.history import DEFAULT_RUNS as DEFAULT_HISTORY_RUNS
-from kl_bitexact.compare.history import MAX_RUNS as MAX_HISTORY_RUNS
+from kl_bitexact.compare.history_limits import DEFAULT_RUNS as DEFAULT_HISTORY_RUNS
+from kl_bitexact.compare.history_limits import MAX_RUNS as MAX_HISTORY_RUNS
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.suite.model import Gate
 

@@ -6,7 +6,11 @@ import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+# Not `typing` at run time (it costs a `--help` a tenth of its CPU); mypy reads the block.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # Where `run`, `pytest` and `import-junit` write results.json and the rest, unless told.
 DEFAULT_OUT = Path("kl-bitexact-results")

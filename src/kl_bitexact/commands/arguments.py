@@ -2,6 +2,11 @@
 
 An option's type is a parser here (`_argument_type`): its ValueError is the usage error,
 worded as it is. `policy` turns the policy group's options into the gate's `Policy`.
+
+Building the arguments imports nothing heavy: `report --help` is argparse alone (issue 40:
+it imported the whole compare and render stack, ten times `--version`'s CPU). A parser of
+another package is imported when an option that needs it is given (`_parser_in`), the gate's
+types when the policy is built.
 """
 
 from __future__ import annotations
@@ -10,18 +15,24 @@ import argparse
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import import_module
 from pathlib import Path
-from typing import TypeVar
 
-from kl_bitexact.action import proof_jobs, shards
 from kl_bitexact.commands import DEFAULT_OUT
-from kl_bitexact.compare.gate import FailOnChoice, Policy, parse_fail_on
-from kl_bitexact.compare.history import DEFAULT_RUNS as DEFAULT_HISTORY_RUNS
-from kl_bitexact.compare.history import FETCH_SECONDS
-from kl_bitexact.compare.history import MAX_RUNS as MAX_HISTORY_RUNS
-from kl_bitexact.report import render
+from kl_bitexact.compare.history_limits import DEFAULT_RUNS as DEFAULT_HISTORY_RUNS
+from kl_bitexact.compare.history_limits import FETCH_SECONDS
+from kl_bitexact.compare.history_limits import MAX_RUNS as MAX_HISTORY_RUNS
+from kl_bitexact.report.marker import DEFAULT_KEY
 
-T = TypeVar("T")
+# `typing` only for mypy: at run time it is a tenth of `report --help`'s CPU.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, TypeVar
+
+    from kl_bitexact.action import proof_jobs
+    from kl_bitexact.compare.gate import FailOnChoice, Policy
+
+    T = TypeVar("T")
 
 
 def add_input_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,7 +47,7 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--expected-shards",
-        type=_argument_type(shards.parse_names),
+        type=_argument_type(_parser_in("kl_bitexact.action.shards", "parse_names")),
         default=(),
         metavar="JSON",
         help="the shards that must have reported: a JSON list of names or the shard matrix "
@@ -61,7 +72,7 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--expected-proofs",
-        type=_argument_type(proof_jobs.parse_matrix),
+        type=_argument_type(_parser_in("kl_bitexact.action.proof_jobs", "parse_matrix")),
         default=(),
         metavar="JSON",
         help="the proof jobs that must have reported: prove-plan's matrix; each test of a "
@@ -75,7 +86,7 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--key",
-        default=os.environ.get("GITHUB_WORKFLOW") or render.DEFAULT_KEY,
+        default=os.environ.get("GITHUB_WORKFLOW") or DEFAULT_KEY,
         help="key of the hidden comment marker (default: the workflow name, else %(default)s)",
     )
 
@@ -114,8 +125,8 @@ class CommentInputs:
 def add_policy_arguments(parser: argparse.ArgumentParser, *, publishes: bool = False) -> None:
     parser.add_argument(
         "--fail-on",
-        type=_argument_type(parse_fail_on),
-        default=FailOnChoice(),
+        type=_argument_type(_parser_in("kl_bitexact.compare.gate", "parse_fail_on")),
+        default=None,  # regression, alone (`policy`)
         metavar="MODE[,flaky][,allow-known]",
         help="what fails the gate: regression, failure or never; add ',flaky' for a test "
         "whose repeats (run --repeat) disagree to gate even when every repeat passed; add "
@@ -225,9 +236,20 @@ def _argument_type(parse: Callable[[str], T]) -> Callable[[str], T]:
     return parse_argument
 
 
+def _parser_in(module: str, name: str) -> Callable[[str], Any]:
+    """The parser `name` of `module`, imported when an option's value is first parsed."""
+
+    def parse(text: str) -> Any:
+        return getattr(import_module(module), name)(text)
+
+    return parse
+
+
 def policy(args: argparse.Namespace) -> Policy:
     """The gate policy from `add_policy_arguments`' options."""
-    choice: FailOnChoice = args.fail_on
+    from kl_bitexact.compare.gate import FailOnChoice, Policy
+
+    choice: FailOnChoice = args.fail_on or FailOnChoice()
     return Policy(
         choice.mode,
         args.strict,

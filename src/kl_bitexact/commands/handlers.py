@@ -8,10 +8,14 @@ import functools
 import gc
 import warnings
 from collections.abc import Callable
-from typing import ParamSpec, TypeVar
 
-P = ParamSpec("P")
-R = TypeVar("R")
+# `typing` only for mypy (`report --help` imports this module; typing is a tenth of it).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import ParamSpec, TypeVar
+
+    P = ParamSpec("P")
+    R = TypeVar("R")
 
 
 def cycle_collector_paused(

@@ -7,22 +7,20 @@ GitHub integration can gate on it; `--fail-on never` makes it report-only.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from kl_bitexact.commands import Command, arguments, handlers, input_files
+from kl_bitexact.commands import Command, arguments, handlers
 from kl_bitexact.commands.arguments import add_input_arguments, add_policy_arguments
-from kl_bitexact.commands.output import say_notice, write_output
-from kl_bitexact.compare import baseline
-from kl_bitexact.compare.comparison import Comparison, compare
-from kl_bitexact.compare.history import History
-from kl_bitexact.report import render
 
+# `typing` only for mypy; the work's modules when the work starts: `report --help` builds
+# the arguments alone (issue 40).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from kl_bitexact.compare.blockers import BlockerState
+    from kl_bitexact.compare.comparison import Comparison
+    from kl_bitexact.compare.history import History
     from kl_bitexact.registry.findings_file import Finding
 
 
@@ -109,6 +107,9 @@ def handle(args: argparse.Namespace) -> int:
 def report(args: Options) -> Comparison:
     """The work of `report` (the command, and the action's report step, in process): the
     comparison, rendered where `args` says; its decision is the gate's."""
+    from kl_bitexact.commands.output import write_output
+    from kl_bitexact.report import render
+
     comparison = _compare(args)
     found = _findings(args.shown.findings) if args.shown.findings else ()
     links = render.Links.from_env()
@@ -126,11 +127,18 @@ def report(args: Options) -> Comparison:
         summary = render.job_summary(comparison, findings=found, links=links)
         write_output(args.job_summary, summary, append=True)
     if args.json:
+        import json
+
         print(json.dumps(render.as_json(comparison), indent=2))
     return comparison
 
 
 def _compare(args: Options) -> Comparison:
+    from kl_bitexact.commands import input_files
+    from kl_bitexact.commands.output import say_notice
+    from kl_bitexact.compare import baseline
+    from kl_bitexact.compare.comparison import compare
+
     head = input_files.load_results(args.shown.results, args.shown.expected_shards)
     policy = args.shown.policy
     states = _blocker_states(args.blockers) if args.blockers else None

@@ -26,13 +26,6 @@ from kl_bitexact.compare.gate import UNEXCUSED_RED, Policy, RedNumbers, Verdict
 from kl_bitexact.results.model import Status, TestResult
 
 R = TypeVar("R")
-# The runs of the base branch the history covers by default, and at most: each is one
-# artifact to download once, and a trend of more than 100 runs is no longer compact.
-DEFAULT_RUNS = 20
-MAX_RUNS = 100
-# How long fetching a history may take (it downloads one artifact per run not cached):
-# past it, the history is the runs fetched so far, and says so.
-FETCH_SECONDS = 300.0
 # What "failed" means on the base branch: the test's own numbers were wrong, or its repeats
 # disagreed. `error` and `not_run` measured nothing about the test itself.
 FAILED_ON_BASE = frozenset({Status.FAILED, Status.FLAKY})

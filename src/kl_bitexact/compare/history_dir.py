@@ -20,7 +20,8 @@ from typing import Annotated, TypeVar
 
 import msgspec
 
-from kl_bitexact.compare.history import MAX_RUNS, Collector, History, Run, newest
+from kl_bitexact.compare.history import Collector, History, Run, newest
+from kl_bitexact.compare.history_limits import MAX_RUNS
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.results import io as results_io
 from kl_bitexact.results.model import SCHEMA_VERSION, Status

@@ -41,13 +41,8 @@ from github.Artifact import Artifact
 from github.WorkflowRun import WorkflowRun
 
 from kl_bitexact.compare import history, history_dir
-from kl_bitexact.compare.history import (
-    DEFAULT_RUNS,
-    FETCH_SECONDS,
-    MAX_RUNS,
-    Collector,
-    History,
-)
+from kl_bitexact.compare.history import Collector, History
+from kl_bitexact.compare.history_limits import DEFAULT_RUNS, FETCH_SECONDS, MAX_RUNS
 from kl_bitexact.errors import ConfigError, GitHubError
 from kl_bitexact.publish import baseline_fetch
 from kl_bitexact.publish.baseline_fetch import Wanted

@@ -24,6 +24,7 @@ from kl_bitexact.compare.gate import Verdict
 from kl_bitexact.errors import ExitCode
 from kl_bitexact.report import against_base, causes, proofs, sections
 from kl_bitexact.report.budget import KEEP, Block, Section, fit, utf8_size
+from kl_bitexact.report.marker import DEFAULT_KEY
 from kl_bitexact.report.wording import ICON, LABEL, TRANSITION, measured
 from kl_bitexact.results.formats import plural
 from kl_bitexact.untrusted import escape
@@ -38,9 +39,6 @@ SUMMARY_LIMIT = 1_000_000  # bytes of UTF-8: GitHub cuts a step's job summary at
 
 
 NOTICE_RESERVE = 800  # room kept for the "what was cut" notice
-
-
-DEFAULT_KEY = "kl-bitexact"
 
 
 _SAFE_URL = re.compile(r"^https?://[A-Za-z0-9\-._~:/?#@!$&*+,;=%]+$")
