@@ -221,3 +221,33 @@ def test_an_imported_fail_then_pass_fails_the_gate(cli, tmp_path):
     assert imported.returncode == 1, imported.stdout + imported.stderr
     report = cli(["report", str(tmp_path / "out" / "results.json")])
     assert report.returncode == 1 and "gate failed" in report.stdout
+
+
+KL_PRINTED = (
+    "Running test_input_output_logprobs_match_decode_cache_hit with 2 prompts\n"
+    "kl_divs=[0.0, 0.0]\navg_kl_div=0.0\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("observed", "why"),
+    [
+        (
+            {"exact": None, "first_divergence": [], "samples": 0, "generated": 5, "warnings": []},
+            "no decode was replayed through `requests`",
+        ),
+        (None, "the run was not observed"),
+    ],
+    ids=["nothing-paired", "not-observed"],
+)
+def test_a_kl_check_without_an_exact_count_says_so(observed, why):
+    """Issue 38: helpers the observer cannot follow gave a silent null exact count."""
+    properties = [] if observed is None else [(prop.OBSERVED, json.dumps(observed))]
+    test = to_test(case(out=KL_PRINTED, properties=properties), Options())
+    assert test.check == "decode_cache_hit" and test.exact is None
+    [warning] = test.warnings
+    assert warning.startswith(f"no exact signal observed: {why}")
+    if observed is not None:
+        assert warning.endswith("(5 /generate answer(s) read)")
+    plain = to_test(case(properties=properties), Options())
+    assert plain.check == "pytest" and plain.warnings == ()

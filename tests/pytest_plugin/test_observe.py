@@ -82,7 +82,8 @@ def test_a_replay_that_does_not_score_the_outputs_or_another_sequence_pairs_noth
     generate(
         seen, {"input_ids": [1, 2, 3, 4, 6], "logprob_start_len": 0}, replay([1] * 5, [-1.0] * 5)
     )
-    assert seen.exact() is None and seen.record(enforced=False) is None
+    assert seen.exact() is None and seen.record(enforced=False)["exact"] is None
+    assert seen.record(enforced=False)["generated"] == 3
 
 
 def test_per_prompt_start_lengths_and_unreported_positions() -> None:

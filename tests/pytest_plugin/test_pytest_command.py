@@ -340,3 +340,14 @@ def test_the_child_pytest_observes_logprobs_and_exact_makes_them_gate() -> None:
     assert "--kl-observe" in plain and "--kl-exact" not in plain
     exact = pytest_command(["t.py"], Path("j.xml"), exact=True)
     assert "--kl-exact" in exact
+
+
+def test_a_unittest_main_file_collects_what_unittest_runs_and_nothing_else(cli, tmp_path):
+    """Issue 38: module-level helpers `test_prefill_cache_hit(base_url, ...)` in a file run by
+    `unittest.main()` were collected as tests and errored (`fixture 'base_url' not found`),
+    and a plain class unittest never runs was run."""
+    done = run_pytest(cli, tmp_path, "sglang_unittest/test_module_level_helpers.py")
+    tests = {t.id: t for _, t in results_io.load(tmp_path / "results.json").all_tests()}
+    case = "sglang_unittest/test_module_level_helpers.py::TestCacheHitKL::"
+    assert list(tests) == [case + "test_prefill_and_decode_cache_hit"], done.stdout
+    assert tests[case + "test_prefill_and_decode_cache_hit"].status is results.Status.PASSED

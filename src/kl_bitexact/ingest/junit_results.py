@@ -43,6 +43,14 @@ from kl_bitexact.untrusted import jsonfile
 SGLANG_MIN_CACHE_HIT_RATIO = 0.5
 UNKNOWN_ENGINE = "unknown"
 PLAIN_CHECK = "pytest"  # a test that printed no KL lines and recorded nothing
+# A KL check whose logprobs the observer could not pair (docs/pytest.md says which helper
+# calls it reads): its exact count is unknown, and says why.
+NO_EXACT_SIGNAL = "no exact signal observed"
+NOTHING_PAIRED = (
+    "no decode was replayed through `requests` (the observer pairs a /generate answer with "
+    "a later request for its prompt + output_ids that scores those positions)"
+)
+NOT_OBSERVED = "the run was not observed (kl-bitexact pytest observes the server's answers)"
 MAX_MESSAGE = 4000
 
 _STATUS = {
@@ -171,11 +179,18 @@ def _with_observed(case: JUnitCase, nodeid: str, base: TestResult) -> TestResult
     file's own numbers (its KL and verdict are untouched); a check that recorded its own
     exact counts (kl_check) keeps them."""
     text = case.property(prop.OBSERVED)
-    if text is None or base.exact is not None:
+    if base.exact is not None:
         return base
+    if text is None:
+        return _no_exact_signal(base, NOT_OBSERVED)
     observed = _parse_json(text, nodeid, prop.OBSERVED)
     if not isinstance(observed, dict):
         raise ConfigError(f"{nodeid}: JUnit property {prop.OBSERVED} is not an object")
+    if observed.get("exact") is None:
+        generated = observed.get("generated")
+        read = f"{generated} /generate answer(s) read" if isinstance(generated, int) else ""
+        base = replace(base, warnings=(*base.warnings, *_strings(observed.get("warnings"))))
+        return _no_exact_signal(base, f"{NOTHING_PAIRED} ({read})" if read else NOTHING_PAIRED)
     test = {
         "id": nodeid,
         "check": base.check,
@@ -191,6 +206,18 @@ def _with_observed(case: JUnitCase, nodeid: str, base: TestResult) -> TestResult
         first_divergence=found.first_divergence,
         warnings=(*base.warnings, *found.warnings),
     )
+
+
+def _no_exact_signal(test: TestResult, why: str) -> TestResult:
+    """A KL check without an exact count says so (never a silent null); a test that is
+    not a KL check has none to miss."""
+    if test.check == PLAIN_CHECK:
+        return test
+    return replace(test, warnings=(*test.warnings, f"{NO_EXACT_SIGNAL}: {why}"))
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    return tuple(str(item) for item in value) if isinstance(value, list) else ()
 
 
 def _decoded(test: Any, nodeid: str, name: str) -> TestResult:

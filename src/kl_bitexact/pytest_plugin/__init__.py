@@ -84,13 +84,23 @@ PROVE_UNIT = "--kl-prove-unit"
 def pytest_pycollect_makeitem(
     collector: pytest.Collector, name: str, obj: object
 ) -> list[pytest.Item] | None:
-    """sglang's files import helpers named test_* (test_input_output_logprobs_match_helper);
-    unittest never runs them, pytest would, and they error on their missing arguments."""
-    if not isinstance(collector, pytest.Module) or not inspect.isfunction(obj):
+    """What `python3 file.py` runs, nothing else (`--kl-own-tests-only`). A file whose main
+    block calls `unittest.main()` (sglang's way) runs its `unittest.TestCase` classes only:
+    module-level functions - its own helpers named `test_prefill_cache_hit(base_url, ...)`
+    as much as imported ones - and plain classes are never tests there. In any other file,
+    a test_* function imported from another module (sglang's test_..._helper) is not a
+    test of the file either."""
+    if not isinstance(collector, pytest.Module) or not _option(collector.config, OWN_TESTS_ONLY):
         return None
-    if not collector.config.getoption(OWN_TESTS_ONLY.removeprefix("--").replace("-", "_")):
-        return None
-    if obj.__module__ != collector.module.__name__:
+    # Imported here: the plugin loads in every pytest session and stays light.
+    from kl_bitexact.pytest_plugin.unittest_main import runs_unittest_main
+
+    if runs_unittest_main(collector.path):
+        import unittest  # the file's main block calls it: already loaded
+
+        is_case = inspect.isclass(obj) and issubclass(obj, unittest.TestCase)
+        return None if is_case else []
+    if inspect.isfunction(obj) and obj.__module__ != collector.module.__name__:
         return []
     return None
 
@@ -231,8 +241,7 @@ def pytest_runtest_makereport(
     exact = _option(item.config, EXACT)
     if observed is not None and call.when == "teardown":
         record = observed.record(enforced=exact)
-        if record is not None:
-            item.user_properties.append((prop.OBSERVED, json.dumps(record)))
+        item.user_properties.append((prop.OBSERVED, json.dumps(record)))
     outcome = yield
     report: pytest.TestReport = outcome.get_result()
     if observed is not None and exact and call.when == "call" and report.passed:

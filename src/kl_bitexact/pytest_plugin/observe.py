@@ -60,6 +60,7 @@ class TestObservation:
     samples: list[Sample] = field(default_factory=list)
     geometry: Geometry = field(default_factory=Geometry)
     warnings: list[str] = field(default_factory=list)
+    generated: int = 0  # `/generate` answers read
 
     def answered(self, path: str, request: Any, answer: Any) -> None:
         """One `/generate` exchange (request body and answer, parsed)."""
@@ -67,6 +68,7 @@ class TestObservation:
             if isinstance(answer, Mapping):
                 self.geometry = Geometry.from_server_info(answer)
             return
+        self.generated += 1
         for index, prompt, start, reply in _prompts(request, answer):
             self._pair(prompt, start, reply)
             self._remember(index, prompt, reply)
@@ -129,11 +131,18 @@ class TestObservation:
         found = (metrics.first_divergence(sample, self.geometry) for sample in self.samples)
         return tuple(d for d in found if d is not None)[:MAX_DIVERGENCES]
 
-    def record(self, enforced: bool) -> dict[str, Any] | None:
-        """The results.json fields this observation gives the test (None: nothing paired)."""
+    def record(self, enforced: bool) -> dict[str, Any]:
+        """The results.json fields this observation gives the test; `exact` null when
+        nothing was paired, with `generated` saying how many answers were read."""
         exact = self.exact()
         if exact is None:
-            return None
+            return {
+                "exact": None,
+                "first_divergence": [],
+                "samples": 0,
+                "generated": self.generated,
+                "warnings": self.warnings,
+            }
         return {
             "exact": {
                 "tokens": exact.tokens,
@@ -143,6 +152,7 @@ class TestObservation:
             },
             "first_divergence": [_divergence_json(d) for d in self.divergences()],
             "samples": len(self.samples),
+            "generated": self.generated,
             "warnings": self.warnings,
         }
 
