@@ -261,25 +261,6 @@ def policy(args: argparse.Namespace) -> Policy:
     )
 
 
-def add_repository_arguments(parser: argparse.ArgumentParser) -> None:
-    """--root and --config, shared with `shard`."""
-    from kl_bitexact.registry import config
-
-    parser.add_argument(
-        "--root",
-        type=Path,
-        default=Path("."),
-        metavar="DIR",
-        help="repository root (default: current directory)",
-    )
-    parser.add_argument(
-        "--config",
-        type=Path,
-        metavar="FILE",
-        help=f"registry configuration (default: ROOT/{config.CONFIG_FILE} if present)",
-    )
-
-
 def add_common_arguments(parser: argparse.ArgumentParser, writes: str) -> None:
     """`--out` and `--min-cache-hit-ratio`, shared with `kl-bitexact pytest`."""
     from kl_bitexact.ingest.junit_results import SGLANG_MIN_CACHE_HIT_RATIO

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from kl_bitexact.commands import Command
-from kl_bitexact.commands.arguments import add_repository_arguments
 from kl_bitexact.commands.handlers import reads_python
+from kl_bitexact.commands.repository import add_repository_arguments
 from kl_bitexact.errors import ConfigError, did_you_mean
 from kl_bitexact.registry import config, pychanges, repo
 from kl_bitexact.registry.model import SUITE_FILE_BACKEND, Registration

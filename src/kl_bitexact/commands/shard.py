@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kl_bitexact.commands import Command
-from kl_bitexact.commands.arguments import add_repository_arguments
 from kl_bitexact.commands.handlers import reads_python
+from kl_bitexact.commands.repository import add_repository_arguments
 from kl_bitexact.errors import ConfigError, did_you_mean
 from kl_bitexact.registry import config, durations, repo, sglang_partition, shard
 from kl_bitexact.registry.model import Registration

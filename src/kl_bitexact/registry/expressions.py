@@ -10,8 +10,9 @@ UNKNOWN: only the run knows it, and the caller reports what it could not resolve
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 EXPRESSION = re.compile(r"\$\{\{(.*?)\}\}", re.DOTALL)
@@ -68,7 +69,13 @@ def to_text(value: Any) -> str:
     return str(value)
 
 
-def _tokens(expression: str) -> list[tuple[str, str]]:
+@functools.lru_cache(maxsize=4096)
+def _tokens(expression: str) -> tuple[tuple[str, str], ...]:
+    """The tokens of an expression (cached: workflows repeat the same few thousand)."""
+    return tuple(_scan(expression))
+
+
+def _scan(expression: str) -> list[tuple[str, str]]:
     found = []
     for match in _TOKEN.finditer(expression.strip()):
         kind = match.lastgroup or "other"
@@ -81,7 +88,7 @@ class _Unparsable(Exception):
 
 
 class _Parser:
-    def __init__(self, tokens: list[tuple[str, str]], context: Context) -> None:
+    def __init__(self, tokens: Sequence[tuple[str, str]], context: Context) -> None:
         self.tokens = tokens
         self.position = 0
         self.context = context

@@ -253,8 +253,15 @@ class _Checkout:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._files: dict[str, bool] = {}  # one lint asks the same paths many times
+        self._texts: dict[str, str | None] = {}
 
     def text(self, path: str) -> str | None:
+        if path not in self._texts:
+            self._texts[path] = self._read(path)
+        return self._texts[path]
+
+    def _read(self, path: str) -> str | None:
         if not self.is_file(path):
             return None
         try:
@@ -263,10 +270,12 @@ class _Checkout:
             return None
 
     def is_file(self, path: str) -> bool:
-        try:
-            return _present(self.root, path)
-        except (ConfigError, OSError):
-            return False
+        if path not in self._files:
+            try:
+                self._files[path] = _present(self.root, path)
+            except (ConfigError, OSError):
+                self._files[path] = False
+        return self._files[path]
 
 
 def _workflows(

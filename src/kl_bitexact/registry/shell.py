@@ -28,7 +28,8 @@ from kl_bitexact.registry import wrappers
 
 # Marks text whose value is unknown (an unresolved `${{ }}` or shell variable).
 UNKNOWN_MARK = "\x00"
-_VARIABLE = re.compile(r"\$(?:\{(\w+)(?::?-([^}]*))?\}|(\w+))")
+# `${NAME}`, `${NAME:-default}`, `$NAME`: groups (braced name, default, plain name)
+VARIABLE = re.compile(r"\$(?:\{(\w+)(?::?-([^}]*))?\}|(\w+))")
 _SEPARATORS = {";", "&&", "||", "|", "&", "(", ")", "{", "}", "!"}
 _ASSIGNMENT = re.compile(r"[A-Za-z_]\w*=")
 _PYTHON = re.compile(r"python(?:\d+(?:\.\d+)?)?$")
@@ -162,19 +163,32 @@ class _Follower:
         self.checkout = checkout
         self.runner_names = runner_names
         self.markers = tuple(markers)
+        words = (*runner_names, *self.markers)
+        # None: no names to look for (every line is read)
+        self.names = re.compile("|".join(map(re.escape, words))) if words else None
         self.out = Followed()
 
     def script(
         self, text: str, variables: dict[str, str], directory: str, first: int, depth: int
     ) -> None:
-        names = (*self.runner_names, *self.markers)
-        hot = _hot_variables(variables, names)
         for line, statement in _statements(text):
-            if not _matters(statement, names, hot):
+            if not self._matters(statement, variables):
                 continue  # tokenizing every echo of a long script is most of the cost
             for command in _commands(_tokens_or_none(statement)):
                 directory = self.run(command, variables, directory, first + line, depth)
-            hot = _hot_variables(variables, names)
+
+    def _matters(self, statement: str, variables: Mapping[str, str]) -> bool:
+        """Whether a logical line can start a runner or a test file (its text, or a
+        variable it expands, names one), or change what a later line does (a directory,
+        a variable); a line that can do neither is skipped."""
+        if self.names is None or self.names.search(statement) or _STATE_CHANGE.search(statement):
+            return True
+        if "$" not in statement:
+            return False
+        return any(
+            self.names.search(variables.get(name or braced, ""))
+            for braced, _, name in VARIABLE.findall(statement)
+        )
 
     def run(
         self, command: list[str], variables: dict[str, str], directory: str, line: int, depth: int
@@ -349,7 +363,10 @@ _BALANCED = re.compile(
     r"""(?:[^'"\\#]++|\\[\s\S]|'[^']*+'|"(?:[^"\\]|\\[\s\S])*+"|(?<![^\s;&|()])\#[^\n]*+|\#)*+"""
 )
 # A line that may change what later lines do: a `cd`/`pushd`, or a variable assignment.
-_STATE_CHANGE = re.compile(r"\b(?:cd|pushd)\b|(?:^|[\s;&|(])(?:export\s+)?[A-Za-z_]\w*=")
+_STATE_CHANGE = re.compile(
+    r"(?:^|[;&|(]|\b(?:then|do|else)\b)\s*"
+    r"(?:cd\b|pushd\b|(?:export\s+|local\s+|readonly\s+|declare\s+(?:-\w+\s+)*)?[A-Za-z_]\w*=)"
+)
 _QUOTED = re.compile(r"\\([\s\S])|'([^']*)'|" + r'"((?:[^"\\]|\\[\s\S])*)"')
 _ESCAPED_IN_DOUBLE = re.compile(r'\\([\\"$`])')
 
@@ -393,21 +410,6 @@ def _unquote(match: re.Match[str]) -> str:
     return _ESCAPED_IN_DOUBLE.sub(r"\1", match.group(3))
 
 
-def _hot_variables(variables: Mapping[str, str], names: tuple[str, ...]) -> tuple[str, ...]:
-    """Variables whose value names a suite runner or a test path (`$CMD` may start it)."""
-    return tuple(k for k, v in variables.items() if any(name in v for name in names))
-
-
-def _matters(statement: str, names: tuple[str, ...], hot: tuple[str, ...]) -> bool:
-    """Whether a logical line can start a runner or a test file, or change what a later
-    line does (a directory or a variable); a line that can do neither is skipped."""
-    if not names or any(name in statement for name in names):
-        return True
-    if "$" in statement and any(variable in statement for variable in hot):
-        return True
-    return _STATE_CHANGE.search(statement) is not None
-
-
 def _commands(words: list[str]) -> list[list[str]]:
     commands: list[list[str]] = [[]]
     for token in words:
@@ -427,7 +429,7 @@ def expand(word: str, variables: Mapping[str, str]) -> str:
             return match.group(2)
         return UNKNOWN_MARK + match.group(0) + UNKNOWN_MARK
 
-    return _VARIABLE.sub(replace, word)
+    return VARIABLE.sub(replace, word)
 
 
 def _after_prefix(name: str, words: list[str], directory: str) -> tuple[list[str], str]:

@@ -217,6 +217,10 @@ class _Reader:
         self.runners = runners
         self.markers = markers
         self.runner_names = {posixpath.basename(runner) for runner in runners}
+        words = (*sorted(self.runner_names), *markers)
+        # what a script that can run a suite runner or a registered file has in its text
+        self.names = re.compile("|".join(map(re.escape, words)) if words else "(?!)")
+        self.followed: dict[tuple[str, tuple[tuple[str, str], ...], str], shell.Followed] = {}
         self.checkout = checkout
         self.out = _Collector()
         # wrapper -> (file, line, why) of each run that could not be followed through it
@@ -273,7 +277,7 @@ class _Reader:
         contexts = []
         given = job.get("with") if isinstance(job.get("with"), dict) else {}
         for matrix, line in matrix_combinations(_matrix_of(job), outer.values, path):
-            env = _env(document, job, None, outer.values, matrix)
+            env = _LazyEnv(document, job, None, outer.values, matrix)
             context = _context(outer.values, matrix, env)
             values = dict(declared)
             for key, value in given.items():
@@ -291,7 +295,7 @@ class _Reader:
             if inputs.origin_file == "":
                 self.out.matrices.append((path, job_id, matrix, gated))
             for values, line in matrix_combinations(matrix, inputs.values, path):
-                env = _env(document, job, None, inputs.values, values)
+                env = _LazyEnv(document, job, None, inputs.values, values)
                 context = _context(inputs.values, values, env)
                 self._read_job(path, job_id, job, context, inputs, line)
 
@@ -327,9 +331,14 @@ class _Reader:
         if not isinstance(given, dict):
             return
         call = _kl_bitexact_call(node, given)
+        wanted = (
+            "runner_config",
+            *(SUITE_INPUTS if not action else ()),
+            *(("suites",) if call else ()),
+        )
         for key, value in given.items():
-            if not isinstance(value, str):
-                continue
+            if not isinstance(value, str) or key not in wanted:
+                continue  # only these can name a suite or a runner; the rest is not evaluated
             where = yamlio.key_line(given, key) or 1
             text = expressions.substitute(value, context, lambda _: shell.UNKNOWN_MARK)
             if shell.UNKNOWN_MARK in text:
@@ -356,7 +365,7 @@ class _Reader:
         combo_line: int | None,
     ) -> None:
         script = step.get("run")
-        if not isinstance(script, str):
+        if not isinstance(script, str) or not self._worth_reading(script, context):
             return
         first = yamlio.script_line(step, "run") or 1
         unknown: list[str] = []
@@ -370,7 +379,8 @@ class _Reader:
         if not self._may_start_runner(text, context["env"]):
             return
         env = {}
-        for key, value in context["env"].items():
+        for key in _referenced(text, context["env"]):
+            value = context["env"][key]
             if isinstance(value, str):
                 env[key] = value
             elif value is UNKNOWN:  # named by its source when it reaches a suite
@@ -379,14 +389,7 @@ class _Reader:
                 )
             else:
                 env[key] = expressions.to_text(value)
-        followed = shell.follow(
-            text,
-            env,
-            _working_directory(self.documents[path], job, step),
-            self.checkout,
-            self.runners,
-            self.markers,
-        )
+        followed = self._follow(text, env, _working_directory(self.documents[path], job, step))
         run = _Run(script, _time_limit(job, step, context))
         for invocation in followed.invocations:
             line = first + invocation.line
@@ -396,17 +399,52 @@ class _Reader:
             wrapper = _unmarked(opaque.wrapper, unknown)
             self.opaque.setdefault(wrapper, []).append((path, first + opaque.line, opaque.why))
 
+    def _follow(self, text: str, env: dict[str, str], directory: str) -> shell.Followed:
+        """`shell.follow`, once per distinct script, environment and directory: a step is
+        read once per caller and matrix combination, most of them alike."""
+        key = (text, tuple(sorted(env.items())), directory)
+        if key not in self.followed:
+            self.followed[key] = shell.follow(
+                text, env, directory, self.checkout, self.runners, self.markers
+            )
+        return self.followed[key]
+
+    def _worth_reading(self, script: str, context: Any) -> bool:
+        """Whether a step's script, before `${{ }}` is substituted, can run a suite runner,
+        a registered file or kl-bitexact: its text names one, or an expression may bring a
+        name in (a matrix or input value holding one, or any `env.`), or a variable it
+        expands is set in `env:`. Most steps install, build or upload: they are skipped
+        without evaluating anything."""
+        if self.names.search(script) or "kl-bitexact" in script or "kl_bitexact" in script:
+            return True
+        if "${{" in script and ("env." in script or self._names_in(context)):
+            return True
+        env = context["env"]
+        if "$" not in script or not isinstance(env, _LazyEnv):
+            return "$" in script
+        referenced = {plain or braced for braced, _, plain in shell.VARIABLE.findall(script)}
+        return bool(referenced & env.raw_keys())
+
+    def _names_in(self, context: Any) -> bool:
+        """Whether an input or matrix value holds a runner's or a registered path's name."""
+        return any(_holds(values, self.names) for values in (context["inputs"], context["matrix"]))
+
     def _may_start_runner(self, text: str, env: Mapping[str, Any]) -> bool:
         """Whether the script can start a suite runner at all: the runner's file name is in
         its text or in a variable it may expand. Only such a script is worth following
         through the shell (most steps install, build or upload)."""
         names = (*self.runner_names, *self.markers)
-        if any(name in text for name in names):
+        if self.names.search(text):
             return True
-        return "$" in text and any(
-            isinstance(value, str) and any(name in value for name in names)
-            for value in env.values()
-        )
+        if "$" not in text:
+            return False
+        # Only a variable the script expands can bring a name in; an environment none of
+        # whose keys the script names is never evaluated.
+        referenced = {plain or braced for braced, _, plain in shell.VARIABLE.findall(text)}
+        if isinstance(env, _LazyEnv) and not referenced & env.raw_keys():
+            return False
+        values = [env.get(key) for key in referenced]
+        return any(isinstance(v, str) and any(name in v for name in names) for v in values)
 
     def _direct_run(self, invocation: shell.Invocation, path: str, line: int) -> bool:
         """Record a test file (or pytest directory) run by path; False for a runner or a
@@ -657,7 +695,27 @@ class _Run:
 
 
 def _written_in(suite: str, script: str) -> bool:
-    return re.search(r"(?<![\w.-])" + re.escape(suite) + r"(?![\w.-])", script) is not None
+    """Whether `suite` is a whole word of `script` (not part of a longer name)."""
+    start = script.find(suite)
+    while start >= 0:
+        end = start + len(suite)
+        before = script[start - 1] if start else " "
+        after = script[end] if end < len(script) else " "
+        if not (before.isalnum() or before in "_.-" or after.isalnum() or after in "_.-"):
+            return True
+        start = script.find(suite, start + 1)
+    return False
+
+
+def _holds(value: Any, names: re.Pattern[str], depth: int = 0) -> bool:
+    """Whether a (nested) value has a string `names` finds in it."""
+    if isinstance(value, str):
+        return names.search(value) is not None
+    if isinstance(value, Mapping) and depth < 8:
+        return any(_holds(item, names, depth + 1) for item in value.values())
+    if isinstance(value, list) and depth < 8:
+        return any(_holds(item, names, depth + 1) for item in value)
+    return False
 
 
 def _time_limit(job: Any, step: Any, context: Any) -> tuple[float | None, str]:
@@ -746,45 +804,57 @@ def _context(inputs: Mapping[str, Any] | None, matrix: Any, env: Mapping[str, An
     return {"inputs": inputs, "matrix": matrix, "env": env}
 
 
-def _env(
-    document: Any, job: Any, step: Any, inputs: Mapping[str, Any] | None, matrix: Any
-) -> dict[str, Any]:
-    """Workflow, job, then step `env:` (later levels win), each value evaluated (the
-    workflow level sees no matrix)."""
-    env: dict[str, Any] = {}
-    for node in (document, job, step):
-        values = node.get("env") if isinstance(node, dict) else None
-        if isinstance(values, dict):
-            context = _context(inputs, None if node is document else matrix, env)
-            for key, value in values.items():
-                env[str(key)] = _evaluate_value(value, context)
-    return env
-
-
 class _LazyEnv(Mapping[str, Any]):
-    """A step's `env` context, evaluated the first time an expression or the shell reads
-    it (most steps never do)."""
+    """A job's or step's `env` context: workflow, job, then step `env:` (inner levels
+    win), each value evaluated the first time an expression or the shell reads it (most
+    are never read), in the context of the levels around it (the workflow level sees no
+    matrix)."""
 
     def __init__(
         self, document: Any, job: Any, step: Any, inputs: Mapping[str, Any] | None, matrix: Any
     ) -> None:
-        self._arguments = (document, job, step, inputs, matrix)
-        self._values: dict[str, Any] | None = None
+        self._levels = (document, job, step)
+        self._inputs = inputs
+        self._matrix = matrix
+        self._values: dict[str, Any] = {}
 
-    @property
-    def values_(self) -> dict[str, Any]:
-        if self._values is None:
-            self._values = _env(*self._arguments)
-        return self._values
+    def raw_keys(self) -> set[str]:
+        """The names the environment sets, without evaluating a value."""
+        keys: set[str] = set()
+        for node in self._levels:
+            values = node.get("env") if isinstance(node, dict) else None
+            if isinstance(values, dict):
+                keys.update(str(key) for key in values)
+        return keys
 
     def __getitem__(self, key: str) -> Any:
-        return self.values_[key]
+        if key not in self._values:
+            self._values[key] = self._evaluate(key)
+        return self._values[key]
+
+    def _evaluate(self, key: str) -> Any:
+        for depth in (2, 1, 0):
+            node = self._levels[depth]
+            values = node.get("env") if isinstance(node, dict) else None
+            if isinstance(values, dict) and key in values:
+                document, job = (*self._levels[:depth], None, None)[:2]
+                env = _LazyEnv(document, job, None, self._inputs, self._matrix)
+                matrix = None if depth == 0 else self._matrix
+                return _evaluate_value(values[key], _context(self._inputs, matrix, env))
+        raise KeyError(key)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.values_)
+        return iter(sorted(self.raw_keys()))
 
     def __len__(self) -> int:
-        return len(self.values_)
+        return len(self.raw_keys())
+
+
+def _referenced(text: str, env: Mapping[str, Any]) -> list[str]:
+    """The environment's names the script expands (`$NAME`, `${NAME}`, ...)."""
+    named = {plain or braced for braced, _, plain in shell.VARIABLE.findall(text)}
+    keys = env.raw_keys() if isinstance(env, _LazyEnv) else set(env)
+    return sorted(named & keys)
 
 
 def _raw_env(document: Any, job: Any, step: Any, key: str) -> str:
