@@ -141,3 +141,48 @@ def test_a_child_run_from_values_writes_results(tmp_path, cli):
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     [suite] = results["suites"]
     assert [test["id"] for test in suite["tests"]] == ["reference-radix::match"]
+
+
+# --- issue 36, items 7-9: as strict as the command line, each refusal exit 2 naming the key --
+
+
+def _refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, raw: str) -> str:
+    path = tmp_path / "values.json"
+    path.write_text(raw, encoding="utf-8")
+    code: str | int | None
+    try:
+        code = cli.main([values_file.FLAG, str(path)])
+    except SystemExit as stopped:
+        code = stopped.code
+    assert code == 2, capsys.readouterr()
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("command", "options", "named"),
+    [
+        ("run", {"repeats": 2}, "unknown key `repeats`"),
+        ("run", {"fail_on": {"mode": "failure", "strict": True}}, "unknown key `fail_on.strict`"),
+        ("run", {"color": "purple"}, "`color`: 'purple' is not one of auto, always, never"),
+        (
+            "pytest",
+            {"min_cache_hit_ratio": -5.0},
+            "`min_cache_hit_ratio`: -5.0 is not between 0 and 1",
+        ),
+        ("run", {"suites": ["a\u0000.yaml"]}, "`suites[0]` holds a NUL character"),
+        ("pytest", {"pytest_args": ["-k", "x\u0000"]}, "`pytest_args[1]` holds a NUL character"),
+        ("run", {"out": "o\u0000ut"}, "`out` holds a NUL character"),
+    ],
+)
+def test_a_values_file_is_as_strict_as_the_command_line(tmp_path, capsys, command, options, named):
+    raw = json.dumps({"command": command, "options": options})
+    err = _refused(tmp_path, capsys, command, raw)
+    assert named in err and "Traceback" not in err
+
+
+def test_a_values_file_nested_100000_deep_is_refused_by_its_depth(tmp_path, capsys):
+    deep = "[" * 100_000 + "]" * 100_000
+    err = _refused(
+        tmp_path, capsys, "run", '{"command": "run", "options": {"select": ' + deep + "}}"
+    )
+    assert "nested more than 64 levels deep" in err and "Traceback" not in err

@@ -287,6 +287,12 @@ def _ratio(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"{value} is not between 0 and 1")
+    if problem := ratio_problem(value):
+        raise argparse.ArgumentTypeError(problem)
     return value
+
+
+def ratio_problem(value: float) -> str | None:
+    """What is wrong with a cache-hit ratio (`--min-cache-hit-ratio`, a values file's
+    `min_cache_hit_ratio`): the one rule, None when it is fine."""
+    return None if 0 <= value <= 1 else f"{value} is not between 0 and 1"

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import kl_bitexact
 from kl_bitexact.commands import DEFAULT_OUT, Command
-from kl_bitexact.commands.arguments import add_common_arguments
+from kl_bitexact.commands.arguments import add_common_arguments, ratio_problem
 from kl_bitexact.commands.input_files import base_checkout
 from kl_bitexact.commands.junit_import import import_and_write, import_junit, write_and_list
 from kl_bitexact.errors import ConfigError, ExitCode, FatalError
@@ -103,6 +103,12 @@ class Options:
     prove_pythonpath: tuple[str, ...] = ()
     exact: bool = False
     python: str | None = None
+
+    def __post_init__(self) -> None:
+        """What `--min-cache-hit-ratio` holds, held for a values file too (the action's
+        child reads one, commands/values_file.py): a wrong value names its key."""
+        if problem := ratio_problem(self.min_cache_hit_ratio):
+            raise ValueError(f"`min_cache_hit_ratio`: {problem}")
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Options:

@@ -169,6 +169,13 @@ class Options:
     quiet: bool = False
     reach_diff: str | None = None
 
+    def __post_init__(self) -> None:
+        """What the command line's choices hold, held for a values file too (the action's
+        child reads one, commands/values_file.py): a wrong value names its key."""
+        if self.color is not None and self.color not in console.COLOR_CHOICES:
+            allowed = ", ".join(console.COLOR_CHOICES)
+            raise ValueError(f"`color`: {self.color!r} is not one of {allowed}")
+
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Options:
         return cls(

@@ -6,6 +6,11 @@ The file is JSON: `{"command": NAME, "options": {...}}`, the fields of that comm
 frozen `Options` (paths as strings, enums as their values). The child decodes it into
 the same dataclass, type-checked field by field, and calls the command's work with it:
 `python -m kl_bitexact --values FILE` (cli.py).
+
+The file is read as strictly as the command line (issue 36): a key no option has (at any
+level), a value outside the option's choices or range (the options' own `__post_init__`,
+the rule the command line's types share), a NUL character in any text (no path or argument
+can hold one), or nesting past the JSON readers' bound is refused - exit 2, the key named.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import dataclasses
 import enum
 import json
 import tempfile
+import typing
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,7 +29,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from kl_bitexact.errors import ConfigError
-from kl_bitexact.untrusted.jsonfile import read_bounded
+from kl_bitexact.untrusted.jsonfile import check_depth, read_bounded, too_deep
 
 # The top-level option that runs a command from such a file (cli.py reads it first).
 FLAG = "--values"
@@ -51,17 +57,55 @@ def read(path: Path) -> Values:
     """The file's command and raw options; a file that is not one says which key is wrong."""
     raw = read_bounded(path, what="the values file", max_bytes=MAX_BYTES)
     try:
-        return msgspec.json.decode(raw, type=Values)
+        values = msgspec.json.decode(raw, type=Values)
     except msgspec.DecodeError as error:
         raise _unreadable(path, error) from None
+    except RecursionError:  # msgspec recurses into `options` (Any): was a traceback, exit 1
+        raise too_deep(path, "kl-bitexact values file") from None
+    check_depth(values.options, path, "kl-bitexact values file")
+    return values
 
 
 def options(path: Path, values: Values, options_type: type[T]) -> T:
-    """`values.options` as `options_type`, each field checked against its annotation."""
+    """`values.options` as `options_type`, each field checked against its annotation, its
+    keys against the fields and its texts for NUL (then the options' own checks)."""
+    problem = _unknown_key(values.options, options_type, "") or _nul_in(values.options, "")
+    if problem:
+        raise _unreadable(path, ValueError(problem))
     try:
         return msgspec.convert(values.options, options_type, dec_hook=_from_builtin)
     except msgspec.ValidationError as error:
         raise _unreadable(path, error) from None
+
+
+def _unknown_key(value: object, wanted: object, at: str) -> str | None:
+    """The first key of `value` that `wanted` (a dataclass, at any level) has no field for:
+    msgspec drops such keys silently, and a misspelt option would be dropped with them."""
+    if not (isinstance(value, dict) and dataclasses.is_dataclass(wanted)):
+        return None
+    names = [field.name for field in dataclasses.fields(wanted)]
+    hints = typing.get_type_hints(wanted)
+    for key, item in value.items():
+        if key not in names:
+            return f"unknown key `{at}{key}` (the options are {', '.join(names)})"
+        if found := _unknown_key(item, hints[key], f"{at}{key}."):
+            return found
+    return None
+
+
+def _nul_in(value: object, at: str) -> str | None:
+    """Where a text holds a NUL character: no path, URL or argument can (it was an uncaught
+    ValueError at the first open, exit 3)."""
+    if isinstance(value, str):
+        return f"`{at}` holds a NUL character" if "\0" in value else None
+    items: list[tuple[str, object]] = []
+    if isinstance(value, dict):
+        if any("\0" in str(key) for key in value):
+            return f"a key of `{at or 'options'}` holds a NUL character"
+        items = [(f"{at}.{key}" if at else str(key), item) for key, item in value.items()]
+    elif isinstance(value, list):
+        items = [(f"{at}[{index}]", item) for index, item in enumerate(value)]
+    return next((found for key, item in items if (found := _nul_in(item, key))), None)
 
 
 @contextmanager
