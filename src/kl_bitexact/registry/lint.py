@@ -105,7 +105,8 @@ def _not_allowlisted(state: RepoState) -> list[Finding]:
         validated = _validated(state, registration, where)
         if not registration.enabled and not validated:
             continue  # disabled on purpose, and nothing checks its suite name: no harm
-        if registration.file in state.run_by_path and not validated:
+        by_path = registration.file in state.run_by_path and not validated
+        if by_path and not is_dispatched(state, registration.suite, registration.backend):
             continue  # a workflow runs it by path, and nothing checks its suite name
         findings.append(_not_allowlisted_finding(state, registration, where))
     return findings
@@ -509,12 +510,15 @@ def _time_limit_finding(
         return None
     files = sum(len(unit.files) for unit in longest)
     part = f"its longest of {d.partitions} partitions, " if d.partitions else ""
+    capped_note = ""
+    if cap and any(r.est_time > cap for r in selected):
+        capped_note = f", each file counted at most the run's {cap:,.0f} s per-file limit"
     return error(
         *cause(d),
         Code.TIME_LIMIT_EXCEEDED,
         f"suite {d.suite!r} ({part}{files} file(s)) is estimated at {seconds:,.0f} s by "
-        f"est_time, above the {minutes * 60:,.0f} s that {d.limit_from} allows "
-        f"{_run_place(d)}: the step is cancelled before its files finish",
+        f"est_time{capped_note}, above the {minutes * 60:,.0f} s that {d.limit_from} "
+        f"allows {_run_place(d)}: the step is cancelled before its files finish",
         "split the suite (more partitions: `kl-bitexact shard --timeout MIN`), raise "
         "timeout-minutes, or correct est_time if the files are faster",
     )

@@ -219,6 +219,11 @@ class _Follower:
             words = words[1:]
         if not words or depth > _MAX_DEPTH:
             return
+        if words[0] == "eval" or any(c in words[0] for c in " \t\n"):
+            # `eval "$CMD"`, or `$CMD` holding a whole command: run as the shell would
+            text = " ".join(words[1:] if words[0] == "eval" else words)
+            self.script(text, dict(variables), directory, line, depth + 1)
+            return
         name = posixpath.basename(words[0])
         if name in _PREFIXES:
             rest, directory = _after_prefix(name, words[1:], directory)

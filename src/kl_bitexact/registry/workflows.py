@@ -77,7 +77,9 @@ class DirectRun:
     """A file a workflow runs by path (`python3 test/x.py`, `pytest test/dir/`)."""
 
     path: str  # repository-relative; for pytest possibly a directory
-    how: str  # "python" or "pytest"
+    # "python" (run as a program), "pytest" (collected), "argument" (handed to a program
+    # that runs it: `--test-case PATH`)
+    how: str
     file: str
     line: int
 
@@ -450,6 +452,8 @@ class _Reader:
         """Record a test file (or pytest directory) run by path; False for a runner or a
         script whose path only the run knows."""
         script = invocation.script
+        for handed in _handed_tests(invocation.args):
+            self.out.direct.append(DirectRun(handed, "argument", path, line))
         if script in self.runners or shell.UNKNOWN_MARK in script:
             return False
         if invocation.how == "pytest" or script.endswith(".py"):
@@ -707,6 +711,23 @@ def _written_in(suite: str, script: str) -> bool:
     return False
 
 
+def _handed_tests(args: Sequence[str]) -> list[str]:
+    """Test files a program is handed to run (`run_e2e.py --test-case test/x.py`, or
+    `--test-case=test/x.py`): the `.py` value of an option whose name says test; taken as
+    repository paths."""
+    pairs = [(arg.partition("=")[0], arg.partition("=")[2]) for arg in args if "=" in arg]
+    pairs += list(itertools.pairwise(args))
+    return [
+        posixpath.normpath(value.removeprefix("./"))
+        for option, value in pairs
+        if option.startswith("--")
+        and "test" in option
+        and value.endswith(".py")
+        and not value.startswith("-")
+        and shell.UNKNOWN_MARK not in value
+    ]
+
+
 def _holds(value: Any, names: re.Pattern[str], depth: int = 0) -> bool:
     """Whether a (nested) value has a string `names` finds in it."""
     if isinstance(value, str):
@@ -732,7 +753,10 @@ def _time_limit(job: Any, step: Any, context: Any) -> tuple[float | None, str]:
             limits.append((DEFAULT_JOB_MINUTES, "the job's default timeout-minutes: 360"))
     if not limits:
         return None, ""
-    return min(limits, key=lambda item: item[0])
+    minutes, where = min(limits, key=lambda item: item[0])
+    if len(limits) == 2 and limits[0][0] > minutes:  # the step asks for more than the job has
+        where += f"; the step's own {limits[0][0]:g} minutes end with the job"
+    return minutes, where
 
 
 def _minutes(value: Any, context: Any) -> float | None:
