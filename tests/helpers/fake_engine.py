@@ -14,7 +14,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from kl_bitexact.run.engines.base import Generation, Replay, SamplingParams
+from kl_bitexact.run.engines.base import Generation, Replay, Reported, SamplingParams
 
 
 def _logprob(prefix: Sequence[int]) -> float:
@@ -55,6 +55,9 @@ class FakeEngine:
 
     def server_info(self) -> dict[str, Any]:
         return dict(self.info)
+
+    def reported(self) -> Reported:
+        return Reported("GET /server_info", dict(self.info))
 
     def flush(self) -> None:
         self.calls.append("flush")

@@ -23,7 +23,7 @@ from fake_engine import FakeEngine
 from kl_bitexact.results.model import TestResult
 from kl_bitexact.run.checks import run_check
 from kl_bitexact.run.checks.phases import Phases
-from kl_bitexact.run.engines.base import Generation, Replay, SamplingParams, TokenIds
+from kl_bitexact.run.engines.base import Generation, Replay, Reported, SamplingParams, TokenIds
 from kl_bitexact.run.engines.http import JsonClient
 from kl_bitexact.run.engines.llamacpp import LlamaCppDialect
 from kl_bitexact.run.engines.openai import OpenAIEngine
@@ -136,6 +136,9 @@ class FullReplay:
 
     def server_info(self) -> Mapping[str, Any]:
         return self.inner.server_info()
+
+    def reported(self) -> Reported:
+        return self.inner.reported()
 
     def flush(self) -> None:
         self.inner.flush()

@@ -31,6 +31,9 @@ class Counting:
     def server_info(self):
         return self.inner.server_info()
 
+    def reported(self):
+        return self.inner.reported()
+
     def flush(self):
         self.counts["flush"] += 1
         self.inner.flush()

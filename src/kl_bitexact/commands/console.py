@@ -43,6 +43,7 @@ _STATUS_COLOUR = {
     Status.FLAKY: "1;33",  # bold yellow
     Status.SKIPPED: "33",
     Status.NOT_RUN: "33",
+    Status.NOT_EXERCISED: "1;33",  # bold yellow: red, but not the numbers' red
 }
 _WORD_COLOUR = {"warning:": "33", "hint:": "36", "heading": "1", "dim": "2"}
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from kl_bitexact.commands import DEFAULT_OUT, Command, console
 from kl_bitexact.commands.console import ConsoleReporter
 from kl_bitexact.compare.comparison import Comparison, compare
-from kl_bitexact.compare.gate import EXECUTED, FailOnChoice, Policy, parse_fail_on
+from kl_bitexact.compare.gate import CONCLUDED, FailOnChoice, Policy, parse_fail_on
 from kl_bitexact.errors import ConfigError, ExitCode
 from kl_bitexact.reach.changes import ChangedCode, changed_code
 from kl_bitexact.reference.faults import Fault, parse_fault
@@ -297,7 +297,7 @@ def _changes(args: Options, say: Callable[[str], None]) -> ChangedCode | None:
 
 
 def _could_not_run(final: Results, comparison: Comparison) -> str:
-    if not any(test.status in EXECUTED for _, test in final.all_tests()):
+    if not any(test.status in CONCLUDED for _, test in final.all_tests()):
         return "no test ran to a verdict"
     return "could not run: " + ", ".join(comparison.decision.reasons)
 

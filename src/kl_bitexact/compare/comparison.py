@@ -327,7 +327,8 @@ def transition_of(head: TestResult, base: TestResult | None, have_base: bool) ->
     if head.status is Status.ERROR:
         # Nothing measured: never "regressed" (issue 27), whatever the base showed.
         return Transition.UNCHANGED if base.status is Status.ERROR else Transition.NEWLY_NOT_RUN
-    if head.status in (Status.NOT_RUN, Status.SKIPPED) and base.status in gate.EXECUTED:
+    unmeasured = (Status.NOT_RUN, Status.SKIPPED, Status.NOT_EXERCISED)
+    if head.status in unmeasured and base.status in gate.EXECUTED:
         return Transition.NEWLY_NOT_RUN
     if head_red:
         still = base_red and not gate.worse_than_base(head, base)
@@ -342,7 +343,7 @@ def _gating(deltas: list[TestDelta]) -> Counter[Verdict]:
 
 
 def _executed(results: Results) -> int:
-    return sum(1 for _, test in results.all_tests() if test.status in gate.EXECUTED)
+    return sum(1 for _, test in results.all_tests() if test.status in gate.CONCLUDED)
 
 
 class _Resolver:

@@ -16,6 +16,12 @@ How statuses other than passed/failed count:
 - `flaky` (`run --repeat`): the test's own repeats disagreed. Its verdict is `flaky`
   whatever its blockers say; it gates with `--fail-on ...,flaky`, and always when one of
   its repeats was red (a red repeat is never retried away).
+- `not_exercised`: the test did not test what it claims - a fact it states about its server
+  did not hold or could not be told (`results.verdict.unexercised`). Its own verdict
+  `not_exercised`, whatever its numbers or blockers say: never a pass, never a regression of
+  the numbers; it gates in `failure` and `regression` mode (exit 1: the suite or the server
+  must change, and the change may be what dropped the knob), excused only by a base that
+  was not exercised either.
 - `skipped` was asked for (the suite or a marker skipped it). It is shown and counted but
   does not gate; a test that ran on the base branch and is skipped now is still flagged
   by its transition ("newly not run").
@@ -36,6 +42,9 @@ from kl_bitexact.results.model import Status, TestResult
 
 RED = frozenset({Status.FAILED, Status.ERROR})
 EXECUTED = frozenset({Status.PASSED, Status.FAILED, Status.FLAKY})
+# Tests that reached a verdict of their own: they ran, or their server was found not to be
+# what they claim (`not_exercised` is a red verdict about the test, not a hole in the run).
+CONCLUDED = EXECUTED | {Status.NOT_EXERCISED}
 
 
 class Verdict(str, Enum):
@@ -52,6 +61,8 @@ class Verdict(str, Enum):
     FAILING = "failing"  # red here, and the base has no result to compare with
     COULD_NOT_RUN = "could_not_run"  # error: the server, the runner or the run failed
     INFRA = "infra"  # not_run, or a pass its numbers do not back: the check did not measure
+    # A stated fact of its server did not hold or could not be told: not what it claims.
+    NOT_EXERCISED = "not_exercised"
     FLAKY = "flaky"  # its own repeats disagree (`run --repeat`)
     UNKNOWN = "unknown"  # a blocker whose state nobody could tell
     STALE_MARKER = "stale_marker"  # blocker closed without merging
@@ -68,6 +79,9 @@ class Verdict(str, Enum):
 
 SEVERITY = {verdict: rank for rank, verdict in enumerate(Verdict)}
 DID_NOT_MEASURE = frozenset({Verdict.COULD_NOT_RUN, Verdict.INFRA})
+# Gate like a test that did not measure, whatever a blocker says: nothing of what the test
+# guards was measured.
+NOT_TESTED = DID_NOT_MEASURE | {Verdict.NOT_EXERCISED}
 # Red with nothing to excuse it, whatever the base showed.
 UNEXCUSED_RED = frozenset({Verdict.REGRESSION, Verdict.FAILING, Verdict.STILL_FAILING})
 
@@ -147,6 +161,8 @@ def verdict(test: TestResult, states: Sequence[BlockerState]) -> Verdict:
     """The verdict of one test given the resolved states of its blockers (in order)."""
     if test.status is Status.NOT_RUN:
         return Verdict.INFRA
+    if test.status is Status.NOT_EXERCISED:
+        return Verdict.NOT_EXERCISED
     if test.status is Status.SKIPPED:
         return Verdict.SKIPPED
     if test.status is Status.FLAKY:
@@ -183,7 +199,7 @@ def gates(verdict: Verdict, test: TestResult, policy: Policy) -> bool:
         return policy.strict
     if verdict is Verdict.FLAKY:
         return policy.flaky or a_repeat_was_red(test)
-    return verdict in UNEXCUSED_RED or verdict in DID_NOT_MEASURE
+    return verdict in UNEXCUSED_RED or verdict in NOT_TESTED
 
 
 def by_base(
@@ -326,6 +342,8 @@ def excused_by_base(verdict: Verdict, test: TestResult, base: TestResult | None)
     A blocker that merged is different: the test was promised green, so it gates.
     """
     plain = not test.blocked_by and (verdict in UNEXCUSED_RED or verdict in DID_NOT_MEASURE)
+    # Not exercised on the base too: the knob was dropped before this change.
+    plain = plain or verdict is Verdict.NOT_EXERCISED
     return plain and pre_existing(test, base)
 
 
@@ -413,6 +431,10 @@ _REASONS = {
     ),
     Verdict.COULD_NOT_RUN: ("test that could not run", "tests that could not run"),
     Verdict.INFRA: ("test that did not measure", "tests that did not measure"),
+    Verdict.NOT_EXERCISED: (
+        "test that did not exercise what it claims",
+        "tests that did not exercise what they claim",
+    ),
     Verdict.FLAKY: ("flaky test", "flaky tests"),
     Verdict.UNKNOWN: ("blocker of unknown state", "blockers of unknown state"),
     Verdict.STALE_MARKER: ("red test with a stale marker", "red tests with stale markers"),

@@ -108,6 +108,7 @@ def why_not_proven(proof: Proof) -> str:
 _DID = {
     Status.ERROR: "errored",
     Status.NOT_RUN: "measured nothing",
+    Status.NOT_EXERCISED: "did not exercise what the test claims",
     Status.SKIPPED: "was skipped",
     Status.FLAKY: "was flaky (its repeats disagree)",
     Status.PASSED: "passed",

@@ -28,6 +28,7 @@ GLYPH = {
     Status.FLAKY: "~",
     Status.ERROR: "!",
     Status.NOT_RUN: "-",
+    Status.NOT_EXERCISED: "?",
     Status.SKIPPED: "-",
 }
 ABSENT = "_"

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from kl_bitexact.compare.blockers import effective_state
 from kl_bitexact.compare.comparison import Blocker, Comparison, TestDelta, Transition
-from kl_bitexact.compare.gate import DID_NOT_MEASURE, SEVERITY, WORSE_FACTOR, Verdict
+from kl_bitexact.compare.gate import NOT_TESTED, SEVERITY, WORSE_FACTOR, Verdict
 from kl_bitexact.report import against_base, charts, history, proofs, reach
 from kl_bitexact.report.budget import Block, Section
 from kl_bitexact.report.wording import ICON, LABEL, TRANSITION, measured, passed_yet_differs
@@ -22,6 +22,7 @@ from kl_bitexact.results.formats import MISSING, fmt_kl, plural, shown_kl
 from kl_bitexact.results.model import (
     CacheHits,
     ExactMatch,
+    Fact,
     Repeats,
     ServerInfo,
     Status,
@@ -156,7 +157,7 @@ def _status_cell(delta: TestDelta) -> str:
     """The verdict in a word or two, bold when it gates; the move from the base only where
     the verdict does not say it already (fixed, newly not run)."""
     words = LABEL[delta.verdict] if delta.verdict else "removed"
-    said = delta.verdict in DID_NOT_MEASURE or delta.verdict is None
+    said = delta.verdict in NOT_TESTED or delta.verdict is None
     if delta.transition is Transition.FIXED or (
         delta.transition is Transition.NEWLY_NOT_RUN and not said
     ):
@@ -227,6 +228,7 @@ _BLOCKED_SENTENCE = {
     Verdict.UNKNOWN: "state of {refs} is unknown ({why}); {measured}",
     Verdict.COULD_NOT_RUN: "blocked by {refs}, but the test could not run; {measured}",
     Verdict.INFRA: "blocked by {refs}, but the check did not measure; {measured}",
+    Verdict.NOT_EXERCISED: "blocked by {refs}, but the test did not exercise what it claims",
     Verdict.FLAKY: "blocked by {refs}, and its repeats disagree (flaky); {measured}",
     Verdict.NOT_A_KL_CHECK: "blocked by {refs}; passed - not a KL check",
     Verdict.SKIPPED: "blocked by {refs}; skipped",
@@ -332,6 +334,8 @@ def _test_details(delta: TestDelta) -> str:
         parts.append("\n" + _message(test.message) + "\n")
     if test.hint:
         parts.append(f"\nWhat to do: {escape.text(test.hint, 600)}\n")
+    if test.facts and test.status is not Status.PASSED:
+        parts.append(_facts(test.facts))
     if test.warnings:
         parts.append(_warnings(test.warnings))
     if test.reach is not None and test.status is not Status.PASSED:
@@ -352,6 +356,27 @@ def _test_details(delta: TestDelta) -> str:
     if test.first_divergence:
         parts.append(_divergences(test))
     return "".join(parts)
+
+
+def _facts(facts: Sequence[Fact]) -> str:
+    """The facts the test states about its server, each as the server reported it (shown
+    where they matter: a test that is not green)."""
+    rows = [
+        "\nServer facts the test states:\n\n| fact | expected | server reported | |\n"
+        "|---|---|---|---|\n"
+    ]
+    for fact in facts[:MAX_FACTS]:
+        said = MISSING if fact.reported is None else escape.code(fact.reported, 200)
+        where = f" ({escape.text(fact.source, 80)})" if fact.source else ""
+        mark = {"holds": "✅", "differs": "❌"}.get(fact.state.value, "❔ cannot tell")
+        cells = [escape.code(fact.name, 120), escape.code(fact.expected, 200), said + where, mark]
+        rows.append("| " + " | ".join(cells) + " |\n")
+    if len(facts) > MAX_FACTS:
+        rows.append(f"\n… and {len(facts) - MAX_FACTS} more facts\n")
+    return "".join(rows)
+
+
+MAX_FACTS = 20
 
 
 def _noise_floor(test: TestResult) -> str:

@@ -30,6 +30,10 @@ class Status(str, Enum):
     # `run --repeat N`: the test's own repeats disagreed with each other (outputs, logprobs,
     # cache hits or verdicts); `TestResult.repeats` holds the evidence. Never retried away.
     FLAKY = "flaky"
+    # The server is not what the test claims to test: a fact the test states (`expect`) did
+    # not hold, or the server could not tell it (issue 35). Whatever its numbers say, they
+    # are not about the path the test guards; never a pass, never a regression of them.
+    NOT_EXERCISED = "not_exercised"
 
 
 class Cause(str, Enum):
@@ -236,6 +240,45 @@ class Changes:
         return tuple(f for f in self.functions if not (self.measured and f.ran))
 
 
+class FactState(str, Enum):
+    """What the server said of one fact a test states."""
+
+    HOLDS = "holds"
+    DIFFERS = "differs"  # the server reported another value
+    UNKNOWN = "unknown"  # the server did not report it (or could not be asked)
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One fact a test states about its server (`expect`), against what the server itself
+    reported (sglang's /server_info, llama.cpp's /props, vLLM's /server_info)."""
+
+    name: str  # the key as the suite names it; dots reach into nested answers
+    expected: str  # the condition in words: `true`, `"DSPARK"`, `at most 512`, `one of [...]`
+    state: FactState
+    # What the server reported, as compact JSON (cut to a bound); None: it did not say.
+    reported: str | None = None
+    source: str = ""  # where it was read, e.g. `GET /server_info`
+    why_unknown: str = ""  # UNKNOWN only: why the server could not tell
+
+    @property
+    def holds(self) -> bool:
+        return self.state is FactState.HOLDS
+
+    def failure(self) -> str:
+        """The fact and what the server said, in words ("" when it holds)."""
+        if self.holds:
+            return ""
+        where = f" ({self.source})" if self.source else ""
+        if self.state is FactState.DIFFERS:
+            said = f"the server reported {self.reported}{where}"
+        else:
+            said = f"the server did not report it{where}" + (
+                f": {self.why_unknown}" if self.why_unknown else ""
+            )
+        return f"{self.name}: expected {self.expected}, {said}"
+
+
 @dataclass(frozen=True)
 class TestResult:
     """One check of one suite."""
@@ -263,6 +306,9 @@ class TestResult:
     noise_floor: NoiseFloor | None = None  # cache checks: the same prompts with no cache
     cause: Cause = Cause.UNKNOWN  # why an `error` did not measure
     reach: Reach | None = None  # None: the test names no function and no diff was probed
+    # The facts the test states about its server, each as the server reported it (empty:
+    # none stated). One that does not hold makes the test `not_exercised` (results.verdict).
+    facts: tuple[Fact, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,12 @@ proof (issue 30): a `passed` test keeps its status only when
 A test whose check is not a KL check (a plain pytest test) is judged by what it recorded;
 when it recorded nothing its pass is its own assertions', shown as "passed - not a KL
 check" (`not_a_kl_check`), never as a KL pass with empty columns.
+
+Before any number, the test must have tested what it claims (issue 35): a fact it states
+about its server that the server did not confirm (`TestResult.facts`: another value, or
+none reported) makes it `not_exercised`, whether its numbers passed or failed - they are
+not about the path it guards, so they are neither a pass nor a regression of it
+(`unexercised`, the one rule; a named function that never ran joins it there).
 Numpy-free, beside `aggregate`, so that report and publish never import the checks.
 """
 
@@ -165,13 +171,29 @@ def unproven(test: TestResult, *, planned: bool) -> list[str]:
     return found
 
 
+# Statuses that claim something about the path the test guards: its numbers (a pass, a
+# failure, repeats that disagree). The others measured nothing and say so themselves.
+CLAIMS = frozenset({Status.PASSED, Status.FAILED, Status.FLAKY})
+
+
+def unexercised(test: TestResult) -> list[str]:
+    """Why the test did not exercise what it claims (empty: nothing says so): each fact it
+    states that its server did not confirm, in words ("enable_hierarchical_cache: expected
+    true, the server reported false (GET /server_info)")."""
+    return [fact.failure() for fact in test.facts if not fact.holds]
+
+
 def judge(
     test: TestResult, *, planned: bool, problems: Sequence[str] = (), hit_label: str = ""
 ) -> Judgement:
-    """The status a test's numbers support. Only a `passed` claim is checked (a red or
-    unmeasured status is never read as better than it says): red numbers make it `failed`,
-    impossible or missing ones an `error`. `problems`: failures the check saw that no
-    number records (a cached-token assertion that did not hold)."""
+    """The status a test's numbers support. A passed, failed or flaky test whose stated
+    facts did not hold is `not_exercised` (`unexercised`). Beyond that only a `passed`
+    claim is checked (a red or unmeasured status is never read as better than it says): red
+    numbers make it `failed`, impossible or missing ones an `error`. `problems`: failures
+    the check saw that no number records (a cached-token assertion that did not hold)."""
+    missed = unexercised(test) if test.status in CLAIMS else []
+    if missed:
+        return Judgement(Status.NOT_EXERCISED, tuple(missed))
     if test.status is not Status.PASSED:
         return Judgement(test.status)
     wrong = impossible(test) + unproven(test, planned=planned)
@@ -188,6 +210,11 @@ def judged(test: TestResult, *, planned: bool) -> tuple[TestResult, bool]:
     status, reasons = judge(test, planned=planned)
     if status is test.status:
         return test, False
+    if status is Status.NOT_EXERCISED:
+        # Not a lie: its recorded facts say it, and the verdict says so without blame.
+        return dataclasses.replace(
+            test, status=status, message=not_exercised_message(reasons)
+        ), False
     why = (
         "contradicts its own numbers"
         if status is Status.FAILED or impossible(test)
@@ -195,6 +222,11 @@ def judged(test: TestResult, *, planned: bool) -> tuple[TestResult, bool]:
     )
     message = f"status passed {why}: " + "; ".join(reasons)
     return dataclasses.replace(test, status=Status.ERROR, message=message), True
+
+
+def not_exercised_message(reasons: Sequence[str]) -> str:
+    """The message of a `not_exercised` test: what the server did not confirm."""
+    return "not exercised (the server is not what the test claims): " + "; ".join(reasons)
 
 
 def _same(a: float, b: float) -> bool:

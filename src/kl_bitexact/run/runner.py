@@ -30,9 +30,11 @@ from kl_bitexact.errors import EngineError, FatalError, Interrupted, ServerError
 from kl_bitexact.reach import summary
 from kl_bitexact.reach.changes import ChangedCode
 from kl_bitexact.reach.probe_dir import NOT_LAUNCHED, Probe
+from kl_bitexact.results import verdict
 from kl_bitexact.results.io import join_by_name
 from kl_bitexact.results.model import (
     Cause,
+    Fact,
     FunctionReach,
     PlannedTest,
     Reach,
@@ -43,11 +45,11 @@ from kl_bitexact.results.model import (
     SuiteResult,
     TestResult,
 )
-from kl_bitexact.run import engines, server
+from kl_bitexact.run import engines, facts, server
 from kl_bitexact.run.checks import run_check
 from kl_bitexact.run.checks.phases import Phases
 from kl_bitexact.run.checks.repeats import Attempt, fold
-from kl_bitexact.run.engines.base import Engine, Identity, identity
+from kl_bitexact.run.engines.base import Engine, Identity, Reported, identity
 from kl_bitexact.suite.model import ServerSpec, Suite, TestSpec
 
 # A crashing server drops its connections a moment before it is seen to exit; under load
@@ -234,6 +236,7 @@ def _pass(
         save(_overlay(previous, _doc(plan, [*done, current])))
 
     groups = launch_groups(plan.suites)
+    told = _Told()  # each launch's own account of itself, asked once
     # `--relaunch`: each later pass logs beside the first (logs/launch-2/...), never over it.
     log_dir = plan.log_dir if repeats.launch == 1 else plan.log_dir / f"launch-{repeats.launch}"
     starter = _Starter(plan, reporter)
@@ -241,7 +244,9 @@ def _pass(
         with closing(_servers(starter, group, log)) as pairs:
             try:
                 for suite, running in pairs:
-                    done.append(_run_suite(suite, running, plan, reporter, save_with, repeats))
+                    done.append(
+                        _run_suite(suite, running, plan, reporter, save_with, repeats, told)
+                    )
             except BaseException as error:
                 # A stop signal or a crash mid-suite: thrown into the generator, which
                 # stops its server at once, says why in the server's log, and re-raises.
@@ -344,6 +349,30 @@ class _Starter:
             raise
 
 
+@dataclass
+class _Told:
+    """What each launch reported of its configuration (`Engine.reported`), asked the first
+    time a test states a fact and kept for the launch: one request per launch, however
+    many suites and tests share it. A failed question is kept too: the server could not
+    tell, and asking again per test would only repeat the wait."""
+
+    answers: dict[server.Server, Reported] = field(default_factory=dict)
+
+    def facts(self, engine: Engine, running: server.Server, spec: TestSpec) -> tuple[Fact, ...]:
+        if not spec.expect:
+            return ()
+        if running not in self.answers:
+            self.answers[running] = _reported(engine)
+        return facts.check(spec.expect, self.answers[running])
+
+
+def _reported(engine: Engine) -> Reported:
+    try:
+        return engine.reported()
+    except EngineError as failure:
+        return Reported("", {}, why_none=f"asking it failed: {failure.message}")
+
+
 def _run_suite(
     suite: Suite,
     launched: Launch | ServerError,
@@ -351,6 +380,7 @@ def _run_suite(
     reporter: Reporter,
     save: Callable[[SuiteResult], None],
     repeats: _Repeats,
+    told: _Told,
 ) -> SuiteResult:
     reporter.suite_started(suite)
     if isinstance(launched, ServerError):
@@ -367,7 +397,7 @@ def _run_suite(
         backend=found.backend,
     )
     result = SuiteResult(suite.name, info)
-    for attempts in _tests(suite, launched, engine, plan, repeats.launch):
+    for attempts in _tests(suite, launched, engine, plan, repeats.launch, told):
         test = repeats.fold(attempts)
         result = SuiteResult(suite.name, info, (*result.tests, test))
         save(result)
@@ -396,7 +426,12 @@ def _identity(engine: Engine | None, running: server.Server) -> Identity:
 
 
 def _tests(
-    suite: Suite, launched: Launch | ServerError, engine: Engine | None, plan: Plan, launch: int
+    suite: Suite,
+    launched: Launch | ServerError,
+    engine: Engine | None,
+    plan: Plan,
+    launch: int,
+    told: _Told,
 ) -> Iterator[list[Attempt]]:
     """Each test's attempts on this launch (`plan.per_launch` of them, fewer when one
     errs: the server is gone or the check cannot run)."""
@@ -421,9 +456,15 @@ def _tests(
             failed = error(suite, spec, message, 0.0, cause=Cause.SERVER)
             yield [Attempt(failed, launch=launch)]
             continue
+        stated = told.facts(engine, running, spec)
+        if any(not fact.holds for fact in stated):
+            # Measuring would prove nothing about the path the test guards: say so instead.
+            yield [Attempt(not_exercised(suite, spec, stated), launch=launch)]
+            continue
         shared = phases if plan.share_phases else Phases(engine)
         changed = plan.changes.names if plan.changes is not None else ()
-        yield _attempts(suite, spec, shared, running, (plan.per_launch, launch), changed)
+        attempts = _attempts(suite, spec, shared, running, (plan.per_launch, launch), changed)
+        yield [dataclasses.replace(a, result=_with_facts(a.result, stated)) for a in attempts]
         gone = running.death_report()
 
 
@@ -497,6 +538,30 @@ def checked(
         elapsed = time.monotonic() - started
         cause = Cause.SERVER if death else Cause.CHECK
         return _error(result_id, spec, message, elapsed, hint=failure.hint, cause=cause)
+
+
+def not_exercised(suite: Suite, spec: TestSpec, stated: tuple[Fact, ...]) -> TestResult:
+    """A test whose server is not what it claims to test, measured no further."""
+    blank = TestResult(test_id(suite, spec), spec.check.value, Status.PASSED, facts=stated)
+    status, reasons = verdict.judge(blank, planned=False)
+    return dataclasses.replace(
+        blank,
+        status=status,
+        kl_threshold=spec.kl_threshold,
+        blocked_by=spec.blocked_by,
+        message=verdict.not_exercised_message(reasons),
+        hint=FACTS_HINT,
+    )
+
+
+FACTS_HINT = (
+    "start the server with the arguments that give these facts, or correct the suite's "
+    "`expect` (docs/suites.md, Server facts)"
+)
+
+
+def _with_facts(result: TestResult, stated: tuple[Fact, ...]) -> TestResult:
+    return dataclasses.replace(result, facts=stated) if stated else result
 
 
 def error(

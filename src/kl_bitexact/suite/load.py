@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from kl_bitexact.errors import ConfigError
-from kl_bitexact.suite import longbench
+from kl_bitexact.suite import expect, longbench
 from kl_bitexact.suite.model import (
     FUNCTION_EXAMPLE,
     PORT_PLACEHOLDER,
@@ -26,6 +26,7 @@ from kl_bitexact.suite.model import (
     CheckName,
     DialectName,
     EngineName,
+    Expect,
     Flow,
     Gate,
     ServerSpec,
@@ -55,6 +56,7 @@ _SERVER_KEYS = (
     "startup_timeout",
     "request_timeout",
     "gate",
+    "expect",
 )
 _TEST_KEYS = (
     "name",
@@ -75,6 +77,7 @@ _TEST_KEYS = (
     "floor_factor",
     "floor_margin",
     "reach",
+    "expect",
 )
 _MULTITURN_KEYS = (
     "groups",
@@ -185,10 +188,13 @@ class _SuiteReader(Reader):
             raise self.fail(
                 "server", "missing", "add `server: {engine: reference}` (see docs/suites.md)"
             )
-        server = self.child("server", self.mapping["server"]).server()
+        server_reader = self.child("server", self.mapping["server"])
+        server = server_reader.server()
         named = self.functions()
+        facts = expect.read(server_reader)
         specs = tuple(
-            self.child(f"tests[{i}]", item).test(server.gate, named) for i, item in enumerate(tests)
+            self.child(f"tests[{i}]", item).test(server.gate, named, facts)
+            for i, item in enumerate(tests)
         )
         _check_unique(
             [spec.name for spec in specs], f"{self.source}: {self.path or 'suite'}", "test name"
@@ -284,7 +290,12 @@ class _SuiteReader(Reader):
                 )
         return names
 
-    def test(self, gate: Gate = Gate.BIT_EXACT, named: tuple[str, ...] = ()) -> TestSpec:
+    def test(
+        self,
+        gate: Gate = Gate.BIT_EXACT,
+        named: tuple[str, ...] = (),
+        facts: tuple[Expect, ...] = (),
+    ) -> TestSpec:
         self.allow(_TEST_KEYS + _MULTITURN_KEYS)
         check = self.choice("check", CheckName)
         multiturn = check is CheckName.MULTITURN
@@ -315,6 +326,7 @@ class _SuiteReader(Reader):
             floor_factor=self.number("floor_factor", 4.0, low=1.0),
             floor_margin=self.number("floor_margin", 1e-9),
             reach=tuple(dict.fromkeys((*named, *self.functions()))),
+            expect=expect.merged(facts, expect.read(self)),
             **shape,
         )
 

@@ -85,6 +85,27 @@ def is_function_name(text: str) -> bool:
     return FUNCTION_NAME.fullmatch(text) is not None
 
 
+class Condition(Name):
+    """How an `expect` entry's reported value is compared with the one the suite states."""
+
+    EQUALS = "equals"  # `fact: value`
+    AT_MOST = "at_most"  # `fact: {at_most: N}`
+    AT_LEAST = "at_least"  # `fact: {at_least: N}`
+    ONE_OF = "one_of"  # `fact: {one_of: [a, b]}`
+
+
+@dataclass(frozen=True)
+class Expect:
+    """One fact a test states about its server (`server.expect`, a test's `expect`): the
+    key its server reports (dots reach into nested answers: `cuda_graph_config.prefill.
+    backend`), the condition, and the stated value as canonical JSON (so a spec stays
+    hashable and compares by value)."""
+
+    name: str
+    condition: Condition
+    value: str
+
+
 PORT_PLACEHOLDER = "{port}"
 URL_EXAMPLE = "http://127.0.0.1:30000"
 
@@ -150,6 +171,10 @@ class TestSpec:
     # The functions this test exists to exercise (`module:qualname`, the suite's `reach:`
     # first); kl-bitexact records which of them ran (docs/reach.md).
     reach: tuple[str, ...] = ()
+    # The facts the test depends on: its suite's `server.expect` with its own `expect` over
+    # them (by name), sorted by name. Checked against what the server reports before a
+    # result is trusted (run/facts.py).
+    expect: tuple[Expect, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -94,6 +94,18 @@ class Identity:
     backend: str | None = None
 
 
+@dataclass(frozen=True)
+class Reported:
+    """What a server says of its own configuration, as it said it: the answer a test's
+    stated facts are read from (run/facts.py). sglang: GET /server_info, the resolved server
+    arguments; llama.cpp: GET /props; vLLM: GET /server_info (VLLM_SERVER_DEV_MODE=1)."""
+
+    source: str  # where it was read, e.g. "GET /server_info"
+    values: Mapping[str, Any]
+    # When the server offers no such answer (values empty): why, and how to get one.
+    why_none: str = ""
+
+
 # Device lines in a server's log where its HTTP answers do not name the backend (llama.cpp:
 # "using device CUDA0 (NVIDIA H200) (...) - N MiB free" at info verbosity; the build of
 # llama-cpp-python 0.3.36 on the H200 logged only "layer 0 is assigned to device CUDA0").
@@ -142,6 +154,12 @@ class Engine(Protocol):
         """The server's effective settings (sglang's /get_server_info keys where known:
         page_size, mamba_track_interval, disable_radix_cache, speculative_algorithm,
         speculative_num_draft_tokens, chunked_prefill_size)."""
+        ...
+
+    def reported(self) -> Reported:
+        """The server's own account of its configuration, as it sent it (one request,
+        asked once per adapter); a server that offers none says why in `why_none`, and a
+        transport failure raises an EngineError."""
         ...
 
     def flush(self) -> None:

@@ -27,6 +27,15 @@ class JsonClient:
     def post(self, path: str, body: Any = None) -> Any:
         return self._decode(self._send("POST", path, body), path)
 
+    def get_if_served(self, path: str) -> Any | None:
+        """GET `path` in one request; None when the server does not serve it (404)."""
+        response = self._send("GET", path, None, check=False)
+        if response.status_code == 404:
+            return None
+        if not response.ok:
+            self._send("GET", path, None)  # raises, naming the status (a rare path)
+        return self._decode(response, path)
+
     def status(self, method: str, path: str) -> int:
         """The HTTP status of a request, for probing which endpoints a server has."""
         return self._send(method, path, None, check=False).status_code

@@ -32,7 +32,14 @@ from typing import Any
 
 from kl_bitexact.errors import EngineError
 from kl_bitexact.run.engines import llamacpp_withheld
-from kl_bitexact.run.engines.base import Generation, Replay, SamplingParams, TokenIds, tail_start
+from kl_bitexact.run.engines.base import (
+    Generation,
+    Replay,
+    Reported,
+    SamplingParams,
+    TokenIds,
+    tail_start,
+)
 from kl_bitexact.run.engines.http import JsonClient
 from kl_bitexact.run.engines.malformed import decoder
 from kl_bitexact.run.engines.openai_wire import require, trimmed
@@ -73,6 +80,18 @@ class LlamaCppDialect:
             "n_ctx": settings.get("n_ctx"),
             "build": props.get("build_info"),
         }
+
+    @decoder("/props answer")
+    def reported(self, client: JsonClient) -> Reported:
+        """/props as llama-server sent it: `default_generation_settings` (`n_ctx`, ...),
+        `total_slots`, `model_path`, `build_info`. Its command line is not in it: a flag
+        such as `--cache-ram` or `--swa-full` cannot be told from here."""
+        props = client.get("/props")
+        if not isinstance(props, Mapping):
+            raise EngineError(
+                f"{client.url('/props')} answered {type(props).__name__}, not an object"
+            )
+        return Reported("GET /props", props)
 
     @decoder("/slots answer")
     def flush(self, client: JsonClient) -> None:

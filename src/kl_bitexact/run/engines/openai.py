@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar
 
 from kl_bitexact.errors import ConfigError, EngineError
-from kl_bitexact.run.engines.base import Generation, Replay, SamplingParams, TokenIds
+from kl_bitexact.run.engines.base import Generation, Replay, Reported, SamplingParams, TokenIds
 from kl_bitexact.run.engines.http import JsonClient
 from kl_bitexact.run.engines.llamacpp import LlamaCppDialect
 from kl_bitexact.run.engines.malformed import decoder
@@ -36,6 +36,8 @@ class Dialect(Protocol):
 
     def server_info(self, client: JsonClient) -> dict[str, Any]: ...
 
+    def reported(self, client: JsonClient) -> Reported: ...
+
     def flush(self, client: JsonClient) -> None: ...
 
     def generate_one(
@@ -54,6 +56,9 @@ class OpenAIEngine:
 
     def server_info(self) -> Mapping[str, Any]:
         return self.dialect.server_info(self.client)
+
+    def reported(self) -> Reported:
+        return self.dialect.reported(self.client)
 
     def flush(self) -> None:
         self.dialect.flush(self.client)

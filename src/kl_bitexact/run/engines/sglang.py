@@ -15,7 +15,14 @@ import requests
 
 from kl_bitexact.errors import EngineError
 from kl_bitexact.run.engines import deadline
-from kl_bitexact.run.engines.base import Generation, Replay, SamplingParams, TokenIds, tail_start
+from kl_bitexact.run.engines.base import (
+    Generation,
+    Replay,
+    Reported,
+    SamplingParams,
+    TokenIds,
+    tail_start,
+)
 from kl_bitexact.run.engines.malformed import decoder
 
 CONNECT_TIMEOUT_S = 10.0
@@ -41,6 +48,7 @@ class SglangEngine:
         self._session = requests.Session()
         self._rows_alike: bool | None = None  # learnt from the server on the first replay
         self._info: Mapping[str, Any] | None = None  # asked on the first server_info
+        self._info_path = SERVER_INFO_PATHS[0]  # the one that answered
 
     def server_info(self) -> Mapping[str, Any]:
         """The server's configuration, asked once: it is fixed while the server runs, and
@@ -48,6 +56,13 @@ class SglangEngine:
         if self._info is None:
             self._info = self._fetch_info()
         return self._info
+
+    def reported(self) -> Reported:
+        """/server_info as sglang sent it: its resolved server arguments (the values after
+        every resolution, e.g. `disable_radix_cache` forced on by the attention backend),
+        `internal_states` per DP rank, `version` (the same request as `server_info`)."""
+        info = self.server_info()
+        return Reported(f"GET {self._info_path}", info)
 
     def _fetch_info(self) -> Mapping[str, Any]:
         """sglang 0.5 serves /server_info; older releases only /get_server_info."""
@@ -63,6 +78,7 @@ class SglangEngine:
             missing = False  # the request below reports the transport failure
             response = None
         path = older if missing else current
+        self._info_path = path
         if response is None or missing or response.status_code >= 400:
             info = self._call("GET", path)
         else:

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kl_bitexact.errors import EngineError
-from kl_bitexact.run.engines.base import Generation, Replay, SamplingParams, TokenIds
+from kl_bitexact.run.engines.base import Generation, Replay, Reported, SamplingParams, TokenIds
 from kl_bitexact.run.engines.http import JsonClient
 from kl_bitexact.run.engines.malformed import decoder
 from kl_bitexact.run.engines.openai_wire import (
@@ -28,6 +28,13 @@ from kl_bitexact.run.engines.openai_wire import (
 from kl_bitexact.suite.model import DialectName
 
 TOKEN_ID_PREFIX = "token_id:"
+
+
+SERVER_INFO = "/server_info?config_format=json"
+NO_SERVER_INFO = (
+    "vLLM serves its configuration (/server_info) only with VLLM_SERVER_DEV_MODE=1 in the "
+    "server's environment"
+)
 
 
 class VllmDialect:
@@ -53,6 +60,20 @@ class VllmDialect:
             "max_model_len": served.get("max_model_len"),
             "version": version.get("version") if isinstance(version, dict) else None,
         }
+
+    @decoder("/server_info answer")
+    def reported(self, client: JsonClient) -> Reported:
+        """vLLM's configuration as it reports it: `GET /server_info?config_format=json`
+        answers `{"vllm_config": {...}}` (cache_config.enable_prefix_caching,
+        cache_config.block_size, speculative_config, ...), served only in dev mode, as
+        /reset_prefix_cache is; a fact names its path inside `vllm_config`."""
+        answer = client.get_if_served(SERVER_INFO)
+        if answer is None:
+            return Reported(f"GET {SERVER_INFO}", {}, why_none=NO_SERVER_INFO)
+        config = answer.get("vllm_config") if isinstance(answer, Mapping) else None
+        if not isinstance(config, Mapping):
+            raise EngineError(f"{client.url(SERVER_INFO)} holds no `vllm_config` object")
+        return Reported(f"GET {SERVER_INFO}", config)
 
     def flush(self, client: JsonClient) -> None:
         status = client.status("POST", "/reset_prefix_cache")
