@@ -131,3 +131,17 @@ def test_the_history_holds_one_run_at_a_time(windows: dict[int, scaling_runs.Fil
             f"--history-dir of {MANY_RUNS} runs: {large / 1e6:.1f} MB {what}, "
             f"{large / small:.1f}x the {small / 1e6:.1f} MB of {FEW_RUNS} runs (at most 2x)"
         )
+
+
+def test_a_run_of_100000_tests_fits_the_input_limit() -> None:
+    """results.json at 100,000 tests of 8 samples stays under the limit every reader takes
+    (issue 40: indented, it was 99 MB against 64 MiB, so `report` refused it). Measured on
+    1,000 tests: the file is the same per test at any size."""
+    from kl_bitexact.results import io as results_io
+
+    per_test = len(results_io.dumps(scaling_runs.run(SMALL, red_every=100)).encode()) / SMALL
+    at_100k = per_test * 100_000
+    assert at_100k <= 0.95 * results_io.MAX_RESULTS_BYTES, (
+        f"{per_test:.0f} bytes a test: 100,000 tests would be {at_100k / 1e6:.1f} MB, over 95% "
+        f"of the {results_io.MAX_RESULTS_BYTES / 1e6:.1f} MB limit"
+    )

@@ -248,7 +248,7 @@ def test_findings_parse_keeps_every_field():
 
 def test_lone_surrogates_from_json_do_not_crash_the_writers(cli, tmp_path: Path):
     head = write_results(tmp_path / "head.json", red_hicache("a"))
-    document = head.read_text().replace('"id": "a"', '"id": "a\\ud800"')
+    document = head.read_text().replace('"id":"a"', '"id":"a\\ud800"')
     head.write_text(document)
     summary = tmp_path / "summary.md"
     done = cli(["report", str(head), "--annotations", "--job-summary", str(summary)], env=NO_GITHUB)
