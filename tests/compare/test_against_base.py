@@ -296,3 +296,9 @@ def test_a_deterministic_base_makes_any_cache_difference_gate() -> None:
     for kl in (HEALTHY * (1 + 1e-15), HEALTHY * 0.5, 0.0):
         _, found = delta(llama(cache_test(kl)), llama(cache_test(repeats=2)))
         assert isinstance(found.against_base, BaseDiff) and found.gating, kl
+    # The last bits differ: shown with every digit, never as two equal-looking numbers.
+    _, last_bit = delta(llama(cache_test(HEALTHY * (1 + 1e-15))), llama(cache_test(repeats=2)))
+    assert last_bit.against_base is not None
+    assert (
+        f"{HEALTHY!r} on the base, {HEALTHY * (1 + 1e-15)!r} here" in last_bit.against_base.reason
+    )

@@ -132,8 +132,13 @@ def write_tiny_llama(
     shape: TinyLlamaShape | None = None,
     vocabulary: str = "ascii",
     chain: tuple[int, ...] = (),
+    perturb: float = 0.0,
 ) -> Path:
     """Write the model to `path` (a few hundred KB) and return the path.
+
+    `perturb`: the seed's model with attn_k and attn_v of every layer moved by `perturb` x
+    their scale x N(0, 1) (another generator): KV that differs from the seed's by about
+    `perturb` relative, a cache fault as small as one likes (tests/helpers/poison_proxy.py).
 
     `chain`: token ids the model cycles through whatever the context (after chain[i] it
     samples chain[i + 1], after the last or any other token chain[0], every other token
@@ -146,6 +151,8 @@ def write_tiny_llama(
     tensors = _random_tensors(shape, len(vocab), np.random.default_rng(seed))
     if chain:
         tensors = _chained(tensors, shape, len(vocab), chain)
+    if perturb:
+        tensors = _perturbed(tensors, perturb, np.random.default_rng(seed + 7919))
     for name, weights in tensors:
         writer.add_tensor(name, weights)
     writer.write_header_to_file()
@@ -218,6 +225,17 @@ def _random_tensors(
         ("output.weight", 4 * matrix(vocab, shape.embedding)),
     ]
     return tensors
+
+
+def _perturbed(
+    tensors: list[tuple[str, np.ndarray]], scale: float, rng: np.random.Generator
+) -> list[tuple[str, np.ndarray]]:
+    def moved(weights: np.ndarray) -> np.ndarray:
+        noise = rng.standard_normal(weights.shape) * scale * float(weights.std())
+        return (weights + noise).astype(np.float32)
+
+    kv = (".attn_k.weight", ".attn_v.weight")
+    return [(name, moved(w) if name.endswith(kv) else w) for name, w in tensors]
 
 
 def _chained(

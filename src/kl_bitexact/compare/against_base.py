@@ -228,14 +228,22 @@ def _finding(
         return _arithmetic_changed(shown, measured, points)
     if _cache_numbers(head) == _cache_numbers(base):
         return _identical(shown, measured)
+    base_kl, kl = side_by_side(shown.base_kl, shown.kl)
     return shown.diff(
         Finding.CACHE_CHANGED,
         "the no-cache floor is bit-identical to the base's "
         f"({fmt_kl(shown.base_floor)}) but the cache path's numbers are not: avg KL "
-        f"{fmt_kl(shown.base_kl)} on the base, {fmt_kl(shown.kl)} here"
-        f"{_ratios(shown.base_ratio, shown.ratio)}",
+        f"{base_kl} on the base, {kl} here{_ratios(shown.base_ratio, shown.ratio)}",
         measured,
     )
+
+
+def side_by_side(base: float | None, head: float | None) -> tuple[str, str]:
+    """Two KLs as shown, with every digit where the short forms would look the same."""
+    short = fmt_kl(base), fmt_kl(head)
+    if short[0] != short[1] or base == head or base is None or head is None:
+        return short
+    return repr(base), repr(head)
 
 
 def _not_comparable(base: TestResult | None, same_config: bool, measured: Measured) -> str:

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kl_bitexact.compare.against_base import BaseDiff, Determinism, Finding
-from kl_bitexact.results.formats import fmt_kl
+from kl_bitexact.compare.against_base import BaseDiff, Determinism, Finding, side_by_side
 from kl_bitexact.untrusted import escape
 
 HEADLINE = {
@@ -26,13 +25,14 @@ DETERMINISM = {
 def block(found: BaseDiff) -> str:
     """The comparison as a small table and the finding in words."""
     how = escape.text(found.determinism_how, 300)
+    base_kl, kl = side_by_side(found.base_kl, found.kl)
+    base_floor, floor = side_by_side(found.base_floor, found.floor)
     lines = [
         f"\nAgainst the base: {HEADLINE[found.finding]}. Run-to-run: "
         f"{DETERMINISM[found.determinism]} ({how}).\n",
         "\n| | no-cache floor | cache avg KL | ratio |\n|---|---|---|---|\n",
-        f"| base | {fmt_kl(found.base_floor)} | {fmt_kl(found.base_kl)} | "
-        f"{_ratio(found.base_ratio)} |\n",
-        f"| this run | {fmt_kl(found.floor)} | {fmt_kl(found.kl)} | {_ratio(found.ratio)} |\n",
+        f"| base | {base_floor} | {base_kl} | {_ratio(found.base_ratio)} |\n",
+        f"| this run | {floor} | {kl} | {_ratio(found.ratio)} |\n",
         f"\n{escape.text(found.reason, 600)}.\n",
     ]
     gates = " (gates under gate: noise-floor)" if found.gated else ""
