@@ -154,7 +154,11 @@ def test_a_run_killed_mid_way_is_exit_2_naming_the_log(cli, tmp_path):
     assert done.returncode == 2
     assert "pytest exited with code 137 without writing" in done.stderr
     assert str(tmp_path / "logs" / "pytest.log") in done.stderr
-    assert not (tmp_path / "results.json").exists()
+    # What it collected is kept, each test the runner's error (issue 36: what did not run).
+    document = json.loads((tmp_path / "results.json").read_text())
+    assert document["plan"] and document["run"]["finished"] is False
+    statuses = {test["status"] for suite in document["suites"] for test in suite["tests"]}
+    assert statuses == {"error"}
 
 
 def test_import_junit_reads_a_truncated_file_with_a_clear_error(cli, tmp_path, printed_run):

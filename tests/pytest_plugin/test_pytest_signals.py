@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -146,3 +147,81 @@ def test_a_tampered_journal_writes_nothing_outside_the_base_checkout(tmp_path: P
     assert restore_journal(str(journal)) == ["ok.txt"]
     assert outside.read_text() == "mine\n" and not (base / "ok.txt").exists()
     assert tmp_path.exists() and not journal.exists()
+
+
+# Three tests: the first passes, the second waits for the signal, the third never starts.
+STOPPED_FILE = """\
+import os, time
+from pathlib import Path
+
+def test_first():
+    assert True
+
+def test_second_waits():
+    Path(os.environ["STARTED_FILE"]).write_text("started")
+    time.sleep(600)
+
+def test_third():
+    assert True
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=str)
+def test_a_stopped_pytest_keeps_what_finished_and_says_what_did_not_run(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    """Issue 38: a stopped `kl-bitexact pytest` wrote junit.xml but no results.json. Now the
+    finished test keeps its verdict, the interrupted one and the one never started are the
+    runner's errors, and the collected tests are the plan (issue 36: what did not run)."""
+    (tmp_path / "test_stopped.py").write_text(STOPPED_FILE)
+    started, out = tmp_path / "started", tmp_path / "out"
+    command = [sys.executable, "-m", "kl_bitexact", "pytest", "--out", str(out)]
+    command += ["--", "test_stopped.py"]
+    env = {**os.environ, "STARTED_FILE": str(started)}
+    with process_groups.group(command, cwd=tmp_path, env=env) as run:
+        assert wait_for(started.exists, 60), "the second test never started"
+        os.kill(run.pid, signum)
+        run.wait(timeout=120)
+    assert run.returncode == 128 + signum
+    document = json.loads((out / "results.json").read_text())
+    tests = {test["id"]: test for suite in document["suites"] for test in suite["tests"]}
+    assert tests["test_stopped.py::test_first"]["status"] == "passed"
+    for lost in ("test_stopped.py::test_second_waits", "test_stopped.py::test_third"):
+        assert tests[lost]["status"] == "error" and tests[lost]["cause"] == "runner"
+        assert tests[lost]["message"] == f"interrupted: {signum.name} before this test finished"
+    assert [item["id"] for item in document["plan"]] == list(tests)
+    assert document["run"]["finished"] is False
+
+
+def test_a_finished_pytest_records_its_collected_tests_as_its_plan(tmp_path: Path) -> None:
+    (tmp_path / "test_plain.py").write_text("def test_a():\n    pass\n\ndef test_b():\n    pass\n")
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "kl_bitexact", "pytest", "--out", str(out)]
+    done = subprocess.run(
+        [*command, "--", "test_plain.py"], cwd=tmp_path, capture_output=True, timeout=120
+    )
+    assert (out / "results.json").exists(), done.stdout  # its verdict: the gate's business
+    document = json.loads((out / "results.json").read_text())
+    assert [(item["suite"], item["id"], item["check"]) for item in document["plan"]] == [
+        ("test_plain.py", f"test_plain.py::{name}", "pytest") for name in ("test_a", "test_b")
+    ]
+    assert not any(item.get("unplanned") for item in document["plan"])  # it planned them
+    assert document["run"]["finished"] is True
+
+
+def test_a_pytest_that_dies_without_its_xml_leaves_its_plan_as_errors(tmp_path: Path) -> None:
+    # What an out-of-memory kill looks like: pytest gone mid-run, no junit.xml.
+    body = "import os\n\ndef test_a():\n    pass\n\ndef test_b():\n    os._exit(3)\n"
+    (tmp_path / "test_dies.py").write_text(body)
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "kl_bitexact", "pytest", "--out", str(out)]
+    done = subprocess.run(
+        [*command, "--", "test_dies.py"], cwd=tmp_path, capture_output=True, timeout=120
+    )
+    assert done.returncode == 2
+    document = json.loads((out / "results.json").read_text())
+    tests = [test for suite in document["suites"] for test in suite["tests"]]
+    assert [test["id"] for test in tests] == ["test_dies.py::test_a", "test_dies.py::test_b"]
+    assert {test["status"] for test in tests} == {"error"}
+    assert tests[0]["message"].startswith("pytest exited with code 3 before writing its results")
+    assert document["run"]["finished"] is False

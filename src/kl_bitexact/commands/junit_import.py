@@ -4,28 +4,52 @@ when a command imports."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kl_bitexact.compare.comparison import compare
-from kl_bitexact.errors import ExitCode
+from kl_bitexact.errors import ConfigError, ExitCode
 from kl_bitexact.results import io as results_io
-from kl_bitexact.results.model import Results, Status, TestResult, current_run_info
-from kl_bitexact.untrusted.jsonfile import read_bounded
+from kl_bitexact.results.model import (
+    Cause,
+    PlannedTest,
+    Results,
+    ServerInfo,
+    Status,
+    SuiteResult,
+    TestResult,
+    current_run_info,
+)
+from kl_bitexact.untrusted.jsonfile import read_bounded, read_json
 
 if TYPE_CHECKING:
     from kl_bitexact.ingest.junit import JUnitCase
 
 
 MAX_LOG_BYTES = 256 * 1024 * 1024
+# The plugin's plan (`--kl-plan`): ~150 bytes a test.
+MAX_PLAN_BYTES = 64 * 1024 * 1024
+_NOT_REPORTED = "not run: pytest ended before reaching this test (-x, --maxfail, or a crash)"
 
 
 def import_and_write(
-    junit_path: Path, log_path: Path | None, out_path: Path, min_cache_hit_ratio: float
+    junit_path: Path,
+    log_path: Path | None,
+    out_path: Path,
+    min_cache_hit_ratio: float,
+    plan: Sequence[PlannedTest] | None = None,
 ) -> int:
-    """Convert, write atomically, print one line per test; exit codes as `run`'s."""
+    """Convert, write atomically, print one line per test; exit codes as `run`'s. With the
+    session's `plan`, a planned test the XML does not report is an error (a crash)."""
     _, imported = import_junit(junit_path, log_path, min_cache_hit_ratio)
+    if plan is not None:
+        complete = not dataclasses.replace(imported, plan=tuple(plan)).missing()
+        imported = with_plan(imported, plan, _NOT_REPORTED)
+        run = dataclasses.replace(imported.run, finished=complete)
+        imported = dataclasses.replace(imported, run=run)
     write_and_list(imported, out_path)
     # The gate's verdict of these results without a base, as `report` gives it.
     code = compare(imported, None).decision.exit_code
@@ -35,18 +59,55 @@ def import_and_write(
 
 
 def import_junit(
-    junit_path: Path, log_path: Path | None, min_cache_hit_ratio: float
+    junit_path: Path,
+    log_path: Path | None,
+    min_cache_hit_ratio: float,
+    *,
+    interrupted: bool = False,
 ) -> tuple[tuple[JUnitCase, ...], Results]:
-    """pytest's JUnit XML (and console log) as results, with the cases they came from."""
+    """pytest's JUnit XML (and console log) as results, with the cases they came from
+    (`interrupted`: of a stopped session, ingest/junit.py says what that changes)."""
     from kl_bitexact.ingest import junit
     from kl_bitexact.ingest.junit_results import Options, node_id, to_results
     from kl_bitexact.ingest.log_split import split_log
 
-    cases = junit.read(junit_path)
+    cases = junit.read(junit_path, interrupted=interrupted)
     log = _read_log(log_path) if log_path is not None else None
     log_output = split_log(log, [node_id(case) for case in cases]) if log else None
     options = Options(min_cache_hit_ratio=min_cache_hit_ratio, log_output=log_output)
     return cases, to_results(cases, current_run_info(), options)
+
+
+def read_plan(path: Path) -> tuple[PlannedTest, ...] | None:
+    """The tests the session collected (the plugin's `--kl-plan` file); None when pytest
+    stopped before it finished collecting (the file is then absent)."""
+    if not path.exists():
+        return None
+    document = read_json(path, what="pytest plan", max_bytes=MAX_PLAN_BYTES)
+    if not isinstance(document, list):
+        raise ConfigError(f"{path}: a pytest plan is a list of tests")
+    return tuple(_planned(entry, path) for entry in document)
+
+
+def _planned(entry: Any, path: Path) -> PlannedTest:
+    fields = ("suite", "id", "check")
+    if not isinstance(entry, dict) or not all(isinstance(entry.get(f), str) for f in fields):
+        raise ConfigError(f"{path}: each planned test has a suite, an id and a check")
+    return PlannedTest(suite=entry["suite"], id=entry["id"], check=entry["check"])
+
+
+def with_plan(results: Results, plan: Sequence[PlannedTest], reason: str) -> Results:
+    """`results` carrying `plan`, and an `error` (the runner's, not the change's) for every
+    planned test without a result, saying `reason` - as `run` records a stopped run."""
+    reported = {test.id for _, test in results.all_tests()}
+    missing: dict[str, list[TestResult]] = {}
+    for item in plan:
+        if item.id not in reported:
+            lost = TestResult(item.id, item.check, Status.ERROR, message=reason, cause=Cause.RUNNER)
+            missing.setdefault(item.suite, []).append(lost)
+    added = [SuiteResult(name, ServerInfo("unknown"), tuple(t)) for name, t in missing.items()]
+    suites = results_io.join_by_name([*results.suites, *added])
+    return dataclasses.replace(results, suites=suites, plan=tuple(plan))
 
 
 def write_and_list(results: Results, out_path: Path) -> None:

@@ -14,6 +14,8 @@ engine package first on PYTHONPATH, and whatever cannot run there is a reason in
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import os
 import shutil
 import sys
@@ -26,15 +28,22 @@ import kl_bitexact
 from kl_bitexact.commands import DEFAULT_OUT, Command
 from kl_bitexact.commands.arguments import add_common_arguments, ratio_problem
 from kl_bitexact.commands.input_files import base_checkout
-from kl_bitexact.commands.junit_import import import_and_write, import_junit, write_and_list
-from kl_bitexact.errors import ConfigError, ExitCode, FatalError
+from kl_bitexact.commands.junit_import import (
+    import_and_write,
+    import_junit,
+    read_plan,
+    with_plan,
+    write_and_list,
+)
+from kl_bitexact.errors import ConfigError, ExitCode, FatalError, Interrupted
 from kl_bitexact.ingest import pytest_proof
 from kl_bitexact.ingest.junit import JUnitCase
 from kl_bitexact.ingest.junit_results import SGLANG_MIN_CACHE_HIT_RATIO
-from kl_bitexact.pytest_plugin import EXACT, OBSERVE, PROVE_UNIT
+from kl_bitexact.pytest_plugin import EXACT, OBSERVE, PLAN, PROVE_UNIT
 from kl_bitexact.pytest_plugin.fixtures import LOG_DIR_ENV
 from kl_bitexact.registry import proof_checkout
-from kl_bitexact.results.model import Results, current_run_info
+from kl_bitexact.results.model import PlannedTest, Results, current_run_info
+from kl_bitexact.run.runner import why_stopped
 from kl_bitexact.run.session import Session
 from kl_bitexact.untrusted import confined
 
@@ -42,7 +51,11 @@ from kl_bitexact.untrusted import confined
 _PYTEST_USAGE_ERROR = 4
 _PYTEST_NO_TESTS = 5
 # Options kl-bitexact sets itself; a user's value would silently lose or break the import.
-_OWNED_OPTIONS = ("--junitxml", "--junit-xml", "--junitprefix")
+_OWNED_OPTIONS = ("--junitxml", "--junit-xml", "--junitprefix", PLAN)
+# The plugin's list of the collected tests (`--kl-plan`), under DIR/logs.
+PLAN_FILE = "pytest-plan.json"
+# pytest's exits that are not a lost run: a usage error, nothing collected.
+_NO_RESULTS = (_PYTEST_USAGE_ERROR, _PYTEST_NO_TESTS)
 
 
 # The base checkout's directory holding the engine's package, when it has one: sglang's
@@ -137,12 +150,45 @@ def run_pytest(args: Options) -> int:
         raise ConfigError("--prove-pythonpath goes with --prove-base DIR")
     out = args.out
     junit_path, log_path = out / "junit.xml", out / "logs" / "pytest.log"
-    junit_path.unlink(missing_ok=True)  # never read a stale file from an earlier run
+    plan_path = out / "logs" / PLAN_FILE
+    for stale in (junit_path, plan_path):  # never read a file from an earlier run
+        stale.unlink(missing_ok=True)
     command = pytest_command(pytest_args, junit_path, args.python, exact=args.exact)
-    returncode = _run_child(command, log_path, env=_interpreter_env(os.environ, args.python))
+    command += [PLAN, str(plan_path)]
+    try:
+        returncode = _run_child(command, log_path, env=_interpreter_env(os.environ, args.python))
+    except Interrupted as stop:
+        # pytest got SIGINT and had its time to write its XML (run/session.py): keep what
+        # finished, the interrupted test and those never started as the runner's errors.
+        _write_stopped(args, junit_path, log_path, read_plan(plan_path), why_stopped(stop))
+        raise
+    plan = read_plan(plan_path)
+    if not junit_path.exists() and plan is not None and returncode not in _NO_RESULTS:
+        why = f"pytest exited with code {returncode} before writing its results"
+        _write_stopped(args, junit_path, log_path, plan, f"{why} (killed or crashed)")
     _check_child(returncode, junit_path, log_path)
     results = out / "results.json"
-    return import_and_write(junit_path, log_path, results, args.min_cache_hit_ratio)
+    return import_and_write(junit_path, log_path, results, args.min_cache_hit_ratio, plan)
+
+
+def _write_stopped(
+    args: Options,
+    junit_path: Path,
+    log_path: Path,
+    plan: tuple[PlannedTest, ...] | None,
+    reason: str,
+) -> None:
+    """results.json of a session that did not finish: what pytest reported, and every
+    planned test without a result as an error saying `reason`; `finished: false`."""
+    imported = Results(run=current_run_info())
+    if junit_path.exists():
+        with contextlib.suppress(FatalError):  # a half-written XML: the plan still says it
+            ratio = args.min_cache_hit_ratio
+            _, imported = import_junit(junit_path, log_path, ratio, interrupted=True)
+    if plan is not None:
+        imported = with_plan(imported, plan, reason)
+    run = dataclasses.replace(imported.run, finished=False)
+    write_and_list(dataclasses.replace(imported, run=run), args.out / "results.json")
 
 
 def _user_arguments(arguments: Sequence[str]) -> list[str]:

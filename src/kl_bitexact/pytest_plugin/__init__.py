@@ -64,6 +64,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "own threshold said (implies --kl-observe; set by kl-bitexact pytest --exact)",
     )
     parser.addoption(
+        PLAN,
+        metavar="FILE",
+        help="write the collected tests (after deselection) to FILE as JSON before the first "
+        "test runs, so a session stopped part-way shows what did not run (set by "
+        "kl-bitexact pytest)",
+    )
+    parser.addoption(
         PROVE_UNIT,
         action="append",
         default=[],
@@ -79,6 +86,7 @@ OBSERVE = "--kl-observe"
 EXACT = "--kl-exact"
 _TAP: pytest.StashKey[RequestsTap] = pytest.StashKey()
 PROVE_UNIT = "--kl-prove-unit"
+PLAN = "--kl-plan"
 
 
 def pytest_pycollect_makeitem(
@@ -148,6 +156,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.user_properties.append((prop.SUITE, registration.suite_name))
             if registration.disabled:
                 item.add_marker(pytest.mark.skip(reason=f"disabled: {registration.disabled}"))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """`--kl-plan FILE`: every test about to run - suite (as the importer groups them),
+    node id - written atomically before the first one starts."""
+    path = _option(session.config, PLAN)
+    if not path:
+        return
+    # A test's check before it ran: what the importer calls a test whose output named none.
+    from kl_bitexact.ingest.junit_results import PLAIN_CHECK
+
+    plan = [
+        {"suite": _suite_name(item), "id": item.nodeid, "check": PLAIN_CHECK}
+        for item in session.items
+    ]
+    scratch = f"{path}.{os.getpid()}.tmp"
+    with open(scratch, "w", encoding="utf-8") as handle:
+        json.dump(plan, handle)
+    os.replace(scratch, path)
+
+
+def _suite_name(item: pytest.Item) -> str:
+    registration = _registration(item)
+    return registration.suite_name if registration else item.nodeid.split("::", 1)[0]
 
 
 def _keep_units(config: pytest.Config, items: list[pytest.Item], units: list[str]) -> None:
