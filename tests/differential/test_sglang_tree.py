@@ -68,3 +68,25 @@ def test_flags_the_engine_lacks_are_named_and_flags_of_no_meaning_here_are_dropp
         "--hicache-storage-backend file",
         "--enable-int8-mamba-checkpoint",
     ]
+
+
+def test_the_launcher_overlaps_as_sglang_does_unless_the_file_disables_it() -> None:
+    assert "--overlap-schedule" in sglang_wheel.served_defaults(["--page-size", "64"])
+    assert "--overlap-schedule" not in sglang_wheel.served_defaults(
+        ["--page-size", "64", sglang_wheel.DISABLE_OVERLAP]
+    )
+    _, dropped = sglang_wheel.reference_args([sglang_wheel.DISABLE_OVERLAP])
+    assert sglang_wheel.needed(dropped) == []
+
+
+def test_only_the_checkouts_own_imports_get_stand_ins(tmp_path: Path) -> None:
+    """An installed library's optional import (tqdm's `try: import ...`) stays missing, as
+    on a runner: a stand-in there turned a whole file into 'needs envwrap.envwrap'."""
+    finder = sglang_tree._AbsentLibraries(tmp_path)
+    assert finder.find_spec("no_such_library_here") is None  # this file is not the checkout's
+    code = compile(
+        "spec = finder.find_spec('no_such_library_here')", str(tmp_path / "f.py"), "exec"
+    )
+    scope = {"finder": finder}
+    exec(code, scope)
+    assert scope["spec"] is not None

@@ -117,8 +117,23 @@ class _TreeFinder(sglang_wheel._Finder):
             return None
         served = fullname == "sglang" or fullname.startswith(tuple(f"{s}" for s in SERVED))
         if fullname in self.shims or served:
-            return super().find_spec(fullname, path, target)
+            spec = super().find_spec(fullname, path, target)
+            if spec is not None and isinstance(spec.loader, sglang_wheel._WheelSourceLoader):
+                spec.loader = _TreeSourceLoader(fullname, str(spec.origin))
+            return spec
         return importlib.util.spec_from_loader(fullname, _StandInLoader(), is_package=True)
+
+
+class _TreeSourceLoader(importlib.machinery.SourceFileLoader):
+    """A checkout's file, adapted as the wheel's are; the libraries it imports that are not
+    installed come from _AbsentLibraries (stand-ins that skip), not from the wheel's stubs
+    (which raise)."""
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        super().exec_module(module)
+        adapt = sglang_wheel._ADAPTERS.get(module.__name__)
+        if adapt is not None:
+            adapt(module)
 
 
 class _AbsentLibraries(importlib.abc.MetaPathFinder):
@@ -136,14 +151,17 @@ class _AbsentLibraries(importlib.abc.MetaPathFinder):
         return importlib.util.spec_from_loader(fullname, _StandInLoader(), is_package=True)
 
     def _from_checkout(self) -> bool:
+        """Whether the statement importing it is in a file of the checkout (the first frame
+        outside the import machinery): an installed library's own optional imports
+        (`try: import x`) stay missing, as they would on a runner."""
         frame: types.FrameType | None = sys._getframe(1)
-        for _ in range(64):
-            if frame is None:
-                return False
-            if frame.f_code.co_filename.startswith(self.root):
-                return True
+        while frame is not None and _in_import_machinery(frame.f_code.co_filename):
             frame = frame.f_back
-        return False
+        return frame is not None and frame.f_code.co_filename.startswith(self.root)
+
+
+def _in_import_machinery(filename: str) -> bool:
+    return filename.startswith("<frozen importlib") or filename in (__file__, importlib.__file__)
 
 
 @functools.cache

@@ -228,6 +228,9 @@ REFERENCE_FLAGS: dict[str, bool] = {
 # Flags that only size, place or load what the reference engine does in one process with one
 # arithmetic (why each is safe to drop), and the values of a flag that mean what the engine
 # does anyway.
+# sglang's switch for its overlapping scheduler: without it, the launcher adds
+# serve-reference's --overlap-schedule (served_defaults).
+DISABLE_OVERLAP = "--disable-overlap-schedule"
 _RESOURCES = "memory sizing, loading or batching limits: no path of its own"
 _PLACEMENT = "parallel placement of the same arithmetic: one process here"
 _KERNELS = "a kernel or graph backend: the reference engine has one arithmetic"
@@ -272,6 +275,7 @@ IGNORED_FLAGS: dict[str, str] = {
         _KERNELS,
     ),
     **dict.fromkeys(("--reasoning-parser", "--tool-call-parser"), _TEXT),
+    DISABLE_OVERLAP: "the reference engine then caches as a non-overlapping scheduler does",
 }
 # Flags whose listed values are what the reference engine does anyway.
 IMPLIED_VALUES: dict[str, frozenset[str]] = {
@@ -337,6 +341,9 @@ def needed(dropped: Sequence[str]) -> list[str]:
 def served_defaults(flags: Sequence[str]) -> list[str]:
     """What a served model has that the reference engine's defaults lack, unless set."""
     added: list[str] = []
+    if DISABLE_OVERLAP not in flags:
+        # sglang's default scheduler overlaps: a finished request is cached whole.
+        added += ["--overlap-schedule"]
     if "--context-length" not in flags:
         # A served model's context is tens of thousands of tokens; the reference engine's 4096
         # default refused the second turn of sglang's own 2048-token decode test with a 400.
@@ -368,6 +375,8 @@ def popen_launch_server(
     unedited sglang test file runs against a faulty engine."""
     _scheme, host, port = base_url.split(":")
     flags, dropped = reference_args(other_args or ())
+    if DISABLE_OVERLAP in dropped:
+        flags.append(DISABLE_OVERLAP)  # read by served_defaults, removed below
     missing = needed(dropped)
     if missing:
         # The test would run a path the engine does not have: neither red nor green.
@@ -376,6 +385,7 @@ def popen_launch_server(
         "KL_BITEXACT_REFERENCE_ARGS", ""
     )
     flags += served_defaults([*flags, *extra.split()])
+    flags = [flag for flag in flags if flag != DISABLE_OVERLAP]
     command = [
         sys.executable,
         "-m",

@@ -96,3 +96,20 @@ def test_missing_and_oversized_files(tmp_path):
 def test_testcase_without_name(tmp_path):
     with pytest.raises(ConfigError, match="has no name"):
         junit.read(write(tmp_path, '<testsuite><testcase classname="x"/></testsuite>'))
+
+
+def test_a_file_skipped_while_importing_keeps_its_reason(tmp_path):
+    """pytest writes `message="collection skipped"` and the reason only in the text; the
+    reason was lost (issue 38: six sglang files read 'collection skipped')."""
+    reason = "not judged on the reference engine: needs torch.cuda.is_available"
+    skip = f"('/h/sglang_tree.py', 75, 'unittest.case.SkipTest: {reason}')"
+    text = f"""<testsuites><testsuite>
+<testcase classname="" name="t.test_gpu" file="t/test_gpu.py" time="0.000"><skipped
+ message="collection skipped">{skip}</skipped>
+</testcase>
+<testcase classname="" name="t.test_b" time="0"><skipped message="collection skipped"
+>('t/test_b.py', 3, 'Skipped: no nixl')</skipped></testcase>
+</testsuite></testsuites>"""
+    gpu, plain = junit.read(write(tmp_path, text))
+    assert (gpu.outcome, gpu.message) == (Outcome.SKIPPED, reason)
+    assert plain.message == "no nixl"

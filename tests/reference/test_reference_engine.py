@@ -269,3 +269,35 @@ def test_a_larger_vocabulary_is_a_distribution_over_every_id_at_the_same_cost(de
     assert abs(np.logaddexp.reduce(every)) < 1e-5
     greedy = big.vocabulary.sample(row, 0.0, 0, 0)
     assert every[greedy] == every.max()
+
+
+@pytest.mark.parametrize(("page", "track"), [(16, 16), (64, 64), (16, 32)])
+def test_the_overlap_schedule_caches_a_finished_request_whole(page, track):
+    """sglang's overlapping scheduler (its default) has fed a request's last output token
+    when it finishes; sglang's August 2026 kits assert `cached_tokens == history_len +
+    output_len` and were red by one page on the reference engine (issue 38)."""
+    settings = {"page_size": page, "mamba_track_interval": track, "chunked_prefill_size": 64}
+    overlapped = decode_cache_hit(engine(**settings, overlap_schedule=True), PROMPTS, NEW)
+    expected = [
+        expected_cached(len(p), len(p) + NEW, len(p) + NEW, page, track, 64) for p in PROMPTS
+    ]
+    assert list(overlapped.cached) == expected
+    assert overlapped.mismatched == 0
+    plain = decode_cache_hit(engine(**settings), PROMPTS, NEW)
+    assert all(o >= p for o, p in zip(overlapped.cached, plain.cached, strict=True))
+
+
+def test_cached_tokens_say_how_many_came_back_from_the_host_tier():
+    """sglang's `cached_tokens_details` {device, host}: read by its HiCache load-back KL
+    files (August 2026), absent on the reference engine before (a KeyError or a 0)."""
+    target = engine(page_size=16, max_total_tokens=256, enable_hierarchical_cache=True)
+    first, *pressure = prompts(6, seed=3)
+    generate(target, [first], 1)
+    for prompt in pressure:  # each fills the device cache: `first` moves to the host tier
+        generate(target, [prompt], 1)
+    [back] = generate(target, [first], 4)
+    assert back.cached_from_host is not None and back.cached_from_host > 0
+    assert back.cached_from_host <= back.cached_tokens
+    [again] = generate(target, [first], 4)  # now on the device again
+    assert again.cached_from_host == 0 and again.cached_tokens > 0
+    assert generate(engine(), [first], 1)[0].cached_from_host is None  # no host tier

@@ -94,6 +94,13 @@ def _decoding_arguments(parser: argparse.ArgumentParser) -> None:
         help="batch-invariant arithmetic: cached and fresh prefills agree bit for bit",
     )
     parser.add_argument(
+        "--overlap-schedule",
+        action="store_true",
+        help="feed each request's last output token before caching it, as sglang's "
+        "overlapping scheduler (its default) has by then: a finished request's whole "
+        "sequence is cached, not all but its last token",
+    )
+    parser.add_argument(
         "--random-seed",
         type=int,
         default=DEFAULTS.seed,
@@ -130,6 +137,7 @@ def config_from(args: argparse.Namespace) -> EngineConfig:
             speculative_algorithm=args.speculative_algorithm,
             speculative_num_draft_tokens=args.speculative_num_draft_tokens,
             enable_deterministic_inference=args.enable_deterministic_inference,
+            overlap_schedule=args.overlap_schedule,
             seed=args.random_seed,
             faults=frozenset(args.fault),
         )

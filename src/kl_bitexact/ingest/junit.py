@@ -135,8 +135,25 @@ def _outcome(element: ET.Element) -> tuple[Outcome, str, str]:
     if skipped is not None:
         xfail = skipped.get("type") == "pytest.xfail"
         outcome = Outcome.XFAIL if xfail else Outcome.SKIPPED
-        return outcome, skipped.get("message", ""), skipped.text or ""
+        message = skipped.get("message", "")
+        if message == COLLECTION_SKIPPED:
+            message = _collection_skip_reason(skipped.text or "") or message
+        return outcome, message, skipped.text or ""
     return Outcome.PASSED, "", ""
+
+
+# pytest's message for a whole file skipped while it was imported; the reason is only in
+# the element's text, `('path', line, 'unittest.case.SkipTest: REASON')` or `'Skipped: ...'`.
+COLLECTION_SKIPPED = "collection skipped"
+_SKIP_PREFIXES = ("unittest.case.SkipTest: ", "Skipped: ")
+
+
+def _collection_skip_reason(text: str) -> str:
+    quoted = text.rstrip().removesuffix(")").rstrip().removesuffix("'").removesuffix('"')
+    for prefix in _SKIP_PREFIXES:
+        if prefix in quoted:
+            return quoted.rpartition(prefix)[2]
+    return ""
 
 
 def _joined(element: ET.Element, tag: str) -> str:

@@ -27,6 +27,9 @@ class EngineConfig:
     speculative_algorithm: str | None = None
     speculative_num_draft_tokens: int | None = None
     enable_deterministic_inference: bool = False
+    # sglang's overlapping scheduler (its default) has fed a request's last output token
+    # by the time the request finishes: the whole sequence is cached, not all but one.
+    overlap_schedule: bool = False
     seed: int = 0
     # Token ids served (vocabulary.py); 320 is the head's own width.
     vocab_size: int = HEAD_CLASSES
@@ -86,6 +89,7 @@ class EngineConfig:
             "speculative_algorithm": self.speculative_algorithm,
             "speculative_num_draft_tokens": self.draft_tokens or None,
             "enable_deterministic_inference": self.enable_deterministic_inference,
+            "disable_overlap_schedule": not self.overlap_schedule,
             "random_seed": self.seed,
             "faults": sorted(fault.value for fault in self.faults),
             # Ours, not sglang's: read by `run` into each test's warnings.

@@ -86,6 +86,8 @@ class ReferenceEngine:
                 speculative.decode(self, runs)
             else:
                 self._decode(runs)
+                if self.config.overlap_schedule:
+                    self._feed_last(runs)
             for run in runs:
                 self._cache(run)
             return [run.result() for run in runs]
@@ -99,7 +101,8 @@ class ReferenceEngine:
         capacity = len(request.input_ids) + request.max_new_tokens + self.config.draft_tokens + 2
         state = self.model.new_state(capacity)
         _restore(state, match, self.config.page_size)
-        return Run(request=request, state=state, cached_tokens=match.length)
+        host = match.from_host if self.config.enable_hierarchical_cache else None
+        return Run(request, state, cached_tokens=match.length, cached_from_host=host)
 
     def _prefill(self, runs: list[Run]) -> None:
         starts = [run.state.length for run in runs]
@@ -162,6 +165,22 @@ class ReferenceEngine:
                 self.track(run, tracked)
                 self.sample_into(run, table[i])
             active = [run for run in active if not run.done]
+
+    def _feed_last(self, runs: list[Run]) -> None:
+        """The last output token of each run fed too (its keys and state computed, nothing
+        sampled), as the overlapping scheduler has done by the time a request finishes."""
+        fed = [run for run in runs if run.outputs and run.state.length < len(run.tokens())]
+        if not fed:
+            return
+        starts = [run.state.length for run in fed]
+        befores = [run.state.recurrent.copy() for run in fed]
+        capture = [self.track_policy.capture(s, s + 1) for s in starts]
+        chunks = [[run.outputs[-1]] for run in fed]
+        _, captured = self.model.extend([run.state for run in fed], chunks, capture)
+        for i, run in enumerate(fed):
+            self.track(
+                run, self.track_policy.take(starts[i], starts[i] + 1, captured[i], befores[i])
+            )
 
     def _jittered(self, table: Array) -> Array:
         """Under ORDER_DEPENDENT_DECODE, some rows one ulp up (which ones depends on

@@ -49,6 +49,9 @@ class GenerateResult:
     input_logprobs: tuple[float | None, ...]
     cached_tokens: int
     finish_reason: Mapping[str, Any]
+    # With the host tier: how many of `cached_tokens` were reloaded from it (sglang's
+    # `cached_tokens_details`); None without it.
+    cached_from_host: int | None = None
 
 
 @dataclass(frozen=True)
@@ -175,6 +178,11 @@ def response(request: GenerateRequest, result: GenerateResult, rid: str) -> dict
         "completion_tokens": len(result.output_ids),
         "cached_tokens": result.cached_tokens,
     }
+    if result.cached_from_host is not None:
+        meta["cached_tokens_details"] = {
+            "device": result.cached_tokens - result.cached_from_host,
+            "host": result.cached_from_host,
+        }
     if request.return_logprob:
         meta["output_token_logprobs"] = [
             [logprob, token, None]

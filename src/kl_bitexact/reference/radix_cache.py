@@ -42,6 +42,7 @@ class PrefixMatch:
     pages: tuple[PagePayload, ...]
     checkpoint: Array | None
     window_start: int
+    from_host: int = 0  # tokens of `length` reloaded from the host tier
 
 
 NO_MATCH = PrefixMatch(length=0, pages=(), checkpoint=None, window_start=0)
@@ -103,11 +104,14 @@ class RadixCache:
         if found is None:
             return NO_MATCH
         pages, checkpoint_node = found
+        reloaded = sum(1 for node in path[:pages] if node.device is None)
         payloads = tuple(self._load(node) for node in path[:pages])
         checkpoint = self._load(checkpoint_node).checkpoint
         self._evict()
-        length = pages * self.geometry.page_size
-        return PrefixMatch(length, payloads, checkpoint, self._window_from(length))
+        size = self.geometry.page_size
+        length = pages * size
+        window = self._window_from(length)
+        return PrefixMatch(length, payloads, checkpoint, window, reloaded * size)
 
     def _walk(self, tokens: Sequence[int], limit: int) -> tuple[list[Node], bool]:
         size = self.geometry.page_size

@@ -16,6 +16,7 @@ class Run:
     request: GenerateRequest
     state: SequenceState
     cached_tokens: int
+    cached_from_host: int | None = None  # None: no host tier
     # Log-probabilities of the token at `position` (the next one to sample).
     next_logprobs: Array | None = None
     input_logprobs: tuple[float | None, ...] = ()
@@ -59,6 +60,7 @@ class Run:
             input_logprobs=self.input_logprobs,
             cached_tokens=self.cached_tokens,
             finish_reason=self._finish_reason(count),
+            cached_from_host=self.cached_from_host,
         )
 
     def _finish_reason(self, count: int) -> Mapping[str, Any]:
