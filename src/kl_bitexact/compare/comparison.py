@@ -27,7 +27,7 @@ from kl_bitexact.compare.history import History, Standing, TestHistory, lets_thr
 from kl_bitexact.compare.proof import Outcome, Proof, prove
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.results import verdict as numbers
-from kl_bitexact.results.model import Cause, Results, ServerInfo, Status, TestResult
+from kl_bitexact.results.model import Cause, Results, Status, TestResult
 from kl_bitexact.suite.references import BlockerRef, parse_ref
 
 
@@ -259,6 +259,10 @@ def _against_base(
     not measure; cache-only drift the base shows too clears the floor rule's red."""
     if delta.head is None or delta.verdict not in _JUDGED_AGAINST_BASE:
         return delta
+    if delta.head.noise_floor is None:
+        # No floor, no cache test to judge (`against_base.judge` says None): asked first so
+        # that a report of 100,000 plain tests lays out no history trend for each (issue 40).
+        return delta
     found = against_base.judge(
         delta.head,
         delta.base,
@@ -281,18 +285,18 @@ def _against_base(
 
 
 def _same_configuration(head: Results, base: Results | None) -> dict[str, bool]:
-    """Per test id: whether its head and base suites ran the same engine configuration."""
+    """Per test id with a noise floor (the tests judged against the base's numbers): whether
+    its head and base suites ran the same engine configuration."""
     if base is None:
         return {}
-    base_servers = _servers(base)
+    floored = {test.id: suite.server for suite, test in head.all_tests() if test.noise_floor}
+    if not floored:
+        return {}
+    base_servers = {t.id: suite.server for suite, t in base.all_tests() if t.id in floored}
     return {
         test_id: against_base.same_configuration(server, base_servers.get(test_id))
-        for test_id, server in _servers(head).items()
+        for test_id, server in floored.items()
     }
-
-
-def _servers(results: Results) -> dict[str, ServerInfo]:
-    return {test.id: suite.server for suite, test in results.all_tests()}
 
 
 def _no_verdict(test_id: str, check: str, head: Results) -> TestResult:
