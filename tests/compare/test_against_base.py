@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 from typing import Any
 
 from golden_scenarios import results
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kl_bitexact.compare import history_dir
 from kl_bitexact.compare.against_base import (
     BaseDiff,
     Determinism,
@@ -27,6 +29,7 @@ from kl_bitexact.compare.gate import FailOn, Policy, Verdict
 from kl_bitexact.compare.history import History, Run, build
 from kl_bitexact.errors import ExitCode
 from kl_bitexact.report import render
+from kl_bitexact.results import io as results_io
 from kl_bitexact.results import model as r
 
 S = r.Status
@@ -302,3 +305,22 @@ def test_a_deterministic_base_makes_any_cache_difference_gate() -> None:
     assert (
         f"{HEALTHY!r} on the base, {HEALTHY * (1 + 1e-15)!r} here" in last_bit.against_base.reason
     )
+
+
+def test_a_history_directory_carries_the_floors(tmp_path: Path) -> None:
+    """Main's runs as files (`--history-dir`, the fetched cache): their floors are read, so
+    two runs with the same floor and cache numbers show determinism without --repeat."""
+    for number in (1, 2):
+        run = dataclasses.replace(
+            llama(cache_test()),
+            run=r.RunInfo(ref="refs/heads/main", started_at=f"2026-12-0{number}"),
+        )
+        results_io.write_atomic(run, tmp_path / f"run-{number}.json")
+    history = history_dir.load(tmp_path, 20)
+    found = history.of("prefill")
+    assert found is not None and [p.floor for p in found.points if p] == [FLOOR, FLOOR]
+    comparison, fault = delta(llama(cache_test(FAULT)), llama(cache_test()), history=history)
+    assert fault.against_base is not None
+    assert fault.against_base.determinism is Determinism.DETERMINISTIC
+    assert "2 runs of main's history" in fault.against_base.determinism_how
+    assert fault.against_base.finding is Finding.CACHE_CHANGED and not comparison.decision.passed

@@ -273,7 +273,8 @@ def _identical(shown: _Numbers, measured: Measured) -> BaseDiff:
 def _arithmetic_changed(shown: _Numbers, measured: Measured, points: Sequence[Point]) -> BaseDiff:
     moved = (
         f"the no-cache floor moved ({fmt_kl(shown.base_floor)} on the base, "
-        f"{fmt_kl(shown.floor)} here): the change altered the arithmetic"
+        f"{fmt_kl(shown.floor)} here): the change altered the arithmetic (or the test's "
+        "prompts)"
     )
     ratios = [p.kl / p.floor for p in points if p.floor and p.kl is not None]
     if shown.ratio is None or not shown.base_ratio:
