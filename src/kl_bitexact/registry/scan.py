@@ -8,6 +8,7 @@ ignored there, which is exactly what this scan reports instead.
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -140,6 +141,7 @@ def _nested_calls(tree: ast.Module, top_level: set[int], path: str) -> list[Find
     ]
 
 
+@functools.lru_cache(maxsize=256)  # the same shared main block of most files (toplevel.py)
 def _is_main_block(statement: ast.stmt) -> bool:
     """`if __name__ == "__main__":` whose body calls something (so the file runs tests)."""
     if not isinstance(statement, ast.If) or not isinstance(statement.test, ast.Compare):

@@ -13,6 +13,7 @@ exactly one statement of the expected kind, a file without any candidate.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import dataclass
 
@@ -26,6 +27,8 @@ _TOP_LEVEL_LINE = re.compile(r"^[^\s#)\]}]", re.MULTILINE)
 @dataclass(frozen=True)
 class TopLevel:
     calls: tuple[ast.Call, ...]  # register_*_ci calls, line numbers as in the file
+    # parsed once per distinct text and shared between files (line numbers from 1): read
+    # what they do, never change them
     main_blocks: tuple[ast.If, ...]
 
 
@@ -48,16 +51,17 @@ def locate(source: str, names: frozenset[str]) -> TopLevel | None:
         return None
     blocks = []
     for start in _line_starts(source, _MAIN):
-        statement = _statement_at(source, start)
+        statement = _statement_at(source, start, numbered=False)
         if not isinstance(statement, ast.If):
             return None
         blocks.append(statement)
     return TopLevel(tuple(calls), tuple(blocks))
 
 
-def _statement_at(source: str, start: int) -> ast.stmt | None:
+def _statement_at(source: str, start: int, numbered: bool = True) -> ast.stmt | None:
     """The one statement from `start` up to the next top-level line (or `else`/`elif`
-    continuing it), with the file's line numbers; None when unsure."""
+    continuing it), with the file's line numbers (`numbered`; else parsed once per distinct
+    text and shared: read it, never change it); None when unsure."""
     if source.count('"""', 0, start) % 2 or source.count("'''", 0, start) % 2:
         return None  # maybe inside a docstring
     end = len(source)
@@ -65,10 +69,21 @@ def _statement_at(source: str, start: int) -> ast.stmt | None:
         if not source.startswith(("else", "elif"), match.start()):
             end = match.start()
             break
+    if not numbered:  # main blocks: most files end with the same two lines
+        return _shared_statement(source[start:end])
     line = source.count("\n", 0, start)
+    # Padding with newlines keeps line numbers without walking the tree afterwards.
+    return _one_statement("\n" * line + source[start:end])
+
+
+@functools.lru_cache(maxsize=256)
+def _shared_statement(text: str) -> ast.stmt | None:
+    return _one_statement(text)
+
+
+def _one_statement(text: str) -> ast.stmt | None:
     try:
-        # Padding with newlines keeps line numbers without walking the tree afterwards.
-        tree = ast.parse("\n" * line + source[start:end])
+        tree = ast.parse(text)
     except SyntaxError:
         return None
     return tree.body[0] if len(tree.body) == 1 else None
