@@ -210,7 +210,7 @@ def test_what_the_server_writes_is_read_by_its_shape_only(tmp_path):
     assert observed.processes == {12}
     assert observed.hits == {1: {"m:f"}}
     assert observed.installed == set() and observed.missing == {}
-    reach = hits.reach_of(observed, 1, ("m:f",))
+    reach = hits.reach_of(observed, (1,), ("m:f",))
     assert reach.measured and reach.functions[0].ran
 
 
@@ -218,7 +218,7 @@ def test_a_probe_error_in_the_server_is_no_measurement():
     observed = hits.Observed()
     observed.take("start\t1\t3.11\tpython", frozenset())
     observed.take("error\tOSError: no epoch", frozenset())
-    reach = hits.reach_of(observed, 1, ("m:f",))
+    reach = hits.reach_of(observed, (1,), ("m:f",))
     assert not reach.measured
     assert reach.why_not == "the probe failed in the server: OSError: no epoch"
 

@@ -41,6 +41,7 @@ from kl_bitexact.ingest.junit import JUnitCase
 from kl_bitexact.ingest.junit_results import SGLANG_MIN_CACHE_HIT_RATIO
 from kl_bitexact.pytest_plugin import EXACT, OBSERVE, PLAN, PROVE_UNIT
 from kl_bitexact.pytest_plugin.fixtures import LOG_DIR_ENV
+from kl_bitexact.reach.probe_dir import session_environment
 from kl_bitexact.registry import proof_checkout
 from kl_bitexact.results.model import PlannedTest, Results, current_run_info
 from kl_bitexact.run.runner import why_stopped
@@ -155,8 +156,10 @@ def run_pytest(args: Options) -> int:
         stale.unlink(missing_ok=True)
     command = pytest_command(pytest_args, junit_path, args.python, exact=args.exact)
     command += [PLAN, str(plan_path)]
+    # The reach probe, loaded in pytest and every server a test starts (docs/reach.md).
+    env = session_environment(out / "logs" / "reach", _interpreter_env(os.environ, args.python))
     try:
-        returncode = _run_child(command, log_path, env=_interpreter_env(os.environ, args.python))
+        returncode = _run_child(command, log_path, env=env)
     except Interrupted as stop:
         # pytest got SIGINT and had its time to write its XML (run/session.py): keep what
         # finished, the interrupted test and those never started as the runner's errors.

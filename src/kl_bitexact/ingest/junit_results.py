@@ -130,6 +130,7 @@ def to_test(case: JUnitCase, options: Options) -> TestResult:
     recorded = _recorded(case, nodeid)
     base = recorded if recorded is not None else _from_output(case, nodeid, options)
     base = _with_observed(case, nodeid, base)
+    base = _with_reach(case, nodeid, base)
     status = _combined_status(_STATUS[case.outcome], base.status)
     # A recorded check that did not pass explains itself better than pytest's wrapper.
     own_words = status is Status.PASSED or (
@@ -218,6 +219,16 @@ def _no_exact_signal(test: TestResult, why: str) -> TestResult:
 
 def _strings(value: Any) -> tuple[str, ...]:
     return tuple(str(item) for item in value) if isinstance(value, list) else ()
+
+
+def _with_reach(case: JUnitCase, nodeid: str, base: TestResult) -> TestResult:
+    """Which of the functions the test names ran (the plugin's `reach` property)."""
+    text = case.property(prop.REACH)
+    if text is None:
+        return base
+    reach = _parse_json(text, nodeid, prop.REACH)
+    test = {"id": nodeid, "check": base.check, "status": "passed", "reach": reach}
+    return replace(base, reach=_decoded(test, nodeid, prop.REACH).reach)
 
 
 def _decoded(test: Any, nodeid: str, name: str) -> TestResult:

@@ -19,5 +19,7 @@ SERVER = PREFIX + "server"  # JSON {"engine", "args", "launch_s"} of the server 
 # JSON {"exact", "first_divergence", "samples", "warnings"}: the logprobs the test's server
 # answered, paired decode vs replay by the plugin's observer (`kl-bitexact pytest`).
 OBSERVED = PREFIX + "observed"
+# JSON of a results.json `reach`: which functions the test names ran (pytest_plugin/reach.py).
+REACH = PREFIX + "reach"
 # `pytest --prove-base`: the new or changed unit (node id prefix) the test was run for.
 PROVE_UNIT = PREFIX + "prove_unit"

@@ -32,6 +32,7 @@ from kl_bitexact.pytest_plugin.fixtures import kl_check, kl_module_server, kl_re
 
 if TYPE_CHECKING:
     from kl_bitexact.pytest_plugin.observe import RequestsTap
+    from kl_bitexact.pytest_plugin.reach import Tracker
     from kl_bitexact.pytest_plugin.registration import RegisterMarker
 
 # Fixtures are found by name in the plugin module.
@@ -85,6 +86,9 @@ OWN_TESTS_ONLY = "--kl-own-tests-only"
 OBSERVE = "--kl-observe"
 EXACT = "--kl-exact"
 _TAP: pytest.StashKey[RequestsTap] = pytest.StashKey()
+_REACH: pytest.StashKey[Tracker] = pytest.StashKey()
+# Set by `kl-bitexact pytest` (reach/probe_dir.py): the session's reach probe directory.
+_REACH_DIR = "KL_BITEXACT_REACH_DIR"
 PROVE_UNIT = "--kl-prove-unit"
 PLAN = "--kl-plan"
 
@@ -124,6 +128,12 @@ def pytest_configure(config: pytest.Config) -> None:
         tap = RequestsTap()
         tap.install()
         config.stash[_TAP] = tap
+    if os.environ.get(_REACH_DIR):
+        from kl_bitexact.pytest_plugin.reach import tracker
+
+        found = tracker()
+        if found is not None:
+            config.stash[_REACH] = found
     config.addinivalue_line(
         "markers",
         "blocked_by(*refs): expected red until these pull requests merge "
@@ -139,6 +149,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "kl_suite(spec, name=None): the suite-style spec (YAML path relative to the test file, "
         "or a mapping) whose server the kl_server fixture launches",
+    )
+    config.addinivalue_line(
+        "markers",
+        "reach(*functions): the functions this test exists to exercise (module:qualname); "
+        "kl-bitexact pytest records which of them ran (docs/reach.md)",
     )
 
 
@@ -156,6 +171,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.user_properties.append((prop.SUITE, registration.suite_name))
             if registration.disabled:
                 item.add_marker(pytest.mark.skip(reason=f"disabled: {registration.disabled}"))
+    reach = config.stash.get(_REACH, None)
+    if reach is not None:
+        reach.collected(items)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -256,12 +274,22 @@ def _registration(item: pytest.Item) -> RegisterMarker | None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    reach = item.config.stash.get(_REACH, None)
+    if reach is not None:
+        reach.begin(item, "setup")
     tap = item.config.stash.get(_TAP, None)
     if tap is not None:
         from kl_bitexact.pytest_plugin.observe import TestObservation
 
         # A class's setUpClass runs in its first test's setup: its answers count there.
         tap.current = TestObservation()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> None:
+    reach = item.config.stash.get(_REACH, None)
+    if reach is not None:
+        reach.begin(item, "call")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -274,6 +302,9 @@ def pytest_runtest_makereport(
     if observed is not None and call.when == "teardown":
         record = observed.record(enforced=exact)
         item.user_properties.append((prop.OBSERVED, json.dumps(record)))
+    reach = item.config.stash.get(_REACH, None)
+    if reach is not None and call.when == "teardown":
+        reach.record(item)
     outcome = yield
     report: pytest.TestReport = outcome.get_result()
     if observed is not None and exact and call.when == "call" and report.passed:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -86,16 +87,30 @@ class Reader:
             self.observed.take(line[:MAX_LINE], self.asked)
 
 
-def reach_of(observed: Observed, epoch: int, names: tuple[str, ...]) -> Reach:
-    """A test's reach: each of `names` and whether it ran in its epoch or at startup."""
+def reach_of(
+    observed: Observed,
+    epochs: Iterable[int],
+    names: tuple[str, ...],
+    startup: Iterable[int] = (STARTUP,),
+) -> Reach:
+    """A test's reach: each of `names` and whether it ran in the test's `epochs`, or in
+    `startup`'s (its server starting: before the first test of `run`, the setup of a
+    class's first test under `kl-bitexact pytest`)."""
     if observed.errors:
-        return Reach(
-            False, _unknown(names), f"the probe failed in the server: {observed.errors[0]}"
-        )
+        why = f"the probe failed in the server: {observed.errors[0]}"
+        return Reach(False, _unknown(names), why)
     if not observed.processes:
         return Reach(False, _unknown(names), NO_PROCESS)
-    during, startup = observed.hits.get(epoch, set()), observed.hits.get(STARTUP, set())
-    return Reach(True, tuple(_function(observed, name, during, startup) for name in names))
+    during = _union(observed, epochs)
+    started = _union(observed, startup) - during
+    return Reach(True, tuple(_function(observed, name, during, started) for name in names))
+
+
+def _union(observed: Observed, epochs: Iterable[int]) -> set[str]:
+    found: set[str] = set()
+    for epoch in epochs:
+        found |= observed.hits.get(epoch, set())
+    return found
 
 
 NO_PROCESS = (

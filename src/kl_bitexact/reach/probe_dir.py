@@ -26,6 +26,23 @@ NOT_LAUNCHED = (
 )
 
 
+def session_environment(parent: Path, env: Mapping[str, str]) -> dict[str, str]:
+    """`kl-bitexact pytest`: a probe directory for the session, its names written by the
+    plugin once it has collected the tests (`reach` markers) and its test boundaries marked
+    by the plugin too; `env` with it loaded first, for pytest and every server it starts."""
+    parent.mkdir(parents=True, exist_ok=True)
+    directory = Path(tempfile.mkdtemp(prefix="pytest-", dir=parent))
+    (directory / "epoch").write_bytes(bytes(EPOCH_BYTES))
+    return loading(env, directory)
+
+
+def loading(env: Mapping[str, str], directory: Path) -> dict[str, str]:
+    """`env` with the probe of `directory` loaded first: its directory first on PYTHONPATH."""
+    path = env.get("PYTHONPATH", "")
+    joined = os.pathsep.join(p for p in (str(PROBE_DIR), path) if p)
+    return {**env, "PYTHONPATH": joined, REACH_DIR_VARIABLE: str(directory)}
+
+
 class Probe:
     """The probe of one launched server (its directory under the run's logs)."""
 
@@ -46,10 +63,8 @@ class Probe:
         self._number = hits.STARTUP
 
     def environment(self, env: Mapping[str, str]) -> dict[str, str]:
-        """`env` with the probe loaded first: its directory first on PYTHONPATH."""
-        path = env.get("PYTHONPATH", "")
-        joined = os.pathsep.join(p for p in (str(PROBE_DIR), path) if p)
-        return {**env, "PYTHONPATH": joined, REACH_DIR_VARIABLE: str(self.directory)}
+        """`env` with this probe loaded first."""
+        return loading(env, self.directory)
 
     def begin(self) -> int:
         """The next test starts now: its number, which the probes' hits will carry."""
@@ -59,7 +74,7 @@ class Probe:
 
     def reach(self, number: int, names: tuple[str, ...]) -> Reach:
         """What test `number` reached of `names`, as the probes have written it so far."""
-        return hits.reach_of(self._reader.read(), number, names)
+        return hits.reach_of(self._reader.read(), (number,), names)
 
     def close(self) -> None:
         if self._epoch_fd >= 0:

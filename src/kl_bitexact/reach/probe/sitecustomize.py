@@ -117,13 +117,14 @@ def _probe(name: str, original: Callable[..., Any], epoch: _Epoch, log: _Log) ->
 class _Installer:
     """Wraps the named functions of a module once it has been executed."""
 
-    def __init__(self, names: list[str], epoch: _Epoch, log: _Log) -> None:
+    def __init__(self, names: list[str], epoch: _Epoch, log: _Log, lines: _Lines) -> None:
         self.by_module: dict[str, list[str]] = {}
         for name in names:
             module, _, qualname = name.partition(":")
             self.by_module.setdefault(module, []).append(qualname)
         self.epoch = epoch
         self.log = log
+        self.lines = lines
 
     def install(self, module: ModuleType) -> None:
         for qualname in self.by_module.get(module.__name__, ()):
@@ -169,6 +170,7 @@ class _LoaderAfter:
         return self._loader.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
+        self._installer.lines.before(getattr(module.__spec__, "origin", None))
         self._loader.exec_module(module)
         self._installer.install(module)
 
@@ -203,29 +205,51 @@ def _names(directory: str) -> list[str]:
         return [line.strip() for line in names.readlines()[:_MAX_NAMES] if ":" in line]
 
 
-def _lines(directory: str, log: _Log) -> None:
-    """Line data of the changed files (`lines`: their absolute paths), when asked: coverage.py
-    restricted to them, saved at exit (and on SIGTERM) as `coverage.<host>.<pid>.<n>`."""
-    listed = os.path.join(directory, "lines")
-    if not os.path.exists(listed):
-        return
-    with open(listed, encoding="utf-8") as lines:
-        files = [line.strip() for line in lines.readlines()[:_MAX_NAMES] if line.strip()]
-    try:
-        import coverage
-    except ImportError:
-        log.write("lines", "unavailable", "coverage.py is not installed in the server's Python")
-        return
-    measure = coverage.Coverage(
-        data_file=os.path.join(directory, "coverage"),
-        data_suffix=True,
-        include=files,
-        config_file=False,
-    )
-    measure.set_option("run:sigterm", True)
-    measure.start()
-    atexit.register(_save, measure)
-    log.write("lines", "started")
+class _Lines:
+    """Line data of the changed files (`lines`: their absolute paths), when asked:
+    coverage.py restricted to them, started just before the first of them is imported (so
+    a process that never imports one, and everything imported before, costs nothing),
+    saved at exit (and on SIGTERM) as `coverage.<host>.<pid>.<n>`."""
+
+    def __init__(self, directory: str, log: _Log) -> None:
+        self.directory = directory
+        self.log = log
+        self.files: set[str] = set()
+        self.started = False
+        listed = os.path.join(directory, "lines")
+        if os.path.exists(listed):
+            with open(listed, encoding="utf-8") as lines:
+                self.files = {line.strip() for line in lines.readlines()[:_MAX_NAMES]}
+            self.files.discard("")
+
+    def before(self, origin: Any) -> None:
+        """A module from `origin` (a path) is about to run."""
+        if self.started or not isinstance(origin, str):
+            return
+        if os.path.realpath(origin) in self.files:
+            self.started = True
+            self._start()
+
+    def _start(self) -> None:
+        try:
+            import coverage
+        except ImportError:
+            self.log.write(
+                "lines", "unavailable", "coverage.py is not installed in the server's Python"
+            )
+            return
+        measure = coverage.Coverage(
+            data_file=os.path.join(self.directory, "coverage"),
+            data_suffix=True,
+            include=sorted(self.files),
+            config_file=False,
+        )
+        measure.set_option("run:sigterm", True)
+        if sys.version_info >= (3, 12):  # sys.monitoring: untraced code costs nothing
+            measure.set_option("run:core", "sysmon")
+        measure.start()
+        atexit.register(_save, measure)
+        self.log.write("lines", "started")
 
 
 def _save(measure: Any) -> None:
@@ -234,16 +258,21 @@ def _save(measure: Any) -> None:
 
 
 def _start(directory: str) -> None:
+    if not os.path.exists(os.path.join(directory, "names")):
+        # `kl-bitexact pytest`: pytest itself starts before its plugin has collected the
+        # names the tests give; the servers its tests launch come later and find them.
+        return
     log = _Log(directory)
     os.register_at_fork(after_in_child=log.forked)
     try:
-        installer = _Installer(_names(directory), _Epoch(os.path.join(directory, "epoch")), log)
+        epoch = _Epoch(os.path.join(directory, "epoch"))
+        installer = _Installer(_names(directory), epoch, log, _Lines(directory, log))
         for module in list(installer.by_module):
             if module in sys.modules:  # imported before us (a forked child, the stdlib)
+                installer.lines.before(getattr(sys.modules[module], "__file__", None))
                 installer.install(sys.modules[module])
         sys.meta_path.insert(0, _Finder(installer))
         log.write("ready", str(len(installer.by_module)))
-        _lines(directory, log)
     except Exception as error:
         log.write("error", (f"{type(error).__name__}: {error}").replace("\n", " "))
 
