@@ -264,7 +264,8 @@ def worse_than(
     now, fails = RedNumbers.of(test), numbers.failing(test)  # the one rule, not a copy
     said = _Said(source, against)
     found = (
-        said.grew("avg KL", before.kl, now.kl, "kl" in fails, fmt_kl),
+        # A KL with no threshold to judge it by may be failing: it grew from 0 all the same.
+        said.grew("avg KL", before.kl, now.kl, "kl" in fails or numbers.kl_unjudged(test), fmt_kl),
         said.grew(
             "differing logprobs", before.differing, now.differing, "exact" in fails, _percent
         ),

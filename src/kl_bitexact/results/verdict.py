@@ -70,6 +70,12 @@ def failing(test: TestResult) -> frozenset[str]:
     return frozenset(name for name, check in checks.items() if check(test))
 
 
+def kl_unjudged(test: TestResult) -> bool:
+    """An avg KL with no rule to judge it by: no threshold and no floor that gates. Whether
+    it fails cannot be told, so what asks "does it fail?" to excuse it must read yes."""
+    return test.kl_div is not None and test.kl_threshold is None and not _gated(test)
+
+
 def _gated(test: TestResult) -> bool:
     # gate: noise-floor judges KL by the measured floor, not the threshold or every bit.
     return test.noise_floor is not None and test.noise_floor.gates
@@ -158,6 +164,11 @@ def unproven(test: TestResult, *, planned: bool) -> list[str]:
     if exact is not None and exact.tokens == 0:
         withheld = f" ({exact.not_reported} not reported by the server)"
         found.append("no logprob was compared" + (withheld if exact.not_reported else ""))
+    floor = test.noise_floor
+    if floor is not None and floor.factor is not None and floor.kl is None:
+        # gate: noise-floor asked for a floor that compared nothing: judged by the threshold
+        # instead, a floor of 0 (bit-exact with no cache) would have been stricter.
+        found.append("gate noise-floor, but the noise floor compared nothing to judge it by")
     if test.check not in RUN_CHECKS:
         return found  # judged by what it recorded (`not_a_kl_check` when nothing)
     needs: dict[str, object] = {"KL threshold": test.kl_threshold, "avg KL": test.kl_div}
