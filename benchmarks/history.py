@@ -15,6 +15,10 @@
    pull request's first run before pushes saved one): requests to the local GitHub,
    archives downloaded, wall time. Between the two, the push's own run lands on main.
 
+4. (`--dir-only`) `report HEAD --baseline BASE --history-dir DIR` on `--runs` results files of
+   `--tests` tests, against the same without it, interleaved: each run's CPU and peak memory
+   (issue 40's target: 100 runs of 10,000 tests within 150 MB, one run held at a time).
+
 Prints the machine and its load: wall time on a busy 2-core machine is not wall time on an
 idle one; CPU time says how much of the wait is our own work.
 """
@@ -35,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from processes import KL, compile_bytecode, header, machine, timed
+from processes import KL, compile_bytecode, header, machine, paired, timed
 from render import make_run
 
 from kl_bitexact.results import io as results_io
@@ -237,8 +241,30 @@ def median(publishes: list[Publish]) -> Publish:
     return ordered[len(ordered) // 2]
 
 
+def history_directory(args: argparse.Namespace, root: Path) -> None:
+    """Part 4: --history-dir's CPU and peak memory, with the report's own beside it."""
+    directory = root / "history"
+    directory.mkdir(parents=True)
+    even, odd = main_run(0, args.tests, args.samples), main_run(1, args.tests, args.samples)
+    for index in range(args.runs):  # main's runs differ only in run fields and flaky tests
+        raw = (odd if index % 2 else even).replace(_when(index % 2).encode(), _when(index).encode())
+        (directory / f"run-{9000 + index}.json").write_bytes(raw)
+    head, base = root / "head.json", root / "base.json"
+    results_io.write_atomic(make_run(args.tests, args.samples, red_every=100), head)
+    results_io.write_atomic(make_run(args.tests, args.samples, red_every=200), base)
+    plain = [*KL, "report", str(head), "--baseline", str(base), "--out", str(root / "c.md")]
+    with_dir = [*plain, "--history-dir", str(directory), "--history-runs", str(args.runs)]
+    runs = paired({"without history": plain, "with --history-dir": with_dir}, args.repeat)
+    size = sum(path.stat().st_size for path in directory.iterdir()) / 1e6
+    print(f"report, {args.runs} runs x {args.tests:,} tests in the history ({size:.0f} MB)")
+    for name, found in runs.items():
+        cpu = sorted(m.cpu for m in found)[len(found) // 2]
+        print(f"{name:>22}: {cpu:.2f} s CPU, peak {max(m.peak_mb for m in found):.0f} MB")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dir-only", action="store_true", help="part 4 alone")
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--tests", type=int, default=1000)
     parser.add_argument("--samples", type=int, default=8)
@@ -247,6 +273,10 @@ def main() -> int:
     compile_bytecode()
     print(machine())
     print(f"history of {args.runs} runs x {args.tests:,} tests, {args.samples} samples/test\n")
+    if args.dir_only:
+        with tempfile.TemporaryDirectory(prefix="kl-bench-history-") as scratch:
+            history_directory(args, Path(scratch))
+        return 0
     with tempfile.TemporaryDirectory(prefix="kl-bench-history-") as scratch:
         root = Path(scratch)
         server, url = serve(args.runs, args.tests, args.samples)

@@ -69,6 +69,38 @@ def run_once(argv: Sequence[str], env: Mapping[str, str] | None = None) -> tuple
     return wall, cpu, done.returncode
 
 
+@dataclass(frozen=True)
+class Measured:
+    """One run of a command: its own CPU seconds and peak resident memory (wait4's rusage
+    of that child alone, not of every child so far)."""
+
+    cpu: float
+    peak_mb: float
+    exit_code: int
+
+
+def measure(argv: Sequence[str], env: Mapping[str, str] | None = None) -> Measured:
+    child = subprocess.Popen(
+        list(argv),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+    )
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    return Measured(usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, child.returncode)
+
+
+def paired(commands: Mapping[str, Sequence[str]], repeat: int) -> dict[str, list[Measured]]:
+    """Each command `repeat` times, interleaved (a busy spell on a shared machine hits every
+    command alike): the fair way to compare two commands' CPU."""
+    found: dict[str, list[Measured]] = {name: [] for name in commands}
+    for _ in range(repeat):
+        for name, argv in commands.items():
+            found[name].append(measure(argv))
+    return found
+
+
 def timed(argv: Sequence[str], repeat: int, env: Mapping[str, str] | None = None) -> Timing:
     runs = [run_once(argv, env) for _ in range(repeat)]
     walls = [wall for wall, _, _ in runs]
