@@ -190,3 +190,32 @@ def test_properties_of_an_object_matrix_value() -> None:
     assert expressions.evaluate("matrix.config.case", context) == "t.py"
     assert expressions.evaluate("matrix.config.missing", context) is None
     assert expressions.evaluate("matrix.other.case", context) is expressions.UNKNOWN
+
+
+_MINUTES = st.one_of(
+    st.none(),  # not set
+    st.integers(min_value=1, max_value=10_000),
+    st.just("${{ needs.plan.outputs.minutes }}"),  # only the run knows
+    st.just("${{ inputs.minutes }}"),  # known from the inputs: 45
+)
+
+
+@given(_MINUTES, _MINUTES)
+def test_the_time_limit_is_the_smaller_known_bound_and_never_a_guess(step: Any, job: Any) -> None:
+    from kl_bitexact.registry import workflows
+
+    context = {"inputs": {"minutes": 45}, "matrix": {}, "env": {}}
+    step_node = {} if step is None else {"timeout-minutes": step}
+    job_node = {} if job is None else {"timeout-minutes": job}
+    minutes, where = workflows._time_limit(job_node, step_node, context)
+
+    def known(value: Any) -> float | None:
+        if value is None or "needs." in str(value):
+            return None
+        return 45.0 if "inputs." in str(value) else float(value)
+
+    bounds = [b for b in (known(step), known(job)) if b is not None]
+    if job is None:
+        bounds.append(360.0)  # GitHub's default for a job
+    assert minutes == (min(bounds) if bounds else None)
+    assert (where == "") == (minutes is None)
