@@ -90,6 +90,6 @@ def test_readme_shows_a_captured_run_and_the_comment_picture():
     # Both written by scripts/readme_media.py, the one way to refresh them.
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     captured = readme.split("<!-- run-output:begin", 1)[1].split("<!-- run-output:end -->", 1)[0]
-    assert "\n8 passed\n" in captured and "\n1 failed, 7 passed\n" in captured
+    assert "\n8 ok\n" in captured and "\n1 failing (no base result), 7 ok\n" in captured
     assert "](docs/images/pr-comment.png)" in readme
     assert (ROOT / "docs" / "images" / "pr-comment.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -29,7 +29,7 @@ def test_errors_beside_passing_tests_could_not_run_and_never_blame_the_change():
     head = results(check_result("a", Status.ERROR), check_result("b", Status.PASSED))
     decision = compare(head, None).decision
     assert decision.exit_code is ExitCode.COULD_NOT_RUN
-    assert decision.reasons == ("1 test that could not run",)
+    assert decision.reasons == ("1 could not run",)
     assert decision.label == "could not run" and not decision.passed
 
 
@@ -40,7 +40,7 @@ def test_a_red_test_beside_errors_is_a_failed_gate_of_an_incomplete_run():
     decision = compare(head, None).decision
     assert decision.exit_code is ExitCode.COULD_NOT_RUN and decision.red
     assert decision.label == "gate failed, run incomplete"
-    assert decision.reasons == ("1 failing test without a base result", "1 test that could not run")
+    assert decision.reasons == ("1 failing (no base result)", "1 could not run")
 
 
 def test_reasons_are_ordered_by_severity_whatever_the_input_order():
@@ -48,8 +48,8 @@ def test_reasons_are_ordered_by_severity_whatever_the_input_order():
     decision = decide(gating, executed=5, policy=Policy())
     assert decision.reasons == (
         "2 regressions",
-        "3 tests that did not measure",
-        "1 blocker of unknown state",
+        "3 did not measure",
+        "1 blocker unknown",
     )
     assert (decision.passed, decision.exit_code, decision.label) == (
         False,
@@ -62,17 +62,17 @@ def test_reasons_are_ordered_by_severity_whatever_the_input_order():
     ("verdict", "one", "many"),
     [
         (Verdict.REGRESSION, "1 regression", "2 regressions"),
-        (Verdict.INFRA, "1 test that did not measure", "2 tests that did not measure"),
-        (Verdict.UNKNOWN, "1 blocker of unknown state", "2 blockers of unknown state"),
+        (Verdict.INFRA, "1 did not measure", "2 did not measure"),
+        (Verdict.UNKNOWN, "1 blocker unknown", "2 blockers unknown"),
         (
             Verdict.STALE_MARKER,
-            "1 red test with a stale marker",
-            "2 red tests with stale markers",
+            "1 stale marker",
+            "2 stale markers",
         ),
         (
             Verdict.UNEXPECTED_GREEN,
-            "1 unexpected green (strict)",
-            "2 unexpected greens (strict)",
+            "1 unexpected green",
+            "2 unexpected green",
         ),
     ],
 )
@@ -112,7 +112,7 @@ def test_a_clean_run_passes_without_reasons():
 @pytest.mark.parametrize(
     ("status", "gating", "reasons"),
     [
-        (Status.FAILED, True, ("1 red test with a stale marker",)),
+        (Status.FAILED, True, ("1 stale marker",)),
         (Status.PASSED, False, ()),
     ],
 )

@@ -90,7 +90,7 @@ def test_allow_known_lets_the_known_flaky_test_through_and_the_new_failure_still
     assert by_id[FLAKY_ID].known_let_through and not by_id[FLAKY_ID].gating
     assert by_id[STEADY_ID].gating and by_id[STEADY_ID].standing is Standing.NEW
     assert comparison.decision.exit_code is ExitCode.GATE_FAILED
-    assert comparison.decision.reasons == ("1 failing test without a base result",)
+    assert comparison.decision.reasons == ("1 failing (no base result)",)
 
 
 def test_allow_known_without_a_history_lets_nothing_through() -> None:

@@ -369,7 +369,60 @@ def _history() -> Scenario:
     return Scenario("history_known_and_new", head, runs[-1][1], policy=policy, history=built)
 
 
+def _all_green() -> Scenario:
+    """Issue 37's first outcome: every test passes, against a base that passed too."""
+    return Scenario("all_green", results(*GREEN), results(*GREEN, commit="0f9e8d7c6b5a"))
+
+
+SUITE_TESTS = ("decode_cache_hit", "match", "prefill_cache_hit", "multiturn")
+
+
+def _unreachable(test_id: str, message: str, cause: r.Cause, hint: str) -> r.TestResult:
+    return check_result(
+        test_id,
+        r.Status.ERROR,
+        kl_div=None,
+        kl_per_sample=(),
+        exact=None,
+        cache_hits=None,
+        message=message,
+        hint=hint,
+        cause=cause,
+        duration_s=0.0,
+    )
+
+
+def _dead_server() -> Scenario:
+    """Issue 37: `run --base-url` at a port nobody listens on; eight tests, one cause."""
+    message = "http://127.0.0.1:9 refused connections for 30 s: no server listens there"
+    hint = "start the server first, or fix the host and port of --base-url"
+    ids = [f"radix::{name}" for name in SUITE_TESTS] + [f"hicache::{n}" for n in SUITE_TESTS]
+    head = results(*(_unreachable(i, message, r.Cause.RUNNER, hint) for i in ids))
+    base = results(*(check_result(i) for i in ids), commit="0f9e8d7c6b5a")
+    return Scenario("could_not_run_refused", head, base)
+
+
+def _crashed_server() -> Scenario:
+    """A server that died at start: its last words folded, its log a link to the artifact."""
+    log = "/home/runner/work/_temp/kl-out/logs/radix.log"
+    message = (
+        "suite radix: the server exited with code 1: torch.OutOfMemoryError: CUDA out of "
+        f"memory. Tried to allocate 2.00 GiB\nlast lines of {log}:\n"
+        "Loading safetensors checkpoint shards: 100% 4/4\n"
+        "Capture cuda graph bs [1, 2, 4, 8]\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    )
+    hint = f"the server's own words on why it stopped are in {log}"
+    ids = [f"radix::{name}" for name in SUITE_TESTS]
+    head = results(*(_unreachable(i, message, r.Cause.SERVER, hint) for i in ids), suite="radix")
+    base = results(*(check_result(i) for i in ids), suite="radix", commit="0f9e8d7c6b5a")
+    return Scenario("could_not_run_server_died", head, base)
+
+
 SCENARIOS: tuple[Callable[[], Scenario], ...] = (
+    _all_green,
+    _dead_server,
+    _crashed_server,
     _expected_red,
     _blocker_merged,
     _too_few_hits,

@@ -112,16 +112,13 @@ def test_publish_creates_then_edits_then_leaves_the_comment_alone(
     assert _comment_writes(fake_github) == ["POST", "PATCH"]
     (body,) = _comments(fake_github)
     assert body.startswith("<!-- kl-bitexact:bitexact -->\n")
-    assert "gate failed: 1 failing test without a base result" in body
+    assert "gate failed: 1 failing (no base result)" in body
     states = [(s["sha"], s["state"], s["context"]) for s in _statuses(fake_github)]
     assert (
         states
         == [(HEAD_SHA, "success", "kl-bitexact")] + [(HEAD_SHA, "failure", "kl-bitexact")] * 2
     )
-    assert (
-        _statuses(fake_github)[-1]["description"]
-        == "gate failed: 1 failing test without a base result"
-    )
+    assert _statuses(fake_github)[-1]["description"] == "gate failed: 1 failing (no base result)"
     assert (
         _statuses(fake_github)[-1]["target_url"]
         == "https://github.com/octo/engine/actions/runs/4242"
@@ -131,7 +128,7 @@ def test_publish_creates_then_edits_then_leaves_the_comment_alone(
     out = capsys.readouterr().out.splitlines()
     assert (
         out[-1] == "kl-bitexact: comment unchanged (id 1001); status failure: "
-        "gate failed: 1 failing test without a base result"
+        "gate failed: 1 failing (no base result)"
     )
 
 
@@ -352,7 +349,14 @@ def _vouch(fake_github: FakeGitHub) -> None:
         ("open", True, [], 0, "expected red"),
         ("open", False, [], 0, "unexpected green"),
         ("open", False, ["--strict"], 1, "unexpected green"),
-        ("merged", True, [], 1, "octo/engine#\u206012 merged but this test is still red"),
+        (
+            "merged",
+            True,
+            [],
+            1,
+            "octo/engine#\u206012](https://redirect.github.com/octo/engine/issues/12) merged "
+            "but this test is still red",
+        ),
         ("merged", False, [], 0, "remove the `blocked_by` marker"),
         ("closed", True, [], 1, "stale marker"),
         ("closed", False, [], 0, "stale marker"),
@@ -780,7 +784,7 @@ def test_a_run_that_is_not_the_base_branchs_own_never_becomes_the_baseline(
     argv = ["publish", str(results), "--fetch-baseline", "--baseline-workflow", "bitexact.yml"]
     assert cli.main(argv) == 1  # the red is this PR's regression, not excused by the poison
     [body] = _comments(fake_github)
-    assert "regressed" in body and "still failing" not in body
+    assert "newly red" in body and "still failing" not in body
     assert "b" * 12 in body and "e" * 12 not in body  # the trusted run's commit is shown
     assert [s["state"] for s in _statuses(fake_github)] == ["failure"]
 

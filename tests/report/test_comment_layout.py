@@ -12,7 +12,6 @@ run read as eight regressions.
 from __future__ import annotations
 
 import dataclasses
-import re
 
 from golden_scenarios import check_result, red_hicache, results
 
@@ -108,11 +107,15 @@ def test_a_refused_server_is_named_once_as_the_runners_not_eight_regressions():
     ]
     body = comment(results(*errors), results(*(check_result(f"s::t{i}") for i in range(8))))
     headline = body.splitlines()[1]
-    assert headline.startswith("## ⚠️ kl-bitexact: could not run: the server at http:")
-    assert headline.endswith("8 tests did not measure; this is the runner, not the change")
-    assert "**What to do:**" in body and body.count("refused connections") == 1 + 8  # + details
+    # Issue 37: one short line with a blocking icon; the cause once, the tests as one row.
+    assert headline.startswith("## ⛔ kl-bitexact: could not run: the server at http:")
+    assert headline.endswith("refused connections (8 tests)")
+    [cause] = [line for line in body.splitlines() if line.startswith("🔌 **8 tests could not")]
+    assert cause.endswith("this is the runner, not the change.  ")
+    assert body.count("**What to do:**") == 1 and body.count("refused connections") == 2
     assert "regressed" not in body and "**regression**" not in body
-    assert all(row[-1] == "**could not run**" for row in rows(body, "🔌"))
+    [row] = rows(body, "🔌")
+    assert row[1].startswith("8 tests: ") and row[-1] == "**could not run**"
 
 
 def test_an_interrupted_run_says_so_once_beside_the_regression_it_did_find():
@@ -129,12 +132,12 @@ def test_an_interrupted_run_says_so_once_beside_the_regression_it_did_find():
     head = dataclasses.replace(results(red_hicache("s::red"), *stopped), run=r.RunInfo())
     body = comment(head, results(check_result("s::red"), *(check_result(t.id) for t in stopped)))
     assert body.splitlines()[1] == (
-        "## ❌ kl-bitexact: gate failed, run incomplete: 1 regression, 3 tests that could not run"
+        "## ⛔ kl-bitexact: gate failed, run incomplete: 1 regression, 3 could not run"
     )
-    [line] = [x for x in body.splitlines() if x.startswith("🔌 Could not run:")]
-    assert "the run was interrupted (SIGINT) - 3 tests did not measure" in line
-    assert "this is the runner, not the change" in line and "run the job again" in line
-    assert re.search(r"Against base .*: 1 regressed · 3 newly not run", body)
+    [line] = [x for x in body.splitlines() if x.startswith("🔌 **3 tests could not run**")]
+    assert "the run was interrupted (SIGINT); this is the runner, not the change" in line
+    assert "**What to do:** run the job again" in body
+    assert "Against base: 1 newly red · 3 newly not run" in body
 
 
 def test_the_flaky_policy_is_said_where_a_flaky_test_does_not_gate():

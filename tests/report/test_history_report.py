@@ -77,9 +77,9 @@ def test_report_fail_on_allow_known_lets_the_known_one_through_and_the_new_one_g
     out = tmp_path / "comment.md"
     base = ["--history-dir", str(history_path)]
     code, body = _report([str(head), *base, "--fail-on", "failure"], out)
-    assert code == 1 and "2 failing tests without a base result" in body
+    assert code == 1 and "2 failing (no base result)" in body
     code, body = _report([str(head), *base, "--fail-on", "failure,allow-known"], out)
-    assert code == 1 and "gate failed: 1 failing test without a base result" in body
+    assert code == 1 and "gate failed: 1 failing (no base result)" in body
     assert "1 known failure on main let through" in body
     assert _line(body, FLAKY_ID).endswith(" · let through")
     # Only the known one red: the gate passes, and says what it let through.

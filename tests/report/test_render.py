@@ -20,7 +20,7 @@ from kl_bitexact.compare.comparison import Comparison, compare
 from kl_bitexact.compare.gate import FailOn, Policy
 from kl_bitexact.registry.findings import Severity
 from kl_bitexact.registry.findings_file import Finding
-from kl_bitexact.report import render
+from kl_bitexact.report import render, sections
 from kl_bitexact.results import formats as wording
 from kl_bitexact.results import model as r
 from kl_bitexact.untrusted import escape
@@ -148,7 +148,8 @@ def test_any_results_render_safely_under_the_budget(data: st.DataObject):
     assert body.startswith("<!-- kl-bitexact:k -->\n## ")
     assert_structurally_safe(body, comparison)
     refs = {b.ref for d in comparison.deltas for b in d.blockers if b.ref}
-    assert_renders_safely(body, [LINKS.run or "", LINKS.artifact or ""], refs)
+    blockers = [sections.blocker_url(ref) for ref in refs]
+    assert_renders_safely(body, [LINKS.run or "", LINKS.artifact or "", *blockers], refs)
 
 
 @settings(
@@ -164,7 +165,7 @@ def test_big_runs_are_trimmed_but_keep_headline_and_gating_rows(count: int, budg
     comparison = compare(results(*tests), None)
     body = render.comment(comparison, links=LINKS, budget=budget)
     assert len(body) <= budget
-    assert "gate failed: 5 failing tests without a base result" in body
+    assert "gate failed: 5 failing (no base result)" in body
     for i in range(5):
         assert f"fail-{i}</code>" in body
     # Since the comment's cells got short, 200 passing rows can fit a large budget whole:
@@ -198,7 +199,11 @@ def test_rows_are_ordered_by_severity():
         body.index(f"<code>{name}</code>") for name in ("regressed", "expected", "green", "ok")
     ]
     assert order == sorted(order)
-    expected = "expected red until sgl-project/sglang#\u206029792 merges - open; measured 9.53e-05"
+    expected = (
+        "expected red until [sgl-project/sglang#\u206029792]"
+        "(https://redirect.github.com/sgl-project/sglang/issues/29792) merges - open; "
+        "measured 9.53e-05"
+    )
     assert expected in body
 
 
@@ -215,7 +220,10 @@ def test_cache_hits_cell_shows_the_change_and_details_the_minimum_and_prediction
     base = results(check_result("a", cache_hits=r.CacheHits(30, 32, 0.99, 32)))
     body = render.comment(compare(head, base))
     assert "| 30 → 31/32 |" in body  # short: the ratio and prediction wrapped the cell
-    assert "cache hits 31/32 (need more than 0.99, predicted 32)" in body
+    assert (
+        "cache hits 31/32 hit; the geometry lets up to 32 hit; a pass needs 32 (more than "
+        "0.99 of 32)" in body
+    )
 
 
 def test_a_test_green_under_its_own_threshold_shows_its_differing_logprobs_beside():
@@ -296,7 +304,7 @@ def test_findings_section():
 
 
 def test_workflow_commands_escape_and_cap_per_level():
-    tests = [red_hicache(f"t{i}: a,b", message="50%\nnext") for i in range(12)]
+    tests = [red_hicache(f"t{i}: a,b", message=f"50%\nnext {i}") for i in range(12)]
     tests.append(check_result("green", blocked_by=(BLOCKER,)))
     comparison = compare(results(*tests), None, blockers={BLOCKER: BlockerState.MERGED})
     lines = render.workflow_commands(comparison)
@@ -304,10 +312,10 @@ def test_workflow_commands_escape_and_cap_per_level():
     assert len(errors) == render.MAX_ANNOTATIONS
     assert errors[0] == (
         "::error title=kl-bitexact failing (no base result)%3A hicache-mamba t0%3A a%2Cb"
-        "::50%25%0Anext"
+        "::50%25%0Anext 0"
     )
-    assert errors[-1].endswith("::3 more; see the job summary")
-    assert lines[-1].startswith("::notice title=kl-bitexact unblocked%3A")
+    assert errors[-1].endswith("::3 more tests; see the job summary")
+    assert lines[-1].startswith("::notice title=kl-bitexact unblocked (sgl-project/sglang#")
     assert all("\n" not in line for line in lines)
 
 

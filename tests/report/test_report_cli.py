@@ -60,13 +60,13 @@ def test_json_verdict_and_markdown_to_file(cli, tmp_path: Path, red_blocked: Pat
     verdict = json.loads(done.stdout)
     assert verdict["verdict"] == "passed"
     assert verdict["counts"] == {"expected_red": 1, "ok": 1}
-    assert "expected red until sgl-project/sglang#\u206029792 merges - open" in out.read_text()
+    assert "expected red until [sgl-project/sglang#\u206029792](" in out.read_text()
 
 
 def test_without_blocker_states_a_blocked_test_fails_closed(cli, red_blocked: Path):
     done = cli(["report", str(red_blocked), "--json"], env=NO_GITHUB)
     assert done.returncode == 1
-    assert json.loads(done.stdout)["reasons"] == ["1 blocker of unknown state"]
+    assert json.loads(done.stdout)["reasons"] == ["1 blocker unknown"]
     allowed = cli(["report", str(red_blocked), "--allow-unknown-blockers"], env=NO_GITHUB)
     assert allowed.returncode == 0
 
@@ -84,7 +84,7 @@ def test_baseline_deltas_and_an_unsupported_baseline(cli, tmp_path: Path):
     head = write_results(tmp_path / "head.json", red_hicache("a"))
     base = write_results(tmp_path / "base.json", check_result("a"))
     done = cli(["report", str(head), "--baseline", str(base)], env=NO_GITHUB)
-    assert "| +9.53e-05 |" in done.stdout and "regressed" in done.stdout
+    assert "| +9.53e-05 |" in done.stdout and "1 newly red" in done.stdout
     document = json.loads(base.read_text())
     base.write_text(json.dumps({**document, "schema_version": 2}))
     done = cli(["report", str(head), "--baseline", str(base)], env=NO_GITHUB)

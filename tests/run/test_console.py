@@ -62,7 +62,7 @@ def test_a_result_line_fits_the_width_by_dropping_details_before_cutting():
     full = progress_line(_result())
     assert full == (
         "  PASSED   reference-speculative::decode_cache_hit  KL 0  logprobs 0/336 differ  "
-        "hits 14/16 (expected 16, min 0.5)  2.6s"
+        "hits 14/16 (up to 16 predicted, pass >=9)  2.6s"
     )
     assert len(full) > 100  # it wrapped at 100 columns
     fitted = progress_line(_result(), name_width=45, width=100)
@@ -147,9 +147,10 @@ def test_at_a_100_column_terminal_a_failing_run_is_coloured_and_fits(tmp_path: P
     text = b"".join(chunks).decode()
     assert code == 1, text
     assert "\x1b[1;31mFAILED\x1b[0m" in text and "\x1b[32mPASSED\x1b[0m" in text
+    assert "\x1b[1;31mfailing (no base result)\x1b[0m" in text  # the state, as its status
     # What stays on screen: the heartbeat's redraws erased, colour codes not counted.
     shown = [
         ANSI.sub("", line.rsplit("\r", 1)[-1]) for line in text.replace("\r\n", "\n").split("\n")
     ]
     assert [line for line in shown if len(line) > 100] == [], shown
-    assert "1 failed, 5 passed" in shown
+    assert "1 failing (no base result), 5 ok" in shown

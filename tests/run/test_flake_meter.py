@@ -73,7 +73,9 @@ def test_an_order_dependent_engine_is_reported_flaky_with_evidence(cli, tmp_path
     gated = cli(["report", results, "--fail-on", "regression,flaky", "--json"])
     assert gated.returncode == 1
     verdict = json.loads(gated.stdout)
-    assert verdict["reasons"] == ["1 flaky test"] and verdict["policy"]["flaky"] is True
+    assert (
+        verdict["reasons"] == ["1 flaky (repeats disagree)"] and verdict["policy"]["flaky"] is True
+    )
 
 
 def test_run_and_report_give_one_verdict_under_each_policy(cli, tmp_path):

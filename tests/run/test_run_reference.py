@@ -56,7 +56,7 @@ def test_bundled_suite_passes_bit_exact(cli, tmp_path):
     # in report.md unless asked for.
     assert "<!-- kl-bitexact" not in result.stdout and "&#95;" not in result.stdout
     assert result.stdout.rstrip().splitlines()[-3:] == [
-        "8 passed",
+        "8 ok",
         f"results: {out / 'results.json'}",
         f"report:  {out / 'report.md'} (the PR comment; --print-comment prints it)",
     ]
@@ -81,11 +81,12 @@ def test_a_failed_run_ends_with_each_failure_s_first_divergence_and_the_files(cl
     out = tmp_path / "out"
     result = cli(["run", str(_faulty_suite(tmp_path)), "--out", str(out)])
     assert result.returncode == 1, result.stdout + result.stderr
-    tail = result.stdout.rstrip().splitlines()[-4:]
-    assert tail[0] == "1 failed, 1 passed"
+    tail = result.stdout.rstrip().splitlines()[-5:]
+    assert tail[0] == "1 failing (no base result), 1 ok"
     # One line: sample, decoded token, position against the cached prefix, boundaries.
     assert re.fullmatch(
-        r"  FAILED   faulty::decode: first divergence in sample \d+ at decoded token \d+; "
+        r"  failing \(no base result\)  faulty::decode: first divergence in sample \d+ "
+        r"at decoded token \d+; "
         r"diverges at position \d+.*; [+-]\d+ from the end of the restored prefix "
         r"\(\d+ cached\); .*page boundary.*checkpoint boundary.*",
         tail[1],
@@ -93,6 +94,9 @@ def test_a_failed_run_ends_with_each_failure_s_first_divergence_and_the_files(cl
     assert tail[2:] == [
         f"results: {out / 'results.json'}",
         f"report:  {out / 'report.md'} (the PR comment; --print-comment prints it)",
+        # The exit code explained (issue 37): which test, which rule.
+        "kl-bitexact: exit 1, gate failed: 1 failing (no base result) (faulty::decode) "
+        "(--fail-on regression)",
     ]
     assert "<!-- kl-bitexact" not in result.stdout
 

@@ -57,7 +57,7 @@ def test_a_misspelt_reference_flag_is_told_once_with_the_flag_it_meant(cli, tmp_
         f"  ERROR    typo::{name}  did not run: no server" for name in "abc"
     ]
     # The summary: one line for the three, why on it (it ended at "last log lines:").
-    assert f"  ERROR    typo::a and 2 more: {said}" in text.splitlines()
+    assert f"  could not run  typo::a and 2 more tests: {said}" in text.splitlines()
     # results.json keeps each test's whole story, the log's tail included.
     assert all(m.startswith(said) and "last lines of" in m for m in messages(out))
 

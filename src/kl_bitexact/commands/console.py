@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from kl_bitexact.errors import ServerError
-from kl_bitexact.results.formats import fmt_kl
+from kl_bitexact.results.formats import fmt_kl, hits_short
 from kl_bitexact.results.model import Status, SuiteResult, TestResult
 from kl_bitexact.run.engines.base import Engine, Generation, Replay, SamplingParams, TokenIds
 from kl_bitexact.suite.model import Suite
@@ -128,8 +128,7 @@ def progress_line(result: TestResult, name_width: int = 0, width: int | None = N
         h = result.cache_hits
         hits = short_hits = f"{h.hit}/{h.total}"
         if h.expected is None or h.expected != h.total or h.hit < h.total:
-            expected = "?" if h.expected is None else str(h.expected)
-            hits += f" (expected {expected}, min {h.min_ratio:g})"
+            hits = hits_short(h)
     status, kl, seconds = result.status.value.upper(), fmt_kl(result.kl_div), result.duration_s
     variants = [
         f"  {status:8} {result.id:<{name_width}}  KL {kl}  logprobs {exact}  "

@@ -14,7 +14,7 @@ from pathlib import Path
 from kl_bitexact.commands import DEFAULT_OUT, Command, console
 from kl_bitexact.commands.console import ConsoleReporter
 from kl_bitexact.compare.comparison import Comparison, compare
-from kl_bitexact.compare.gate import CONCLUDED, FailOnChoice, Policy, parse_fail_on
+from kl_bitexact.compare.gate import FailOnChoice, Policy, parse_fail_on
 from kl_bitexact.errors import ConfigError, ExitCode
 from kl_bitexact.reach.changes import ChangedCode, changed_code
 from kl_bitexact.reference.faults import Fault, parse_fault
@@ -268,7 +268,7 @@ def run(args: Options) -> int:
         allow_known=choice.allow_known,
         unreached=choice.unreached,
     )
-    final, comparison = _run_writing(plan, reporter, out, policy)
+    _, comparison = _run_writing(plan, reporter, out, policy)
     code = comparison.decision.exit_code
     if args.prove_base is not None:
         # Red on the base revision is what a proof hopes for, and an error there is
@@ -277,9 +277,10 @@ def run(args: Options) -> int:
         code = ExitCode.GATE_PASSED
     if args.print_comment:
         _print_comment((out / "report.md").read_text(encoding="utf-8"), github=reporter.github)
-    _summary(final, out, reporter)
-    if code == ExitCode.COULD_NOT_RUN:
-        reporter.say(f"kl-bitexact: {_could_not_run(final, comparison)} (see the errors above)")
+    _summary(comparison, out, reporter)
+    if (last := terminal.exit_line(comparison, code)) is not None:
+        for part in reporter.style.wrap(last, "", "  "):
+            reporter.say(part)
     return int(code)
 
 
@@ -294,12 +295,6 @@ def _changes(args: Options, say: Callable[[str], None]) -> ChangedCode | None:
         f"of {code.base[:12]}..{code.head[:12]}"
     )
     return code
-
-
-def _could_not_run(final: Results, comparison: Comparison) -> str:
-    if not any(test.status in CONCLUDED for _, test in final.all_tests()):
-        return "no test ran to a verdict"
-    return "could not run: " + ", ".join(comparison.decision.reasons)
 
 
 def _run_writing(
@@ -341,19 +336,22 @@ def _reporter(args: Options) -> ConsoleReporter:
     )
 
 
-def _summary(final: Results, out: Path, reporter: ConsoleReporter) -> None:
-    """The tally, where each test that did not pass first diverged (or why it failed),
-    and where the files are; the comment itself only on request (--print-comment)."""
+def _summary(comparison: Comparison, out: Path, reporter: ConsoleReporter) -> None:
+    """The tally in the states' words, each test that is not ok with its state and where it
+    first diverged (or why it failed), and where the files are; the comment itself only
+    on request (--print-comment)."""
     style, say = reporter.style, reporter.say
     say("")
-    say(_tally(final, style))
-    for line in terminal.not_passed_lines(final):
-        word = line.split()[0]
-        status = Status(word.lower())
-        for part in style.wrap(line.strip(), "  ", "           "):
+    say(terminal.tally(comparison))
+    lines = terminal.not_passed_lines(comparison)
+    width = max((len(line.state) for line in lines), default=0)
+    for line in lines:
+        hanging = " " * (width + 4)
+        for n, part in enumerate(style.wrap(line.plain(width).strip(), "  ", hanging)):
+            # The state coloured as its test's status; the padding stays outside the colour.
             say(
-                part.replace(word, style.status(status, word), 1)
-                if part.startswith(f"  {word}")
+                part.replace(line.state, style.status(line.status, line.state), 1)
+                if n == 0
                 else part
             )
     say(f"results: {out / 'results.json'}")

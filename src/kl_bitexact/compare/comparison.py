@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
-from kl_bitexact.compare import against_base, gate
+from kl_bitexact.compare import against_base, gate, states
 from kl_bitexact.compare.against_base import BaseDiff
 from kl_bitexact.compare.baseline import Baseline
 from kl_bitexact.compare.blockers import BlockerState
@@ -111,6 +111,10 @@ class Comparison:
     @property
     def transitions(self) -> Counter[Transition]:
         return Counter(d.transition for d in self.deltas)
+
+    def state(self, delta: TestDelta) -> states.State:
+        """The test's state: the one word every part of every report says it with."""
+        return states.of(delta, self.history)
 
     @property
     def suite_count(self) -> int:

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from kl_bitexact.compare import states
 from kl_bitexact.compare.blockers import BlockerState, classify, effective_state
 from kl_bitexact.errors import ExitCode
 from kl_bitexact.results import verdict as numbers
@@ -390,13 +391,14 @@ def decide(
     gating test could not run (the server, the runner, the run) could not run: exit 2, so
     the commit status says error, not failure (a run with a hole in it is not a clean red
     run, issue 31); what else gated is said beside it (`red`)."""
-    if executed == 0:
-        reason = "no test executed (all skipped, not run, or no tests at all)"
-        return Decision(False, ExitCode.COULD_NOT_RUN, (reason,))
-    if policy.fail_on is FailOn.NEVER:
-        return Decision(True, ExitCode.GATE_PASSED, (), report_only=True)
     ordered = _ordered(gating.items())
     reasons = tuple(_describe(verdict, count) for verdict, count in ordered)
+    if executed == 0:
+        # What gated is said beside it: the rows say so in bold (issue 37, one story).
+        reason = "no test executed (all skipped, not run, or no tests at all)"
+        return Decision(False, ExitCode.COULD_NOT_RUN, (reason, *reasons))
+    if policy.fail_on is FailOn.NEVER:
+        return Decision(True, ExitCode.GATE_PASSED, (), report_only=True)
     if unproven and policy.proof_strict:
         shown = "new test" if unproven == 1 else "new tests"
         reasons += (f"{unproven} {shown} not shown to detect anything (proof strict)",)
@@ -423,26 +425,5 @@ def _ordered(items: Iterable[tuple[Verdict, int]]) -> list[tuple[Verdict, int]]:
     return sorted(((v, n) for v, n in items if n), key=lambda item: SEVERITY[item[0]])
 
 
-_REASONS = {
-    Verdict.REGRESSION: ("regression", "regressions"),
-    Verdict.FAILING: ("failing test without a base result", "failing tests without a base result"),
-    Verdict.STILL_FAILING: (
-        "test still failing (red on base too)",
-        "tests still failing (red on base too)",
-    ),
-    Verdict.COULD_NOT_RUN: ("test that could not run", "tests that could not run"),
-    Verdict.INFRA: ("test that did not measure", "tests that did not measure"),
-    Verdict.NOT_EXERCISED: (
-        "test that did not exercise what it claims",
-        "tests that did not exercise what they claim",
-    ),
-    Verdict.FLAKY: ("flaky test", "flaky tests"),
-    Verdict.UNKNOWN: ("blocker of unknown state", "blockers of unknown state"),
-    Verdict.STALE_MARKER: ("red test with a stale marker", "red tests with stale markers"),
-    Verdict.UNEXPECTED_GREEN: ("unexpected green (strict)", "unexpected greens (strict)"),
-}
-
-
 def _describe(verdict: Verdict, count: int) -> str:
-    one, many = _REASONS[verdict]
-    return f"{count} {one if count == 1 else many}"
+    return states.counted(states.Kind(verdict.value), count)

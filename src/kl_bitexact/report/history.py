@@ -17,7 +17,6 @@ from kl_bitexact.compare.comparison import Comparison, TestDelta
 from kl_bitexact.compare.gate import ALLOW_KNOWN
 from kl_bitexact.compare.history import History, Point, Run, Standing, TestHistory
 from kl_bitexact.report.budget import Block, Section
-from kl_bitexact.report.wording import ICON
 from kl_bitexact.results.formats import fmt_kl, plural
 from kl_bitexact.results.model import Status
 from kl_bitexact.untrusted import escape
@@ -62,7 +61,7 @@ def section(comparison: Comparison, rows: Sequence[TestDelta], gating: int, othe
         why = partial(_unavailable, history)
         return Section([Block(other, why, "history notes")] if rows else [])
     blocks = [
-        Block(gating if d.gating else other, partial(_item, d, history), "history lines")
+        Block(gating if d.gating else other, partial(_item, comparison, d), "history lines")
         for d in rows
         if d.head is not None and d.standing is not None
     ]
@@ -91,11 +90,12 @@ def _unavailable(history: History) -> str:
     return f"\n### On {branch}: no history\n\n> {escape.text(notes, 600)}\n"
 
 
-def _item(delta: TestDelta, history: History) -> str:
-    assert delta.verdict is not None and delta.standing is not None
+def _item(comparison: Comparison, delta: TestDelta) -> str:
+    history = comparison.history
+    assert history is not None and delta.verdict is not None and delta.standing is not None
     test = f"{escape.code(delta.id, 160)} ({escape.text(delta.suite, 80)})"
     words = standing_line(delta.standing, history, delta.id, COMMENT)
-    line = f"- {ICON[delta.verdict]} {test}: {words}"
+    line = f"- {comparison.state(delta).word.icon} {test}: {words}"
     if delta.known_let_through:
         line += " · let through"
     found = history.of(delta.id)

@@ -19,14 +19,16 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from kl_bitexact import __version__
+from kl_bitexact.compare import states
 from kl_bitexact.compare.comparison import Comparison, TestDelta, Transition
 from kl_bitexact.compare.gate import Verdict
 from kl_bitexact.errors import ExitCode
 from kl_bitexact.report import against_base, causes, proofs, sections
 from kl_bitexact.report.budget import KEEP, Block, Section, fit, utf8_size
 from kl_bitexact.report.marker import DEFAULT_KEY
-from kl_bitexact.report.wording import ICON, LABEL, TRANSITION, measured
+from kl_bitexact.report.wording import measured
 from kl_bitexact.results.formats import plural
+from kl_bitexact.results.model import ServerInfo
 from kl_bitexact.untrusted import escape
 
 if TYPE_CHECKING:  # findings are read by `report --findings`; `run` renders none
@@ -129,64 +131,90 @@ def _sections(comparison: Comparison, findings: Sequence[Finding], links: Links)
 def _headline(comparison: Comparison, links: Links) -> str:
     decision = comparison.decision
     could_not_run = decision.exit_code is ExitCode.COULD_NOT_RUN
-    warn = (could_not_run and not decision.red) or decision.report_only
-    icon = "⚠️" if warn else "✅" if decision.passed else "❌"
+    # Could not run blocks the merge like a red gate (exit 2): never a warning's icon.
+    icon = (
+        "⛔"
+        if could_not_run
+        else "⚠️"
+        if decision.report_only
+        else "✅"
+        if decision.passed
+        else "❌"
+    )
     unmeasured = causes.unmeasured(comparison.deltas)
     why = f": {', '.join(decision.reasons)}" if decision.reasons else ""
-    cause_line = None
+    cause_lines = None
     if unmeasured is not None and could_not_run and not decision.red:
         # The cause once, in the headline: the gate failed on nothing the change did.
         why = f": {causes.headline(unmeasured)}"
-        cause_line = causes.what_to_do(unmeasured) + "  "
+        cause_lines = causes.block(unmeasured, links.artifact)
     elif unmeasured is not None:
-        cause_line = causes.line(unmeasured) + "  "
+        cause_lines = causes.block(unmeasured, links.artifact)
     lines = [
         f"## {icon} kl-bitexact: {decision.label}{why}",
         "",
-        cause_line,
+        _judged_line(comparison, links),
         _counts_line(comparison),
         proofs.headline(comparison),
         _base_line(comparison),
-        _policy_line(comparison, links),
+        _policy_line(comparison),
+        cause_lines,
     ]
     return "\n".join(line for line in lines if line is not None) + "\n"
 
 
-def _counts_line(comparison: Comparison) -> str:
-    counts = comparison.verdicts
-    total = sum(counts.values())
-    parts = [
-        f"{ICON[verdict]} {_count(verdict, counts[verdict])}"
-        for verdict in Verdict
-        if counts[verdict]
+def _judged_line(comparison: Comparison, links: Links) -> str:
+    """What was judged: base -> head, the engine as its server reported it, the run."""
+    head, results = comparison.head.run.commit, comparison.baseline.results
+    base = "no base" if results is None else _sha(results.run.commit, "base")
+    commits = f"{base} → {_sha(head, 'head')}"
+
+    parts = [f"Judged {commits}", _engines(comparison), *_link_parts(links)]
+    return " · ".join(parts) + "  "
+
+
+def _sha(commit: str | None, which: str) -> str:
+    return escape.code(commit[:12]) if commit else f"{which} commit unknown"
+
+
+def _engines(comparison: Comparison) -> str:
+    said = dict.fromkeys(_engine(suite.server) for suite in comparison.head.suites)
+    return "engine " + ", ".join(said) if said else "no engine ran"
+
+
+def _engine(server: ServerInfo) -> str:
+    """`sglang 0.5.3 (build abc1234, backend fa3)` as the server said it, or that it did not."""
+    named = escape.code(server.engine, 40)
+    if not server.version:
+        return f"{named} (version not reported)"
+    extra = [
+        f"{label} {escape.code(value, 60)}"
+        for label, value in (("build", server.build), ("backend", server.backend))
+        if value
     ]
-    suites = comparison.suite_count
-    head = f"**{plural(total, 'test')}** in {plural(suites, 'suite')}"
+    return f"{named} {escape.code(server.version, 60)}" + (
+        f" ({', '.join(extra)})" if extra else ""
+    )
+
+
+def _counts_line(comparison: Comparison) -> str:
+    found = states.tally(comparison.state(d) for d in comparison.deltas)
+    parts = [f"{states.WORDS[kind].icon} {states.counted(kind, count)}" for kind, count in found]
+    total = sum(count for kind, count in found if kind is not states.Kind.REMOVED)
+    head = f"**{plural(total, 'test')}** in {plural(comparison.suite_count, 'suite')}"
     return " · ".join([head, *parts]) + "  "
-
-
-def _count(verdict: Verdict, count: int) -> str:
-    if verdict in (Verdict.REGRESSION, Verdict.STALE_MARKER):
-        return plural(count, LABEL[verdict])
-    return f"{count:,} {LABEL[verdict]}"
 
 
 def _base_line(comparison: Comparison) -> str:
     baseline = comparison.baseline
     if baseline.results is None:
         return f"⚠️ baseline unavailable: {escape.text(baseline.unavailable, 300)}  "
-    transitions = comparison.transitions
-    parts = [
-        f"{transitions[t]:,} {TRANSITION[t]}"
-        for t in Transition
-        if transitions[t] and t != Transition.NO_BASE
-    ]
-    commit = baseline.results.run.commit
-    against = f" {escape.code(commit[:12])}" if commit else ""
-    return f"Against base{against}: " + " · ".join(parts or ["no tests on either side"]) + "  "
+    moved = Counter(states.against_base(d) for d in comparison.deltas)
+    parts = [f"{moved[word]:,} {word}" for word in states.AGAINST_BASE if moved[word]]
+    return "Against base: " + " · ".join(parts or ["no tests on either side"]) + "  "
 
 
-def _policy_line(comparison: Comparison, links: Links) -> str:
+def _policy_line(comparison: Comparison) -> str:
     policy = comparison.policy
     parts = [f"fails on {policy.fail_on_text}"]
     if policy.strict:
@@ -198,8 +226,7 @@ def _policy_line(comparison: Comparison, links: Links) -> str:
         parts.append("a flaky test gates only if a repeat was red (always with ,flaky)")
     if not comparison.blockers_resolved and any(d.blockers for d in comparison.deltas):
         parts.append("blocker states not resolved (pass `--blockers`): treated as unknown")
-    parts.extend(_link_parts(links))
-    return "Gate " + " · ".join(parts)
+    return "Gate " + " · ".join(parts) + "  "
 
 
 def _link_parts(links: Links) -> list[str]:
@@ -234,18 +261,29 @@ MAX_ANNOTATIONS = 10  # GitHub shows at most 10 of each level per step
 
 
 def workflow_commands(comparison: Comparison) -> list[str]:
-    """Workflow commands (`::error title=...::message`) for the tests that matter."""
-    by_level: dict[str, list[TestDelta]] = {"error": [], "warning": [], "notice": []}
+    """Workflow commands (`::error title=...::message`) for the tests that matter; tests
+    in one state for one reason are one command (`8 tests: ...`), not eight alike."""
+    by_level: dict[str, dict[tuple[str, str], list[TestDelta]]] = {
+        "error": {},
+        "warning": {},
+        "notice": {},
+    }
     for delta in comparison.deltas:
         level = _level(delta)
         if level:
-            by_level[level].append(delta)
+            said = (comparison.state(delta).text(), _annotation_detail(delta))
+            by_level[level].setdefault(said, []).append(delta)
     lines: list[str] = []
-    for level, deltas in by_level.items():
-        lines.extend(_annotation(level, d) for d in deltas[: MAX_ANNOTATIONS - 1])
-        if len(deltas) >= MAX_ANNOTATIONS:
-            rest = len(deltas) - (MAX_ANNOTATIONS - 1)
-            lines.append(_command(level, "kl-bitexact", f"{rest} more; see the job summary"))
+    for level, groups in by_level.items():
+        items = list(groups.items())
+        lines.extend(
+            _annotation(level, said, deltas) for said, deltas in items[: MAX_ANNOTATIONS - 1]
+        )
+        if len(items) >= MAX_ANNOTATIONS:
+            rest = sum(len(deltas) for _, deltas in items[MAX_ANNOTATIONS - 1 :])
+            lines.append(
+                _command(level, "kl-bitexact", f"{plural(rest, 'more test')}; see the job summary")
+            )
     return lines
 
 
@@ -259,11 +297,20 @@ def _level(delta: TestDelta) -> str | None:
     return None
 
 
-def _annotation(level: str, delta: TestDelta) -> str:
-    assert delta.verdict is not None
+def _annotation_detail(delta: TestDelta) -> str:
     test = delta.head
-    detail = test.message if test and test.message else measured(test) if test else ""
-    title = f"kl-bitexact {LABEL[delta.verdict]}: {delta.suite} {delta.id}"
+    if test is None:
+        return ""
+    return test.message if test.message else measured(test)
+
+
+def _annotation(level: str, said: tuple[str, str], deltas: Sequence[TestDelta]) -> str:
+    state, detail = said
+    first = deltas[0]
+    tests = f"{first.suite} {first.id}" if len(deltas) == 1 else plural(len(deltas), "test")
+    title = f"kl-bitexact {state}: {tests}"
+    if len(deltas) > 1:
+        detail = f"{', '.join(d.id for d in deltas[:5])}{' …' if len(deltas) > 5 else ''}: {detail}"
     return _command(level, escape.clip(title, 200), escape.clip(detail, 1000))
 
 
@@ -301,16 +348,19 @@ def as_json(comparison: Comparison) -> dict[str, Any]:
         },
         "counts": {v.value: n for v, n in comparison.verdicts.items()},
         "transitions": {t.value: n for t, n in comparison.transitions.items()},
-        "tests": [_test_json(d) for d in comparison.deltas],
+        "tests": [_test_json(d, comparison.state(d)) for d in comparison.deltas],
         "proof": proofs.outcomes_json(comparison.proofs),
     }
 
 
-def _test_json(delta: TestDelta) -> dict[str, Any]:
+def _test_json(delta: TestDelta, state: states.State) -> dict[str, Any]:
     head, base = delta.head, delta.base
     return {
         "suite": delta.suite,
         "id": delta.id,
+        # The test's state in the words of the comment and the terminal (compare/states.py).
+        "state": state.kind.value,
+        "state_text": state.text(),
         "status": head.status.value if head else None,
         "verdict": delta.verdict.value if delta.verdict else None,
         "transition": delta.transition.value,

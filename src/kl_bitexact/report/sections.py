@@ -7,18 +7,21 @@ comment can be trimmed to its budget without rendering what will not fit.
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Iterable, Sequence
 from functools import partial
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
+from kl_bitexact.compare import states
 from kl_bitexact.compare.blockers import effective_state
 from kl_bitexact.compare.comparison import Blocker, Comparison, TestDelta, Transition
-from kl_bitexact.compare.gate import NOT_TESTED, SEVERITY, WORSE_FACTOR, Verdict
-from kl_bitexact.report import against_base, charts, history, proofs, reach
+from kl_bitexact.compare.gate import SEVERITY, WORSE_FACTOR, Verdict
+from kl_bitexact.report import against_base, causes, charts, history, proofs, reach
 from kl_bitexact.report.budget import Block, Section
-from kl_bitexact.report.wording import ICON, LABEL, TRANSITION, measured, passed_yet_differs
-from kl_bitexact.results.formats import MISSING, fmt_kl, plural, shown_kl
+from kl_bitexact.report.wording import measured, passed_yet_differs
+from kl_bitexact.results.aggregate import KL_ROUNDING
+from kl_bitexact.results.formats import MISSING, fmt_kl, hits_long, plural, shown_kl
 from kl_bitexact.results.model import (
     CacheHits,
     ExactMatch,
@@ -46,13 +49,13 @@ def body(comparison: Comparison, findings: Sequence[Finding]) -> list[Section]:
     """The sections between the headline and the footer, in reading order."""
     attention, others = _split_rows(comparison.deltas)
     return [
-        _attention_table(attention),
+        _attention_table(comparison, attention),
         history.section(comparison, attention, ATTENTION, NOTES),
         proofs.section(comparison, GATING, NOTES),
         reach.section(comparison, GATING, NOTES),
         _blocked_section(comparison),
         _findings_section(findings),
-        _other_rows(others),
+        _other_rows(comparison, others),
         *_details_sections(comparison),
     ]
 
@@ -87,45 +90,100 @@ def _rank(delta: TestDelta) -> int:
     return _REMOVED_RANK if delta.verdict is None else SEVERITY[delta.verdict]
 
 
-def _attention_table(rows: Sequence[TestDelta]) -> Section:
+def _attention_table(comparison: Comparison, rows: Sequence[TestDelta]) -> Section:
     blocks = [
         Block(
-            GATING if d.gating else ATTENTION, partial(_row, d), "rows of tests needing attention"
+            GATING if group[0].gating else ATTENTION,
+            partial(_row, comparison, group),
+            "rows of tests needing attention",
         )
-        for d in rows
+        for group in _same_cause(rows)
     ]
     legend = _BOLD_GATES if any(d.gating for d in rows) else ""
     return Section(blocks, head="\n### Needs attention\n\n" + legend + _TABLE_HEAD)
 
 
-def _other_rows(rows: Sequence[TestDelta]) -> Section:
-    blocks = [Block(OTHER_ROWS, partial(_row, d), "rows of passing or skipped tests") for d in rows]
-    summary = f"{plural(len(rows), 'passing or skipped test')}"
-    head = f"\n<details><summary>{summary}</summary>\n\n" + _TABLE_HEAD
+def _same_cause(rows: Sequence[TestDelta]) -> list[list[TestDelta]]:
+    """Rows in order, tests that could not run for one same reason as one row (a dead
+    server is one line, not eight alike)."""
+    groups: dict[object, list[TestDelta]] = {}
+    for delta in rows:
+        test = delta.head
+        alike = delta.verdict is Verdict.COULD_NOT_RUN and test is not None
+        key = (delta.gating, test.message.split("\n")[0]) if alike and test else id(delta)
+        groups.setdefault(key, []).append(delta)
+    return list(groups.values())
+
+
+def _other_rows(comparison: Comparison, rows: Sequence[TestDelta]) -> Section:
+    blocks = [
+        Block(OTHER_ROWS, partial(_row, comparison, [d]), "rows of the other tests") for d in rows
+    ]
+    found = states.tally(comparison.state(d) for d in rows)
+    summary = " · ".join(states.counted(kind, count) for kind, count in found)
+    head = f"\n<details><summary>{summary or 'no other tests'}</summary>\n\n" + _TABLE_HEAD
     return Section(blocks, head=head, tail="\n</details>\n")
 
 
-def _row(delta: TestDelta) -> str:
+def _row(comparison: Comparison, group: Sequence[TestDelta]) -> str:
+    delta = group[0]
+    state = comparison.state(delta)
     head, base = delta.head, delta.base
+    if len(group) > 1:
+        return _group_row(comparison, group)
+    repeats = head.repeats if head is not None and head.status is Status.FLAKY else None
+    if repeats is not None:
+        numbers = _repeat_cells(repeats)
+    else:
+        numbers = [
+            fmt_kl(head.kl_div) if head else MISSING,
+            _kl_change_cell(delta),
+            _exact_cell(head.exact if head else None, base.exact if base else None),
+            _hits_cell(head.cache_hits if head else None, base.cache_hits if base else None),
+        ]
+    cells = [state.word.icon, escape.code(delta.id, 160), *numbers, _status_cell(comparison, delta)]
+    return "| " + " | ".join(cells) + " |\n"
+
+
+def _group_row(comparison: Comparison, group: Sequence[TestDelta]) -> str:
+    """`8 tests` with the first few ids; their numbers are all missing, said once."""
+    first = group[0]
+    shown = ", ".join(escape.code(d.id, 80) for d in group[:3])
+    more = f" and {len(group) - 3} more" if len(group) > 3 else ""
     cells = [
-        ICON[delta.verdict] if delta.verdict else "🗑️",
-        escape.code(delta.id, 160),
-        fmt_kl(head.kl_div) if head else MISSING,
-        _kl_change_cell(delta),
-        _exact_cell(head.exact if head else None, base.exact if base else None),
-        _hits_cell(head.cache_hits if head else None, base.cache_hits if base else None),
-        _status_cell(delta),
+        comparison.state(first).word.icon,
+        f"{plural(len(group), 'test')}: {shown}{more}",
+        MISSING,
+        MISSING,
+        MISSING,
+        MISSING,
+        _status_cell(comparison, first),
     ]
     return "| " + " | ".join(cells) + " |\n"
 
 
+def _repeat_cells(repeats: Repeats) -> list[str]:
+    """A flaky test's numbers are its repeats', side by side: what disagreed, not a
+    decode against a replay."""
+    kls = " · ".join(fmt_kl(kl) for kl in repeats.kl[:MAX_REPEATS_IN_CELL])
+    hits = " · ".join(
+        MISSING if hit is None else str(hit) for hit in repeats.cache_hits[:MAX_REPEATS_IN_CELL]
+    )
+    changed = f"{repeats.changed}/{repeats.positions} changed between repeats"
+    return [kls or MISSING, MISSING, changed, hits or MISSING]
+
+
+MAX_REPEATS_IN_CELL = 8
+
+
 def _kl_change_cell(delta: TestDelta) -> str:
     if delta.kl_change is None:
-        return TRANSITION[delta.transition] if delta.transition is Transition.NEW else MISSING
+        return "new" if delta.transition is Transition.NEW else MISSING
     assert delta.head is not None and delta.base is not None
-    # Of the KLs as shown (k3's rounding below 0 is 0), so the cells agree with each other.
+    # Of the KLs as shown (k3's rounding below 0 is 0), so the cells agree with each other;
+    # a change within k3's own rounding is no change (+1.45e-18 was shown).
     change = (shown_kl(delta.head.kl_div) or 0.0) - (shown_kl(delta.base.kl_div) or 0.0)
-    return "0" if change == 0 else f"{change:+.2e}"
+    return "0" if abs(change) <= KL_ROUNDING else f"{change:+.2e}"
 
 
 def _exact_cell(head: ExactMatch | None, base: ExactMatch | None) -> str:
@@ -149,19 +207,12 @@ def _hits_cell(head: CacheHits | None, base: CacheHits | None) -> str:
 
 
 def _hits_detail(hits: CacheHits) -> str:
-    predicted = f", predicted {hits.expected}" if hits.expected is not None else ""
-    return f"cache hits {hits.hit}/{hits.total} (need more than {hits.min_ratio:g}{predicted})"
+    return f"cache hits {hits_long(hits)}"
 
 
-def _status_cell(delta: TestDelta) -> str:
-    """The verdict in a word or two, bold when it gates; the move from the base only where
-    the verdict does not say it already (fixed, newly not run)."""
-    words = LABEL[delta.verdict] if delta.verdict else "removed"
-    said = delta.verdict in NOT_TESTED or delta.verdict is None
-    if delta.transition is Transition.FIXED or (
-        delta.transition is Transition.NEWLY_NOT_RUN and not said
-    ):
-        words += f" · {TRANSITION[delta.transition]}"
+def _status_cell(comparison: Comparison, delta: TestDelta) -> str:
+    """The test's state (`states`: the words of every other part), bold when it gates."""
+    words = comparison.state(delta).text(blocker_link)
     if delta.head is not None and passed_yet_differs(delta.head):
         # Green by its own threshold while logprobs differ (the column beside says how many).
         words += " · under its threshold"
@@ -187,7 +238,7 @@ def _blocked_item(delta: TestDelta) -> str:
         why=_unknown_why(delta.blockers),
     )
     test = f"{escape.code(delta.id, 160)} ({escape.text(delta.suite, 80)})"
-    return f"- {ICON[delta.verdict]} {test}: {sentence}\n"
+    return f"- {states.WORDS[states.Kind(delta.verdict.value)].icon} {test}: {sentence}\n"
 
 
 def _refs(blockers: Sequence[Blocker]) -> str:
@@ -198,12 +249,32 @@ def _refs(blockers: Sequence[Blocker]) -> str:
 
 
 def _ref(blocker: Blocker) -> str:
-    # Escaped like any `#N` from a results file: written plainly, GitHub linked it and
-    # recorded a cross-reference on that issue, in whatever project the PR named (issue
-    # 14, case 8). The reader still sees owner/repo#N; the state is beside it.
     if blocker.ref is not None:
-        return escape.text(blocker.ref, 120)
+        return blocker_link(blocker)
     return f"{escape.code(blocker.text, 120)} (unresolvable reference)"
+
+
+def blocker_link(blocker: Blocker) -> str:
+    """A clickable blocker that records no cross-reference on it: the text escaped like any
+    `#N` from a results file (written plainly, GitHub linked it and left a backlink on that
+    issue, in whatever project the PR named: issue 14, case 8), the link through
+    redirect.github.com, the host GitHub documents for links without backlinks (the
+    convention Dependabot and Renovate follow; docs/cli.md says so)."""
+    if blocker.ref is None:
+        return escape.code(blocker.text, 120)
+    if not _LINKABLE.match(blocker.ref):  # GitHub's names are ASCII: a look-alike gets no link
+        return escape.text(blocker.ref, 120)
+    return f"[{escape.text(blocker.ref, 120)}]({blocker_url(blocker.ref)})"
+
+
+_LINKABLE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}#[0-9]{1,10}$")
+
+
+def blocker_url(ref: str) -> str:
+    """`owner/repo#N` (canonical: parse_ref made it) as its redirect.github.com address;
+    GitHub sends an issue's address on to the pull request when N is one."""
+    repo, number = ref.rsplit("#", 1)
+    return f"https://redirect.github.com/{repo}/issues/{number}"
 
 
 def _unknown_why(blockers: Sequence[Blocker]) -> str:
@@ -263,9 +334,16 @@ def _finding_row(finding: Finding) -> str:
 
 def _details_sections(comparison: Comparison) -> list[Section]:
     by_suite: dict[str, list[TestDelta]] = {}
+    said = causes.unmeasured(comparison.deltas)
     # A suite's gating tests first: the failure is what a reader opens the details for.
     for delta in sorted(comparison.deltas, key=lambda d: not d.gating):
-        if delta.head is not None and (_worth_details(delta.head) or delta.against_base):
+        test = delta.head
+        # Tests that could not run for the cause the headline gives have nothing more to say.
+        if (
+            test is not None
+            and (_worth_details(test) or delta.against_base)
+            and not causes.said_once(said, test)
+        ):
             by_suite.setdefault(delta.suite, []).append(delta)
     servers = {suite.name: suite.server for suite in comparison.head.suites}
     # A suite with no result at all (the run stopped before it) has no server to show.
@@ -279,11 +357,26 @@ def _suite_details(name: str, server: ServerInfo | None, deltas: Sequence[TestDe
         args = " ".join(_off_disk(arg) for arg in server.args)
         shown = escape.code(server.engine, 40) + (" " + escape.code(args, 600) if args else "")
         head += f"Server: {shown}{_engine_identity(server)}\n"
+    shared = _shared_warnings(deltas)
+    if shared:
+        head += _warnings(shared, "of every test here")
     blocks = [
-        Block(GATING_DETAILS if d.gating else DETAILS, partial(_test_details, d), "test details")
+        Block(
+            GATING_DETAILS if d.gating else DETAILS,
+            partial(_test_details, d, frozenset(shared)),
+            "test details",
+        )
         for d in deltas
     ]
     return Section(blocks, head=head, tail="\n</details>\n")
+
+
+def _shared_warnings(deltas: Sequence[TestDelta]) -> tuple[str, ...]:
+    """Warnings every test of the suite carries (a server's, the geometry's): said once."""
+    lists = [d.head.warnings for d in deltas if d.head is not None]
+    if len(lists) < 2:
+        return ()
+    return tuple(w for w in lists[0] if all(w in other for other in lists[1:]))
 
 
 def _engine_identity(server: ServerInfo) -> str:
@@ -319,7 +412,7 @@ MAX_SAMPLES_LISTED = 64
 MAX_DIVERGENCES = 32
 
 
-def _test_details(delta: TestDelta) -> str:
+def _test_details(delta: TestDelta, shared: frozenset[str] = frozenset()) -> str:
     test = delta.head
     assert test is not None
     hits = f" · {_hits_detail(test.cache_hits)}" if test.cache_hits else ""
@@ -336,8 +429,9 @@ def _test_details(delta: TestDelta) -> str:
         parts.append(f"\nWhat to do: {escape.text(test.hint, 600)}\n")
     if test.facts and test.status is not Status.PASSED:
         parts.append(_facts(test.facts))
-    if test.warnings:
-        parts.append(_warnings(test.warnings))
+    own = [w for w in test.warnings if w not in shared]
+    if own:
+        parts.append(_warnings(own))
     if test.reach is not None and test.status is not Status.PASSED:
         parts.append(reach.details(test.reach))
     if delta.worse:
@@ -352,7 +446,7 @@ def _test_details(delta: TestDelta) -> str:
     if test.repeats is not None:
         parts.append(_repeats(test.repeats))
     if test.kl_per_sample:
-        parts.append(_per_sample(test.kl_per_sample, test.kl_threshold))
+        parts.append(_per_sample(test.kl_per_sample, test.kl_threshold, test.cache_hits))
     if test.first_divergence:
         parts.append(_divergences(test))
     return "".join(parts)
@@ -451,25 +545,28 @@ def _message(message: str) -> str:
     return escape.block(message, 2000)
 
 
-def _warnings(warnings: Sequence[str]) -> str:
+def _warnings(warnings: Sequence[str], whose: str = "") -> str:
     """A test's warnings, folded under it (a long list was taller than the failure)."""
     items = "".join(f"- ⚠️ {escape.text(w, 400)}\n" for w in warnings[:MAX_WARNINGS])
-    summary = plural(len(warnings), "warning")
+    summary = plural(len(warnings), "warning") + (f" {whose}" if whose else "")
     return f"\n<details><summary>{summary}</summary>\n\n{items}\n</details>\n"
 
 
 MAX_WARNINGS = 10
 
 
-def _per_sample(values: Sequence[float], threshold: float | None) -> str:
+def _per_sample(values: Sequence[float], threshold: float | None, hits: CacheHits | None) -> str:
     nonzero = sum(1 for value in values if shown_kl(value) != 0)
+    # A cache check compares the samples that hit: say so beside the test's own count.
+    of = f" that hit the cache (of {hits.total})" if hits and hits.total > len(values) else ""
     if not nonzero:
-        return f"\nKL per sample: 0 in all {plural(len(values), 'sample')}\n"
+        return f"\nKL per sample: 0 in all {plural(len(values), 'sample')}{of}\n"
     listed = " · ".join(fmt_kl(value) for value in values[:MAX_SAMPLES_LISTED])
     more = (
         f" · … {len(values) - MAX_SAMPLES_LISTED} more" if len(values) > MAX_SAMPLES_LISTED else ""
     )
-    text = f"\nKL per sample ({len(values)} samples, {nonzero} nonzero): {listed}{more}\n"
+    counted = f"{plural(len(values), 'sample')}{of}, {nonzero} nonzero"
+    text = f"\nKL per sample ({counted}): {listed}{more}\n"
     chart = charts.per_sample_kl(values, threshold)
     return text + ("\n" + chart if chart else "")
 

@@ -2,34 +2,106 @@
 
 The PR comment is Markdown with HTML escapes, unreadable in a terminal, and its most useful
 fact - where a red test first diverged - sat only in report.md (issue 20). So the run ends
-with one plain line per test that did not pass: its first divergence (sample, decoded
-token, position against the cached prefix and the page and checkpoint boundaries) or, with
-none, the first line of why it failed.
+with one plain line per test that is not ok: its state in the words of every report (issue
+37), its first divergence (sample, decoded token, position against the cached prefix and
+the page and checkpoint boundaries) or, with none, the first line of why it failed; and a
+last line that says why the exit code is not 0.
 """
 
 from __future__ import annotations
 
-from kl_bitexact.results.model import Results, Status, TestResult
+from dataclasses import dataclass
+
+from kl_bitexact.compare import states
+from kl_bitexact.compare.comparison import Comparison
+from kl_bitexact.errors import ExitCode
+from kl_bitexact.report import causes
+from kl_bitexact.results.formats import plural
+from kl_bitexact.results.model import Status, TestResult
 from kl_bitexact.untrusted import escape
 
 # Plenty for a boundary hint; a server's error message can be megabytes.
 MAX_REASON = 400
-QUIET = frozenset({Status.PASSED, Status.SKIPPED})
+MAX_NAMED = 3  # tests named in the exit line per reason
 
 
-def not_passed_lines(results: Results) -> list[str]:
-    """`  FAILED   suite::test: first divergence ...`, one per test that did not pass; tests
-    that did not pass for one same reason (a server that did not start, a URL nobody
-    answers) share one line: `  ERROR    suite::a and 7 more: why`."""
-    groups: dict[tuple[str, str], list[str]] = {}
-    for _, test in results.all_tests():
-        if test.status not in QUIET:
-            groups.setdefault((test.status.value.upper(), reason(test)), []).append(test.id)
-    return [f"  {status:8} {_tests(ids)}: {why}" for (status, why), ids in groups.items()]
+@dataclass(frozen=True)
+class Line:
+    """One line of the end of a run: the state (padded to the others'), whose colour the
+    test's status gives, then the tests and why."""
+
+    status: Status
+    state: str
+    text: str
+
+    def plain(self, width: int) -> str:
+        return f"  {self.state:<{width}}  {self.text}"
+
+
+def not_passed_lines(comparison: Comparison) -> list[Line]:
+    """`  regression  suite::test: first divergence ...`, one per test in a state that is
+    not ok or skipped, the state in the words of every report (`states`); tests in one
+    state for one same reason (a server that did not start) share one line:
+    `  could not run  suite::a and 7 more: why`."""
+    groups: dict[tuple[str, str], tuple[Status, list[str]]] = {}
+    for delta in comparison.deltas:
+        state, test = comparison.state(delta), delta.head
+        if state.kind in states.QUIET or test is None:
+            continue
+        key = (escape.terminal(state.text(), 200), reason(test))
+        groups.setdefault(key, (test.status, []))[1].append(delta.id)
+    return [
+        Line(status, state, f"{_tests(ids)}: {why}")
+        for (state, why), (status, ids) in groups.items()
+    ]
+
+
+def aligned(lines: list[Line]) -> list[str]:
+    width = max((len(line.state) for line in lines), default=0)
+    return [line.plain(width) for line in lines]
+
+
+def tally(comparison: Comparison) -> str:
+    """`1 regression, 7 ok`: how many tests are in each state, in the states' own words."""
+    found = states.tally(comparison.state(d) for d in comparison.deltas)
+    return ", ".join(states.counted(kind, n) for kind, n in found) or "no tests"
+
+
+def exit_line(comparison: Comparison, code: ExitCode) -> str | None:
+    """Why the run exits non-zero, in one line: the rule and the tests it names
+    (`exit 1, gate failed: 1 regression (s::t); --fail-on regression`); None on exit 0."""
+    decision = comparison.decision
+    if code is ExitCode.GATE_PASSED:
+        return None
+    named = [_named(comparison, kind) for kind in _gating_kinds(comparison)]
+    why = "; ".join(part for part in named if part) or ", ".join(decision.reasons)
+    rule = f"--fail-on {comparison.policy.fail_on_text}"
+    return f"kl-bitexact: exit {int(code)}, {decision.label}: {why or 'see above'} ({rule})"
+
+
+def _gating_kinds(comparison: Comparison) -> list[states.Kind]:
+    return [
+        kind
+        for kind, _ in states.tally(
+            s for s in (comparison.state(d) for d in comparison.deltas) if s.gating
+        )
+    ]
+
+
+def _named(comparison: Comparison, kind: states.Kind) -> str:
+    ids = [d.id for d in comparison.deltas if d.gating and comparison.state(d).kind is kind]
+    shown = ", ".join(escape.terminal(i, 120) for i in ids[:MAX_NAMED])
+    more = f" and {len(ids) - MAX_NAMED} more" if len(ids) > MAX_NAMED else ""
+    found = causes.unmeasured(comparison.deltas)
+    if kind is states.Kind.COULD_NOT_RUN and found is not None:
+        # `could not run: 8 tests (a, b, c and 5 more): the server exited with code 2`
+        why = escape.terminal(causes.short(found.message), MAX_REASON)
+        return f"{plural(len(ids), 'test')} ({shown}{more}): {why}"
+    return f"{states.counted(kind, len(ids))} ({shown}{more})"
 
 
 def _tests(ids: list[str]) -> str:
-    return ids[0] if len(ids) == 1 else f"{ids[0]} and {len(ids) - 1} more"
+    return ids[0] if len(ids) == 1 else f"{ids[0]} and {plural(len(ids) - 1, 'more test')}"
 
 
 def reason(test: TestResult) -> str:

@@ -1,58 +1,10 @@
-"""The words and icons every rendering of a comparison shares (pure); numbers: results.formats."""
+"""Sentences about a test's numbers every rendering shares (pure); a test's state in words:
+compare/states.py; numbers: results.formats."""
 
 from __future__ import annotations
 
-from kl_bitexact.compare.comparison import Transition
-from kl_bitexact.compare.gate import Verdict
 from kl_bitexact.results.formats import fmt_kl
 from kl_bitexact.results.model import Status, TestResult
-
-ICON = {
-    Verdict.REGRESSION: "🔴",
-    Verdict.FAILING: "🔴",
-    Verdict.COULD_NOT_RUN: "🔌",
-    Verdict.INFRA: "⚠️",
-    Verdict.NOT_EXERCISED: "🚫",
-    Verdict.FLAKY: "🎲",
-    Verdict.UNKNOWN: "❓",
-    Verdict.STALE_MARKER: "🧹",
-    Verdict.STILL_FAILING: "🟤",
-    Verdict.EXPECTED_RED: "🟠",
-    Verdict.UNEXPECTED_GREEN: "🟡",
-    Verdict.UNBLOCKED: "🔓",
-    Verdict.NOT_A_KL_CHECK: "☑️",
-    Verdict.SKIPPED: "⏭️",
-    Verdict.OK: "✅",
-}
-
-LABEL = {
-    Verdict.REGRESSION: "regression",
-    Verdict.FAILING: "failing (no base result)",
-    Verdict.COULD_NOT_RUN: "could not run",
-    Verdict.INFRA: "did not measure",
-    Verdict.NOT_EXERCISED: "not exercised",
-    Verdict.FLAKY: "flaky",
-    Verdict.UNKNOWN: "blocker unknown",
-    Verdict.STALE_MARKER: "stale marker",
-    Verdict.STILL_FAILING: "still failing (red on base too)",
-    Verdict.EXPECTED_RED: "expected red",
-    Verdict.UNEXPECTED_GREEN: "unexpected green",
-    Verdict.UNBLOCKED: "unblocked",
-    Verdict.NOT_A_KL_CHECK: "passed - not a KL check",
-    Verdict.SKIPPED: "skipped",
-    Verdict.OK: "ok",
-}
-
-TRANSITION = {
-    Transition.REGRESSED: "regressed",
-    Transition.NEWLY_NOT_RUN: "newly not run",
-    Transition.STILL_FAILING: "still failing (red on base too)",
-    Transition.FIXED: "fixed",
-    Transition.NEW: "new",
-    Transition.REMOVED: "removed",
-    Transition.UNCHANGED: "unchanged",
-    Transition.NO_BASE: "no base",
-}
 
 
 def measured(test: TestResult) -> str:
