@@ -223,6 +223,7 @@ class _Reader:
         # what a script that can run a suite runner or a registered file has in its text
         self.names = re.compile("|".join(map(re.escape, words)) if words else "(?!)")
         self.followed: dict[tuple[str, tuple[tuple[str, str], ...], str], shell.Followed] = {}
+        self.contexts: dict[tuple[str, int], list[_Inputs]] = {}
         self.checkout = checkout
         self.out = _Collector()
         # wrapper -> (file, line, why) of each run that could not be followed through it
@@ -261,6 +262,14 @@ class _Reader:
     # --- inputs ------------------------------------------------------------------------
 
     def input_contexts(self, path: str, depth: int) -> list[_Inputs]:
+        """Each set of inputs `path` is read with (once per caller job and matrix
+        combination, callers' own callers followed); computed once per path and depth."""
+        key = (path, depth)
+        if key not in self.contexts:
+            self.contexts[key] = self._input_contexts(path, depth)
+        return self.contexts[key]
+
+    def _input_contexts(self, path: str, depth: int) -> list[_Inputs]:
         document = self.documents[path]
         declared = _declared_inputs(document)
         contexts = []
@@ -292,10 +301,9 @@ class _Reader:
 
     def read_file(self, path: str, document: Any, inputs: _Inputs) -> None:
         for job_id, job in _jobs(document):
-            gated = _label_gated(document, job_id)
             matrix = _matrix_of(job)
             if inputs.origin_file == "":
-                self.out.matrices.append((path, job_id, matrix, gated))
+                self.out.matrices.append((path, job_id, matrix, _label_gated(document, job_id)))
             for values, line in matrix_combinations(matrix, inputs.values, path):
                 env = _LazyEnv(document, job, None, inputs.values, values)
                 context = _context(inputs.values, values, env)
@@ -545,6 +553,8 @@ class _Reader:
         self.out.unresolved.setdefault(key, Unresolved(path, line, f"{what}: {expression}"))
 
     def _kl_bitexact_runs(self, text: str, path: str, first: int) -> None:
+        if "kl-bitexact" not in text and "kl_bitexact" not in text:
+            return
         for offset, line_text in enumerate(text.splitlines()):
             for match in _RUN_COMMAND.finditer(line_text):
                 for token in match.group(1).split():
