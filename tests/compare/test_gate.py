@@ -15,9 +15,10 @@ from kl_bitexact.compare.gate import (
     gates,
     parse_fail_on,
     verdict,
+    worse_than_base,
 )
 from kl_bitexact.errors import ExitCode
-from kl_bitexact.results.model import Repeats, Status
+from kl_bitexact.results.model import CacheHits, ExactMatch, Repeats, Status, TestResult
 
 OPEN, MERGED, CLOSED, UNKNOWN = (
     BlockerState.OPEN,
@@ -251,3 +252,38 @@ def test_fail_on_parses_a_mode_and_flaky(text, parsed):
 def test_fail_on_refuses_anything_else(text):
     with pytest.raises(ValueError, match="is not one of regression, failure, never"):
         parse_fail_on(text)
+
+
+def _red(**numbers: object) -> TestResult:
+    """A red match test of 1 sample: only the numbers given (the rest not measured)."""
+    unmeasured: dict[str, object] = {"kl_per_sample": None, "exact": None, "cache_hits": None}
+    return check_result("t", Status.FAILED, **{**unmeasured, **numbers})
+
+
+@pytest.mark.parametrize(
+    ("base", "head", "worse"),
+    [
+        # From 0, growth counts only when the head fails that measure's rule (issue 31).
+        (_red(kl_div=0.0), _red(kl_div=1e-12), ()),  # under the threshold 1e-9
+        (_red(kl_div=0.0), _red(kl_div=1e-9), ("avg KL 0 → 1.00e-09",)),  # not below it
+        # Exactly 10x is no more than WORSE_FACTOR times.
+        (_red(kl_div=0.5), _red(kl_div=5.0), ()),
+        (_red(kl_div=0.5), _red(kl_div=5.5), ("avg KL 5.00e-01 → 5.50e+00 (11x)",)),
+        # One sample: a miss is 100% of it (the share of one is a share, not "unknown").
+        (
+            _red(cache_hits=CacheHits(1, 1, 0.99)),
+            _red(cache_hits=CacheHits(0, 1, 0.99)),
+            ("missed cache hits 0% → 100%",),
+        ),
+        # Missed hits from 0 that still pass the ratio are no growth.
+        (_red(cache_hits=CacheHits(4, 4, 0.5)), _red(cache_hits=CacheHits(3, 4, 0.5)), ()),
+        # Nothing compared is no share at all: not a division by zero.
+        (_red(exact=ExactMatch(0, 0)), _red(exact=ExactMatch(0, 0)), ()),
+        # A head that measured 0 where the base measured nothing grew from nothing.
+        (_red(kl_div=None), _red(kl_div=0.0), ()),
+    ],
+)
+def test_worse_than_base_at_its_boundaries(
+    base: TestResult, head: TestResult, worse: tuple[str, ...]
+) -> None:
+    assert worse_than_base(head, base) == worse
