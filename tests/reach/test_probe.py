@@ -11,10 +11,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kl_bitexact.reach import hits
-from kl_bitexact.reach.probe_dir import Probe
-from kl_bitexact.results.model import RanWhen
+from kl_bitexact.reach.probe_dir import NOT_LAUNCHED, Probe
+from kl_bitexact.results import verdict
+from kl_bitexact.results.model import FunctionReach, RanWhen, Reach, Status, TestResult
 
 PYENV = Path.home() / ".pyenv" / "versions"
 
@@ -240,3 +243,53 @@ def test_the_probes_import_contract_names_every_module_of_kl_bitexact():
     assert ours == (top - {"kl_bitexact.reach", "kl_bitexact.__main__"}) | (
         reach - {"kl_bitexact.reach.probe"}
     )
+
+
+# --- the verdict: a named function that never ran, or reach not measured, is never a pass
+
+
+function_reach = st.builds(
+    FunctionReach,
+    name=st.sampled_from(["m:f", "m:C.g", "pkg.mod:h"]),
+    ran=st.booleans(),
+    when=st.sampled_from(list(RanWhen)),
+    note=st.sampled_from(["", "m has no g"]),
+)
+
+
+@given(
+    measured=st.booleans(),
+    functions=st.lists(function_reach, max_size=4).map(tuple),
+    changed=st.lists(function_reach, max_size=3).map(tuple),
+    status=st.sampled_from(list(Status)),
+)
+def test_a_test_is_a_pass_only_when_every_function_it_names_ran(
+    measured, functions, changed, status
+):
+    reach = Reach(measured, functions, "" if measured else "why", changed)
+    test = TestResult("s::t", "match", status, reach=reach)
+    judged = verdict.exercised(test)
+    every_one_ran = measured and all(f.ran for f in functions)
+    if judged.status is Status.PASSED:
+        assert every_one_ran or not functions  # the PR's changed functions are no claim
+    if status in verdict.CLAIMS and functions and not every_one_ran:
+        assert judged.status is Status.NOT_EXERCISED
+        assert judged.message.startswith("not exercised (the test did not test what it claims)")
+    if status not in verdict.CLAIMS:
+        assert judged == test  # a test that measured nothing says so itself
+
+
+def test_the_reasons_name_each_function_or_why_nothing_was_measured():
+    ran = FunctionReach("m:f", True, RanWhen.STARTUP)
+    missing = FunctionReach("m:g", False, note="m has no g")
+    never = FunctionReach("m:h", False)
+    assert verdict.unreached(Reach(True, (ran, missing, never))) == [
+        "m:g never ran (m has no g)",
+        "m:h never ran",
+    ]
+    assert verdict.unreached(Reach(False, (never,), hits.NO_PROCESS)) == [
+        f"reach not measured: {hits.NO_PROCESS}"
+    ]
+    assert verdict.unreached(Reach(False, (never,), NOT_LAUNCHED)) == [NOT_LAUNCHED]
+    assert verdict.unreached(Reach(False, (), NOT_LAUNCHED)) == []  # names nothing
+    assert verdict.unreached(None) == []

@@ -69,8 +69,20 @@ def test_each_pytest_test_records_which_named_functions_ran(cli, tmp_path):
     (tmp_path / "test_spawned_kl.py").write_text(source)
     out = tmp_path / "out"
     done = cli(["pytest", "--out", str(out), "--", "test_spawned_kl.py"], cwd=tmp_path)
-    assert done.returncode == 0, done.stdout + done.stderr
+    # The test naming a function that never ran is not exercised, and that gates.
+    assert done.returncode == 1, done.stdout + done.stderr
     results = json.loads((out / "results.json").read_text())
+    statuses = {
+        test["id"].rsplit("::", 1)[1]: (test["status"], test["message"])
+        for suite in results["suites"]
+        for test in suite["tests"]
+    }
+    assert statuses["test_generates"][0] == "passed"
+    assert statuses["test_asks_for_what_never_runs"] == (
+        "not_exercised",
+        f"not exercised (the test did not test what it claims): {IN_PARENT} never ran; "
+        f"{NEVER} never ran",
+    )
     reach = {
         test["id"].rsplit("::", 1)[1]: {f["name"]: f["when"] for f in test["reach"]["functions"]}
         for suite in results["suites"]

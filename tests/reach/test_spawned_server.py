@@ -11,7 +11,8 @@ from pathlib import Path
 from fake_suites import Silent
 
 from kl_bitexact.reach.probe_dir import NOT_LAUNCHED
-from kl_bitexact.results.model import RanWhen, Reach, Status
+from kl_bitexact.results import verdict
+from kl_bitexact.results.model import RanWhen, Status, TestResult
 from kl_bitexact.run.runner import Plan, run_suites
 from kl_bitexact.suite import load
 
@@ -51,18 +52,17 @@ def launched() -> str:
     return "  engine: sglang\n  command: [" + ", ".join(f'"{c}"' for c in command) + "]"
 
 
-def reaches(tmp_path: Path, server: str) -> dict[str, Reach | None]:
+def results(tmp_path: Path, server: str) -> dict[str, TestResult]:
     [spec] = load.parse(
         suite_text(server, (IN_CHILD, AT_START, NEVER)), source="s.yaml", base_dir=tmp_path
     )
     final = run_suites(Plan((spec,), tmp_path / "logs"), Silent(), lambda partial: None)
-    tests = {test.id: test for _, test in final.all_tests()}
-    assert all(test.status is Status.PASSED for test in tests.values()), tests
-    return {name: test.reach for name, test in tests.items()}
+    return {test.id: test for _, test in final.all_tests()}
 
 
 def test_probes_follow_the_spawned_engine_process(tmp_path):
-    found = reaches(tmp_path, launched())
+    tests = results(tmp_path, launched())
+    found = {name: test.reach for name, test in tests.items()}
     prefill = found["spawned::prefill"]
     assert prefill is not None and prefill.measured
     when = {f.name: f.when for f in prefill.functions}
@@ -76,6 +76,14 @@ def test_probes_follow_the_spawned_engine_process(tmp_path):
     second = found["spawned::no_names_of_its_own"]
     assert second is not None and [f.name for f in second.functions] == [IN_PARENT]
     assert second.functions[0].when is RanWhen.TEST
+    # A named function that never ran: the test did not test what it claims.
+    assert tests["spawned::no_names_of_its_own"].status is Status.PASSED
+    red = tests["spawned::prefill"]
+    assert red.status is Status.NOT_EXERCISED and red.kl_div == 0.0
+    assert red.message == (
+        f"not exercised (the test did not test what it claims): {NEVER} never ran"
+    )
+    assert red.hint == verdict.REACH_HINT
     # Two processes ran what they ran: the HTTP one, and the spawned engine.
     logs = {log: log.read_text() for log in (tmp_path / "logs" / "reach").glob("*/hits-*.log")}
     [parent] = [text for text in logs.values() if f"hit\t1\t{IN_PARENT}" in text]
@@ -85,8 +93,12 @@ def test_probes_follow_the_spawned_engine_process(tmp_path):
 
 def test_a_server_kl_bitexact_did_not_launch_says_reach_not_measured(tmp_path, reference_server):
     running = reference_server("--enable-deterministic-inference", "--page-size", "16")
-    found = reaches(tmp_path, f"  engine: sglang\n  base_url: {running.url}")
-    prefill = found["spawned::prefill"]
+    tests = results(tmp_path, f"  engine: sglang\n  base_url: {running.url}")
+    prefill = tests["spawned::prefill"].reach
     assert prefill is not None and not prefill.measured
     assert prefill.why_not == NOT_LAUNCHED
     assert [f.name for f in prefill.unreached] == [IN_PARENT, IN_CHILD, AT_START, NEVER]
+    # Never a silent pass: each test is not exercised, saying why.
+    for test in tests.values():
+        assert test.status is Status.NOT_EXERCISED
+        assert test.message.endswith(NOT_LAUNCHED)

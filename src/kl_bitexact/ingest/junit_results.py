@@ -28,6 +28,7 @@ from kl_bitexact.ingest.sglang_output import (
 )
 from kl_bitexact.results import io as results_io
 from kl_bitexact.results import model as results
+from kl_bitexact.results import verdict
 from kl_bitexact.results.model import (
     CacheHits,
     Results,
@@ -136,14 +137,17 @@ def to_test(case: JUnitCase, options: Options) -> TestResult:
     own_words = status is Status.PASSED or (
         recorded is not None and recorded.status is not Status.PASSED
     )
-    return replace(
-        base,
-        id=nodeid,
-        status=status,
-        duration_s=case.time_s,
-        message=base.message if own_words else _message(case, base),
-        blocked_by=_blocked_by(case, base),
-        warnings=(*base.warnings, *_outcome_warnings(case)),
+    # A function the test names that never ran: not exercised, whatever pytest said.
+    return verdict.exercised(
+        replace(
+            base,
+            id=nodeid,
+            status=status,
+            duration_s=case.time_s,
+            message=base.message if own_words else _message(case, base),
+            blocked_by=_blocked_by(case, base),
+            warnings=(*base.warnings, *_outcome_warnings(case)),
+        )
     )
 
 

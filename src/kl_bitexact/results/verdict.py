@@ -38,7 +38,7 @@ from typing import NamedTuple
 
 from kl_bitexact.results.aggregate import KL_ROUNDING, average, enough_hits
 from kl_bitexact.results.formats import fmt_kl
-from kl_bitexact.results.model import Status, TestResult
+from kl_bitexact.results.model import Reach, Status, TestResult
 
 # The checks `run` has (suite.model.CheckName: tests/results/test_verdict.py holds them equal;
 # `results` may not import `suite`), and those that count cache hits.
@@ -190,8 +190,24 @@ CLAIMS = frozenset({Status.PASSED, Status.FAILED, Status.FLAKY})
 def unexercised(test: TestResult) -> list[str]:
     """Why the test did not exercise what it claims (empty: nothing says so): each fact it
     states that its server did not confirm, in words ("enable_hierarchical_cache: expected
-    true, the server reported false (GET /server_info)")."""
-    return [fact.failure() for fact in test.facts if not fact.holds]
+    true, the server reported false (GET /server_info)"), and each function it names
+    (`reach`) that never ran, or why its reach could not be measured."""
+    facts = [fact.failure() for fact in test.facts if not fact.holds]
+    return facts + unreached(test.reach)
+
+
+NOT_MEASURED = "reach not measured"
+
+
+def unreached(reach: Reach | None) -> list[str]:
+    """The functions a test names that did not run ("m:f never ran (why)"); one reason when
+    nothing could be measured. The PR's changed functions are not the test's claim."""
+    if reach is None or not reach.functions:
+        return []
+    if not reach.measured:
+        said = reach.why_not or "no probe reported"
+        return [said if said.startswith(NOT_MEASURED) else f"{NOT_MEASURED}: {said}"]
+    return [f"{f.name} never ran" + (f" ({f.note})" if f.note else "") for f in reach.unreached]
 
 
 def judge(
@@ -235,9 +251,28 @@ def judged(test: TestResult, *, planned: bool) -> tuple[TestResult, bool]:
     return dataclasses.replace(test, status=Status.ERROR, message=message), True
 
 
+REACH_HINT = (
+    "configure the server so that the path the test guards runs, or name the function it "
+    "does run (the test's `reach`; docs/reach.md)"
+)
+
+
+def exercised(test: TestResult) -> TestResult:
+    """The test, `not_exercised` when a function it names did not run (or its reach could
+    not be measured) or a fact it states did not hold, whatever its numbers say; as it was
+    otherwise. `run` and `kl-bitexact pytest`'s import apply it once reach is known."""
+    missed = unexercised(test) if test.status in CLAIMS else []
+    if not missed:
+        return test
+    hint = REACH_HINT if unreached(test.reach) else test.hint
+    return dataclasses.replace(
+        test, status=Status.NOT_EXERCISED, message=not_exercised_message(missed), hint=hint
+    )
+
+
 def not_exercised_message(reasons: Sequence[str]) -> str:
     """The message of a `not_exercised` test: what the server did not confirm."""
-    return "not exercised (the server is not what the test claims): " + "; ".join(reasons)
+    return "not exercised (the test did not test what it claims): " + "; ".join(reasons)
 
 
 def _same(a: float, b: float) -> bool:

@@ -491,9 +491,13 @@ def _attempts(
     reach = reach_of(spec, running, epoch, changed)
     if reach is None:
         return attempts
-    return [
-        dataclasses.replace(a, result=dataclasses.replace(a.result, reach=reach)) for a in attempts
-    ]
+    return [dataclasses.replace(a, result=with_reach(a.result, reach)) for a in attempts]
+
+
+def with_reach(result: TestResult, reach: Reach) -> TestResult:
+    """The result with its reach: `not_exercised` when a function it names did not run, or
+    its reach could not be measured (results/verdict.py, the one rule)."""
+    return verdict.exercised(dataclasses.replace(result, reach=reach))
 
 
 def _named(group: list[Suite], changes: ChangedCode | None) -> tuple[str, ...]:
