@@ -283,6 +283,14 @@ IMPLIED_VALUES: dict[str, frozenset[str]] = {
     # --speculative-num-draft-tokens, which sglang sets to num-steps + 1 for top-1
     "--speculative-eagle-topk": frozenset({"1"}),
     "--speculative-num-steps": frozenset(str(n) for n in range(1, 64)),
+    # sglang's extra_buffer: the recurrent state tracked every --mamba-track-interval for
+    # caching, with the overlapping scheduler (what serve-reference does with
+    # --overlap-schedule, which the launcher adds); _lazy allocates the same slots on demand.
+    # no_buffer (no decode tracking, no overlap) is not what the engine does: needed.
+    **dict.fromkeys(
+        ("--mamba-scheduler-strategy", "--mamba-radix-cache-strategy"),
+        frozenset({"extra_buffer", "extra_buffer_lazy"}),
+    ),
 }
 NOT_JUDGED = "not judged on the reference engine"
 SERVED_CONTEXT_LENGTH = 32768
@@ -462,8 +470,8 @@ NEEDS_A_REAL_MODEL = "needs a real model"
 def _needs_a_real_model(what: str) -> Any:
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise unittest.SkipTest(
-            f"{NEEDS_A_REAL_MODEL}: {what} scores a real model's answers; the reference engine "
-            "has no tokenizer and answers random tokens"
+            f"{NOT_JUDGED}: {NEEDS_A_REAL_MODEL} ({what} scores a real model's answers; the "
+            "reference engine has no tokenizer and answers random tokens)"
         )
 
     return refuse
