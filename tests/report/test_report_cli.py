@@ -61,12 +61,20 @@ def test_json_verdict_and_markdown_to_file(cli, tmp_path: Path, red_blocked: Pat
     assert verdict["verdict"] == "passed"
     assert verdict["counts"] == {"expected_red": 1, "ok": 1}
     assert "expected red until [sgl-project/sglang#\u206029792](" in out.read_text()
+    # It says what it wrote (issue 37: `report --out` printed nothing).
+    size = len(out.read_text())
+    assert done.stderr.splitlines()[-1] == (
+        f"kl-bitexact: wrote the PR comment to {out} ({size:,} characters)"
+    )
 
 
 def test_without_blocker_states_a_blocked_test_fails_closed(cli, red_blocked: Path):
     done = cli(["report", str(red_blocked), "--json"], env=NO_GITHUB)
     assert done.returncode == 1
     assert json.loads(done.stdout)["reasons"] == ["1 blocker unknown"]
+    assert done.stderr.splitlines()[-1].startswith(
+        "kl-bitexact: exit 1, gate failed: 1 blocker unknown ("
+    )
     allowed = cli(["report", str(red_blocked), "--allow-unknown-blockers"], env=NO_GITHUB)
     assert allowed.returncode == 0
 

@@ -107,8 +107,8 @@ def handle(args: argparse.Namespace) -> int:
 def report(args: Options) -> Comparison:
     """The work of `report` (the command, and the action's report step, in process): the
     comparison, rendered where `args` says; its decision is the gate's."""
-    from kl_bitexact.commands.output import write_output
-    from kl_bitexact.report import render
+    from kl_bitexact.commands.output import say_notice, write_output
+    from kl_bitexact.report import render, terminal
 
     comparison = _compare(args)
     found = _findings(args.shown.findings) if args.shown.findings else ()
@@ -121,6 +121,7 @@ def report(args: Options) -> Comparison:
     )
     if args.out:
         write_output(args.out, body)
+        say_notice(f"kl-bitexact: wrote the PR comment to {args.out} ({len(body):,} characters)")
     elif not args.json:
         sys.stdout.write(body)
     if args.job_summary:
@@ -130,6 +131,8 @@ def report(args: Options) -> Comparison:
         import json
 
         print(json.dumps(render.as_json(comparison), indent=2))
+    # Why the exit code is not 0, last (issue 37): which tests, which rule.
+    say_notice(terminal.exit_line(comparison, comparison.decision.exit_code))
     return comparison
 
 
