@@ -8,6 +8,7 @@ from golden_scenarios import check_result
 from kl_bitexact.compare.blockers import BlockerState
 from kl_bitexact.compare.gate import (
     FailOn,
+    FailOnChoice,
     Policy,
     Verdict,
     decide,
@@ -244,6 +245,12 @@ def test_fail_on_unreached_round_trips():
 def test_fail_on_parses_a_mode_and_flaky(text, parsed):
     choice = parse_fail_on(text)
     assert (choice.mode, choice.flaky, choice.allow_known) == parsed
+
+
+def test_the_default_fail_on_is_plain_regression():
+    # run's default (`run.Options.fail_on`) is what `--fail-on regression` gives: no modifier.
+    assert FailOnChoice() == parse_fail_on("regression") and str(FailOnChoice()) == "regression"
+    assert Policy().fail_on_text == "regression"
 
 
 @pytest.mark.parametrize(
