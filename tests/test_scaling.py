@@ -59,6 +59,23 @@ def _report(files: scaling_runs.Files, extra: tuple[str, ...], out: Path) -> Cal
     return work
 
 
+def test_report_on_a_run_killed_halfway_grows_linearly(
+    sizes: dict[int, scaling_runs.Files], tmp_path: Path
+) -> None:
+    """Half the planned tests lost: each lost test's standing once read the whole plan."""
+    small, large = sizes[SMALL], sizes[LARGE]
+
+    def cut(files: scaling_runs.Files, out: Path) -> Callable[[], int]:
+        argv = ["report", str(files.cut), "--baseline", str(files.base), "--out", str(out)]
+        return lambda: cli.main([*argv, "--fail-on", "never"])
+
+    small_s, large_s = _ratio(cut(small, tmp_path / "s.md"), cut(large, tmp_path / "l.md"))
+    assert large_s / small_s <= LIMIT, (
+        f"report on a run killed halfway: {LARGE:,} tests cost {large_s:.3f} s CPU, "
+        f"{large_s / small_s:.1f}x the {small_s:.3f} s of {SMALL:,} (at most {LIMIT:g}x)"
+    )
+
+
 def _extra(files: scaling_runs.Files, what: str) -> tuple[str, ...]:
     baseline = ("--baseline", str(files.base)) if "baseline" in what else ()
     history = ("--history-dir", str(files.history)) if "history" in what else ()
@@ -87,7 +104,7 @@ def windows(tmp_path_factory: pytest.TempPathFactory) -> dict[int, scaling_runs.
     """1,000 tests with a history of 2 runs, and of 20 (the same head and base)."""
     root = tmp_path_factory.mktemp("windows")
     many = scaling_runs.files(root / str(MANY_RUNS), SMALL, MANY_RUNS)
-    few = scaling_runs.Files(many.head, many.base, root / str(FEW_RUNS))
+    few = scaling_runs.Files(many.head, many.base, root / str(FEW_RUNS), many.cut)
     few.history.mkdir()
     for path in sorted(many.history.iterdir())[-FEW_RUNS:]:
         shutil.copy(path, few.history)

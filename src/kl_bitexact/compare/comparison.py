@@ -149,14 +149,15 @@ def compare(
     base_tests = _index(baseline.results)
     resolve = _Resolver(blockers or {}, default_repo, blocker_reasons or {})
     judge = _Judge(baseline, resolve, policy, head.planned_ids(), promised)
+    no_verdict = _NoVerdict.of(head)
     reported = [(suite.name, test) for suite, test in head.all_tests()]
-    reported += [(item.suite, _no_verdict(item.id, item.check, head)) for item in head.missing()]
+    reported += [(item.suite, no_verdict(item.id, item.check)) for item in head.missing()]
     deltas = [judge(suite, test, base_tests.pop(test.id, None)) for suite, test in reported]
     for suite, test in base_tests.values():
-        if head.plan_complete:
+        if no_verdict.plan_complete:
             deltas.append(_removed(suite, test))
         else:
-            lost = _no_verdict(test.id, test.check, head)
+            lost = no_verdict(test.id, test.check)
             deltas.append(judge(suite, lost, (suite, test)))
     if history is not None:
         deltas = [_against_history(d, history, policy, d.id in promised) for d in deltas]
@@ -303,23 +304,40 @@ def _same_configuration(head: Results, base: Results | None) -> dict[str, bool]:
     }
 
 
-def _no_verdict(test_id: str, check: str, head: Results) -> TestResult:
-    """The `error` standing for a test the head should have reported and did not."""
-    if head.plan is None:
-        why = (
-            "no verdict: in the base but not in the head's results, which record no plan, "
-            "so a removed test cannot be told from a lost one"
+@dataclass(frozen=True)
+class _NoVerdict:
+    """The `error` standing for a test the head should have reported and did not. The
+    head's plan is read once: asked for each lost test (a run killed halfway loses
+    thousands), it made compare quadratic (issue 40)."""
+
+    head: Results
+    plan_complete: bool
+    planned: frozenset[str]
+
+    @classmethod
+    def of(cls, head: Results) -> _NoVerdict:
+        planned = frozenset(item.id for item in head.plan or ())
+        return cls(head, head.plan_complete, planned)
+
+    def __call__(self, test_id: str, check: str) -> TestResult:
+        head = self.head
+        if head.plan is None:
+            why = (
+                "no verdict: in the base but not in the head's results, which record no plan, "
+                "so a removed test cannot be told from a lost one"
+            )
+        elif not self.plan_complete and test_id not in self.planned:
+            why = (
+                "no verdict: in the base but not in the head's results, a part of which "
+                "recorded no plan, so a removed test cannot be told from a lost one"
+            )
+        elif head.run.finished is False:
+            why = "no verdict: the run stopped before this planned test (it did not finish)"
+        else:
+            why = "no verdict: planned by the run but missing from its results"
+        return TestResult(
+            id=test_id, check=check, status=Status.ERROR, message=why, cause=Cause.RUNNER
         )
-    elif not head.plan_complete and test_id not in {item.id for item in head.plan}:
-        why = (
-            "no verdict: in the base but not in the head's results, a part of which recorded "
-            "no plan, so a removed test cannot be told from a lost one"
-        )
-    elif head.run.finished is False:
-        why = "no verdict: the run stopped before this planned test (it did not finish)"
-    else:
-        why = "no verdict: planned by the run but missing from its results"
-    return TestResult(id=test_id, check=check, status=Status.ERROR, message=why, cause=Cause.RUNNER)
 
 
 def _removed(suite: str, base: TestResult) -> TestDelta:
