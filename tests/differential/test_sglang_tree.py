@@ -54,8 +54,7 @@ def _load(out: Path) -> list:
 
 
 def test_flags_the_engine_lacks_are_named_and_flags_of_no_meaning_here_are_dropped() -> None:
-    launch = "--tp-size 4 --page-size 64 --mamba-scheduler-strategy no_buffer"
-    launch += " --mamba-radix-cache-strategy extra_buffer"
+    launch = "--tp-size 4 --page-size 64 --mamba-scheduler-strategy extra_buffer"
     launch += (
         " --speculative-eagle-topk 1 --speculative-eagle-topk 4 --hicache-storage-backend file"
     )
@@ -64,7 +63,7 @@ def test_flags_the_engine_lacks_are_named_and_flags_of_no_meaning_here_are_dropp
     )
     assert kept == ["--page-size", "64"]
     assert sglang_wheel.needed(dropped) == [
-        "--mamba-scheduler-strategy no_buffer",
+        "--mamba-scheduler-strategy extra_buffer",
         "--speculative-eagle-topk 4",
         "--hicache-storage-backend file",
         "--enable-int8-mamba-checkpoint",
