@@ -16,6 +16,7 @@ from kl_bitexact.commands import Command
 SUBCOMMANDS = [
     "run",
     "serve-reference",
+    "explore",
     "report",
     "publish",
     "history",

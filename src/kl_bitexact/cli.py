@@ -48,6 +48,11 @@ COMMANDS: tuple[Command | LazyCommand, ...] = (
         "serve-reference",
         "serve the embedded reference engine (sglang's /generate protocol)",
     ),
+    _lazy(
+        "explore",
+        "explore",
+        "search a server for cache bugs no suite was written for, and hand back the test",
+    ),
     _lazy("report", "report", "render results as the PR comment Markdown and decide the gate"),
     _lazy("publish", "publish", "post the sticky PR comment and set the merge gate"),
     _lazy(

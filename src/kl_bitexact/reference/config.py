@@ -105,6 +105,7 @@ _NEEDS_A_CACHE = frozenset(
         Fault.SPEC_OVERSHOOT_CACHED,
         Fault.SWA_EARLY_RELEASE,
         Fault.BRANCH_CHECKPOINT_REUSE,
+        Fault.ONE_PAGE_PREFIX_MIXED_BATCH,
     }
 )
 

@@ -80,6 +80,8 @@ class ReferenceEngine:
     def generate(self, requests: Sequence[GenerateRequest]) -> list[GenerateResult]:
         with self._lock:
             runs = [self._start(request) for request in requests]
+            if self.config.has(Fault.ONE_PAGE_PREFIX_MIXED_BATCH):
+                _corrupt_one_page_hits_beside_cold(runs, self.config.page_size)
             self._prefill(runs)
             self._first_tokens(runs)
             if self.config.draft_tokens:
@@ -199,6 +201,17 @@ class ReferenceEngine:
                 run, checkpoints, self.config.page_size
             )
         self.cache.insert(run.tokens(), run.state, checkpoints)
+
+
+def _corrupt_one_page_hits_beside_cold(runs: list[Run], page_size: int) -> None:
+    """Fault.ONE_PAGE_PREFIX_MIXED_BATCH: in a batch holding a request that reuses nothing,
+    each request whose restored prefix is exactly one page loses its last cached row (the
+    request's own copy: the cache itself stays sound, so an uncached replay is unaffected)."""
+    if not any(run.cached_tokens == 0 for run in runs):
+        return
+    for run in runs:
+        if run.cached_tokens == page_size:
+            run.state.full_kv[:, :, page_size - 1] = 0
 
 
 def _restore(state: SequenceState, match: PrefixMatch, page_size: int) -> None:

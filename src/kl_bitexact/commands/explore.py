@@ -1,0 +1,259 @@
+"""`kl-bitexact explore`: search a server for a cache bug no suite was written for.
+
+It reads the server's cache geometry, generates workloads aimed at its boundaries
+(explore/), checks every generated token against an uncached replay, shrinks the first
+divergence with Hypothesis and writes it as a suite file `kl-bitexact run` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kl_bitexact.commands import Command
+from kl_bitexact.errors import ConfigError, ExitCode, Interrupted, ServerError
+from kl_bitexact.explore import handback
+from kl_bitexact.explore.execute import execute, handed_back_fails
+from kl_bitexact.explore.geometry import Geometry, GeometryError, read_geometry
+from kl_bitexact.explore.search import Search, Tally
+from kl_bitexact.run import engines
+from kl_bitexact.run.engines.base import Engine
+from kl_bitexact.run.server import Server, attach, launch
+from kl_bitexact.suite import load as suite_file
+from kl_bitexact.suite.model import EngineName, ServerSpec
+from kl_bitexact.untrusted.jsonfile import replace_text
+
+DEFAULT_OUT = Path("kl-bitexact-explore")
+REPEATS = 3
+_BUDGET = re.compile(r"(\d+(?:\.\d+)?)([smh]?)")
+_UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600}
+
+
+def parse_budget(text: str) -> float:
+    """argparse type: seconds, or a number with s, m or h ("90", "5m")."""
+    match = _BUDGET.fullmatch(text.strip())
+    if match is None or float(match[1]) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a budget: give seconds or e.g. 5m")
+    return float(match[1]) * _UNIT_S[match[2]]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "suite", nargs="?", type=Path, help="a suite file whose first suite's server is launched"
+    )
+    parser.add_argument("--base-url", help="explore an already running server instead")
+    parser.add_argument(
+        "--budget", type=parse_budget, default=60.0, help="time to search: seconds or 5m"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="the same seed, the same workloads")
+    parser.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})"
+    )
+
+
+@dataclass
+class Report:
+    """What results.json and summary.md say; written after every stage and on a stop."""
+
+    out: Path
+    seed: int
+    budget_s: float
+    geometry: Geometry | None = None
+    tally: Tally | None = None
+    finding: dict[str, Any] | None = None
+    stopped: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def write(self) -> None:
+        self.out.mkdir(parents=True, exist_ok=True)
+        replace_text(self.out / "results.json", json.dumps(self._data(), indent=2) + "\n")
+        replace_text(self.out / "summary.md", self._summary())
+
+    def _data(self) -> dict[str, Any]:
+        tally = self.tally
+        return {
+            "tool": "kl-bitexact explore",
+            "seed": self.seed,
+            "budget_s": self.budget_s,
+            "geometry": self.geometry.as_dict() if self.geometry else None,
+            "workloads": tally.examples if tally else 0,
+            "requests": tally.requests if tally else 0,
+            "elapsed_s": round(tally.elapsed(), 3) if tally else 0.0,
+            "first_found_s": tally.first_found_s if tally else None,
+            "stopped": self.stopped,
+            "findings": [self.finding] if self.finding else [],
+            "notes": self.notes,
+        }
+
+    def _summary(self) -> str:
+        data = self._data()
+        lines = [
+            "# kl-bitexact explore",
+            "",
+            f"seed {self.seed}, budget {self.budget_s:.0f} s: {data['workloads']} workloads, "
+            f"{data['requests']} requests in {data['elapsed_s']:.1f} s",
+        ]
+        if self.stopped:
+            lines.append(f"stopped early: {self.stopped}")
+        if self.finding:
+            found = self.finding
+            lines += [
+                "",
+                f"**Found**: {found['divergence']['located']}",
+                f"- shrunk to {found['requests']} requests in {len(found['workload'])} steps",
+                f"- diverges on {found['repeats']} re-runs",
+                f"- handed back as {found['suite_file']}: {found['handback']}",
+            ]
+        else:
+            lines.append("\nnothing found: every generated token matched its uncached replay")
+        return "\n".join(lines + [f"- note: {note}" for note in self.notes]) + "\n"
+
+
+def handle(args: argparse.Namespace) -> int:
+    if (args.suite is None) == (args.base_url is None):
+        raise ConfigError(
+            "explore needs one server: a suite file or --base-url, not both, not neither",
+            hint="kl-bitexact explore --base-url http://127.0.0.1:30000 --budget 5m",
+        )
+    report = Report(args.out, args.seed, args.budget)
+    spec = _server_spec(args)
+    server = _reach(spec, args.out)
+    try:
+        return _explore(args, spec, server, report)
+    except Interrupted as stop:
+        report.stopped = f"{stop.name} received; what was found so far is kept"
+        report.write()
+        raise
+    finally:
+        server.stop(why="explore is done")
+
+
+def _server_spec(args: argparse.Namespace) -> ServerSpec:
+    if args.base_url:
+        return ServerSpec(engine=EngineName.SGLANG, base_url=args.base_url)
+    suites = suite_file.load(args.suite)
+    spec = suites[0].server
+    if spec.engine is EngineName.OPENAI:
+        raise ConfigError(
+            f"{args.suite}: explore speaks sglang's native API (engine: sglang or reference)",
+            hint="OpenAI-compatible servers are not explored yet (docs/explore.md)",
+        )
+    return spec
+
+
+def _reach(spec: ServerSpec, out: Path) -> Server:
+    say = _say
+    if spec.base_url:
+        return attach(spec.base_url, progress=say)
+    return launch(spec, out / "server.log", progress=say, label="explore")
+
+
+def _explore(args: argparse.Namespace, spec: ServerSpec, server: Server, report: Report) -> int:
+    engine = engines.connect(spec.engine, server.base_url, request_timeout=spec.request_timeout)
+    geometry = _geometry(engine, server.base_url)
+    report.geometry = geometry
+    _say(f"explore: geometry {geometry.as_dict()}")
+    search = Search(engine, geometry, budget_s=args.budget, seed=args.seed, progress=_say)
+    report.tally = search.tally
+    report.write()
+    tally = search.run()
+    if tally.found is None:
+        report.write()
+        _say(f"explore: nothing found in {tally.examples} workloads ({tally.requests} requests)")
+        return ExitCode.GATE_PASSED
+    report.finding = _finding(engine, geometry, search, spec, server.base_url, args.out)
+    report.write()
+    _say(f"explore: found: {report.finding['divergence']['located']}")
+    _say(f"explore: suite file {args.out / report.finding['suite_file']}")
+    return ExitCode.GATE_FAILED
+
+
+def _geometry(engine: Engine, url: str) -> Geometry:
+    try:
+        geometry = read_geometry(engine.server_info(), f"{url}/server_info")
+    except GeometryError as error:
+        raise ServerError(
+            str(error), hint="explore aims at the geometry the server reports"
+        ) from None
+    if not geometry.deterministic:
+        raise ServerError(
+            f"{url} does not report enable_deterministic_inference: true; explore judges "
+            "every token exactly, which only a deterministic server supports",
+            hint="start the server with --enable-deterministic-inference "
+            "(the noise-floor rule is not built for explore yet)",
+        )
+    return geometry
+
+
+def _finding(
+    engine: Engine, geometry: Geometry, search: Search, spec: ServerSpec, url: str, out: Path
+) -> dict[str, Any]:
+    found = search.tally.found
+    assert found is not None
+    again = sum(
+        1 for _ in range(REPEATS) if execute(engine, found.workload, search.tokens).divergences
+    )
+    step = found.divergence.served.step
+    outcome = execute(engine, found.workload, search.tokens)
+    prompts = [s.prompt for s in outcome.served if s.step == step]
+    max_new = max(len(s.generation.output_ids) for s in outcome.served if s.step == step)
+    fails, cached = handed_back_fails(engine, prompts, max_new)
+    located = found.divergence.as_dict(geometry)["located"]
+    (out / "finding-1.prompts.json").write_text(handback.prompts_text(prompts))
+    (out / "finding-1.yaml").write_text(
+        handback.suite_text(
+            name="explore-finding-1",
+            server=_server_block(spec, url),
+            prompts_file="finding-1.prompts.json",
+            prompts=prompts,
+            max_new_tokens=max_new,
+            geometry=geometry,
+            located=located,
+        )
+    )
+    verdict = "fails here, as explored" if fails else "does NOT fail here (shape not expressible)"
+    return {
+        "workload": found.workload.as_list(),
+        "requests": found.workload.requests,
+        "divergence": found.divergence.as_dict(geometry),
+        "shrinks": search.tally.shrinks,
+        "repeats": f"{again}/{REPEATS}",
+        "deterministic": again == REPEATS,
+        "suite_file": "finding-1.yaml",
+        "handback": f"{verdict} (cached_tokens {list(cached)})",
+        "handback_fails": fails,
+    }
+
+
+def _server_block(spec: ServerSpec, url: str) -> dict[str, Any]:
+    """How the handed-back suite reaches the server: as explored (a launched reference
+    engine with its flags), else the URL (`run FILE --base-url URL` overrides it)."""
+    if spec.engine is EngineName.REFERENCE and not spec.base_url:
+        launcher = suite_file.reference_command(())
+        return {"engine": "reference", "args": list(spec.command[len(launcher) :])}
+    return {"engine": "sglang", "base_url": spec.base_url or url}
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+COMMAND = Command(
+    name="explore",
+    summary="search a server for cache bugs no suite was written for, and hand back the test",
+    description="Read the server's cache geometry (page size, track interval, prefill chunk, "
+    "window), generate workloads aimed at its boundaries - shared prefixes on and beside them, "
+    "cached and cold prompts in one batch, multi-turn continuations, flushes - and check every "
+    "generated token against an uncached replay (exact: the server must be deterministic). "
+    "The first divergence is shrunk with Hypothesis and written to --out as a suite file.\n\n"
+    "exit codes: 0 nothing found, 1 found, 2 could not run; results.json and summary.md are "
+    "written as it goes and kept on SIGINT/SIGTERM. Details: docs/explore.md",
+    add_arguments=add_arguments,
+    handler=handle,
+    clean_environment=True,
+)

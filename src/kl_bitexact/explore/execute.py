@@ -1,0 +1,142 @@
+"""Send a workload through an engine adapter and check every generated token against an
+uncached replay of the same sequence (exact: the server is deterministic)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kl_bitexact.explore.geometry import Geometry
+from kl_bitexact.explore.workload import Batch, Tokens, Workload
+from kl_bitexact.run.engines.base import Engine, Generation, SamplingParams
+
+# Sequences are cut to this many tokens (prompt and answer), well inside any context.
+MAX_SEQUENCE = 2048
+
+
+@dataclass(frozen=True)
+class Served:
+    """One request as the server answered it, with the batch it was served in."""
+
+    step: int
+    slot: int  # its place in the batch
+    prompt: tuple[int, ...]
+    generation: Generation
+    batch_cached: tuple[int | None, ...]  # cached_tokens of every request of its batch
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """The first generated token whose logprob differs from the uncached replay's."""
+
+    served: Served
+    position: int  # index among the generated tokens
+    decoded: float
+    replayed: float
+
+    def as_dict(self, geometry: Geometry) -> dict[str, Any]:
+        cached = self.served.generation.cached_tokens
+        return {
+            "step": self.served.step,
+            "slot": self.served.slot,
+            "prompt_tokens": len(self.served.prompt),
+            "cached_tokens": cached,
+            "batch_cached_tokens": list(self.served.batch_cached),
+            "generated_token": self.position,
+            "decoded_logprob": self.decoded,
+            "replayed_logprob": self.replayed,
+            "located": locate(self, geometry),
+        }
+
+
+def locate(divergence: Divergence, geometry: Geometry) -> str:
+    """The divergence in words, against the geometry."""
+    served = divergence.served
+    cached = served.generation.cached_tokens
+    hit = "no cached_tokens reported" if cached is None else f"cached prefix {cached} tokens"
+    if cached:
+        hit += f" ({geometry.describe(cached)})"
+    others = [c for i, c in enumerate(served.batch_cached) if i != served.slot]
+    cold = sum(1 for c in others if c == 0)
+    warm = len(others) - cold
+    return (
+        f"generated token {divergence.position} of a {len(served.prompt)}-token prompt, "
+        f"{hit}, in a batch with {cold} cold and {warm} cached other request(s)"
+    )
+
+
+@dataclass(frozen=True)
+class Outcome:
+    served: tuple[Served, ...]
+    divergences: tuple[Divergence, ...]
+
+
+def execute(engine: Engine, workload: Workload, tokens: Tokens) -> Outcome:
+    """Run `workload` from an empty cache, then replay every sequence uncached and compare."""
+    engine.flush()
+    served: list[Served] = []
+    sequences: list[tuple[int, ...]] = []
+    for step_index, step in enumerate(workload.steps):
+        if not isinstance(step, Batch):
+            engine.flush()
+            continue
+        batch = _serve(engine, step, step_index, tokens, sequences)
+        served += batch
+        sequences += [s.prompt + s.generation.output_ids for s in batch]
+    return Outcome(tuple(served), tuple(_compare(engine, served, sequences)))
+
+
+def _serve(
+    engine: Engine,
+    step: Batch,
+    step_index: int,
+    tokens: Tokens,
+    earlier: list[tuple[int, ...]],
+) -> list[Served]:
+    prompts: list[tuple[int, ...]] = []
+    for prompt in step.prompts:
+        built = tokens.prompt(prompt, len(earlier) + len(prompts), earlier)
+        prompts.append(tuple(built[-(MAX_SEQUENCE - step.max_new_tokens) :]))
+    params = SamplingParams(max_new_tokens=step.max_new_tokens, temperature=0.0, seed=0)
+    answers = engine.generate(prompts, params)
+    cached = tuple(answer.cached_tokens for answer in answers)
+    return [
+        Served(step_index, slot, prompt, answer, cached)
+        for slot, (prompt, answer) in enumerate(zip(prompts, answers, strict=True))
+    ]
+
+
+def _compare(
+    engine: Engine, served: list[Served], sequences: list[tuple[int, ...]]
+) -> list[Divergence]:
+    if not served:
+        return []
+    last = max(len(s.generation.output_ids) for s in served)
+    replays = engine.replay(sequences, last=last)
+    found = []
+    for item, replay in zip(served, replays, strict=True):
+        decoded = item.generation.output_logprobs
+        replayed = replay.last(len(decoded))
+        for position, (ours, theirs) in enumerate(zip(decoded, replayed, strict=True)):
+            if ours is not None and theirs is not None and ours != theirs:
+                found.append(Divergence(item, position, ours, theirs))
+                break
+    return found
+
+
+def handed_back_fails(
+    engine: Engine, prompts: list[tuple[int, ...]], max_new_tokens: int
+) -> tuple[bool, tuple[int | None, ...]]:
+    """Run the phases of the handed-back `prefill_cache_hit` test (warm the prompts cold,
+    generate them in one batch, replay uncached): whether a token diverges, and each
+    prompt's cached_tokens."""
+    engine.generate(prompts, SamplingParams(max_new_tokens=0, temperature=0.0, cold=True))
+    params = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0, seed=0)
+    answers = engine.generate(prompts, params)
+    cached = tuple(answer.cached_tokens for answer in answers)
+    served = [
+        Served(0, slot, prompt, answer, cached)
+        for slot, (prompt, answer) in enumerate(zip(prompts, answers, strict=True))
+    ]
+    sequences = [s.prompt + s.generation.output_ids for s in served]
+    return bool(_compare(engine, served, sequences)), cached

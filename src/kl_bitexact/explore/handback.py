@@ -1,0 +1,66 @@
+"""The failing batch of a shrunk workload as a suite file `kl-bitexact run` runs (pure).
+
+The four checks can express "a batch of prompts, each served after its own prompt was
+cached": `prefill_cache_hit` warms the prompts (cold, no new tokens), then generates them
+in one batch and replays each uncached. That is the shape handed back; whether it still
+fails is measured by `reproduces` (explore runs the same phases) and recorded, never
+assumed. Shapes it cannot express (a hit from another prompt's prefix, flushes between
+turns) are not handed back yet: docs/explore.md.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import yaml
+
+from kl_bitexact.explore.geometry import Geometry
+
+# The facts the handed-back test depends on, read back by `run` before it trusts a result.
+EXPECTED_FACTS = (
+    "enable_deterministic_inference",
+    "page_size",
+    "mamba_track_interval",
+    "chunked_prefill_size",
+)
+
+
+def suite_text(
+    *,
+    name: str,
+    server: Mapping[str, Any],
+    prompts_file: str,
+    prompts: Sequence[Sequence[int]],
+    max_new_tokens: int,
+    geometry: Geometry,
+    located: str,
+) -> str:
+    """The suite file's YAML: one `prefill_cache_hit` test over the failing batch."""
+    facts = geometry.as_dict()
+    expect = {key: facts[key] for key in EXPECTED_FACTS if facts.get(key) is not None}
+    expect["disable_radix_cache"] = False
+    suite = {
+        "name": name,
+        "server": {**server, "expect": expect},
+        "tests": [
+            {
+                "name": "explored_batch",
+                "check": "prefill_cache_hit",
+                "samples": len(prompts),
+                "prompts": prompts_file,
+                "max_new_tokens": max_new_tokens,
+                "temperature": 0.0,
+                "exact": True,
+                # Cold requests are part of the shape: only one hit is needed.
+                "min_cache_hit_ratio": 0.0,
+            }
+        ],
+    }
+    header = f"# Found by `kl-bitexact explore`: {located}\n"
+    return header + yaml.safe_dump([suite], sort_keys=False)
+
+
+def prompts_text(prompts: Sequence[Sequence[int]]) -> str:
+    return json.dumps([list(prompt) for prompt in prompts]) + "\n"

@@ -1,0 +1,144 @@
+"""Hypothesis's generation and shrinker under a time budget, seeded.
+
+`hypothesis.find` is run in rounds of ROUND_EXAMPLES examples, drawing from one seeded
+random, until a workload diverges or the budget is spent; the round that finds one shrinks
+it (fewer steps, requests, tokens) until shrinking stops or the budget ends. Every failing
+workload seen is kept as it is seen, so a stop signal loses none of what was found.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from hypothesis import HealthCheck, Phase, find, settings
+from hypothesis.errors import NoSuchExample
+
+from kl_bitexact.explore.execute import Divergence, Outcome, execute
+from kl_bitexact.explore.geometry import Geometry
+from kl_bitexact.explore.strategy import workloads
+from kl_bitexact.explore.workload import Tokens, Workload
+from kl_bitexact.run.engines.base import Engine
+
+ROUND_EXAMPLES = 20
+PROGRESS_EVERY_S = 5.0
+# Shrinking may use what is left of the budget, but at least this share of it.
+SHRINK_SHARE = 0.3
+
+
+@dataclass
+class Found:
+    workload: Workload
+    divergence: Divergence
+
+
+@dataclass
+class Tally:
+    """What the search has done so far (read by the progress line and results.json)."""
+
+    examples: int = 0
+    requests: int = 0
+    found: Found | None = None
+    shrinks: int = 0
+    first_found_s: float | None = None
+    started: float = field(default_factory=time.monotonic)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+
+class Search:
+    def __init__(
+        self,
+        engine: Engine,
+        geometry: Geometry,
+        *,
+        budget_s: float,
+        seed: int,
+        progress: Callable[[str], None],
+    ) -> None:
+        self.engine = engine
+        self.geometry = geometry
+        self.budget_s = budget_s
+        self.seed = seed
+        self.progress = progress
+        self.tokens = Tokens(geometry.vocab_size, seed)
+        self.tally = Tally()
+        self._said = 0.0
+
+    def longest(self) -> int:
+        return max(self.geometry.boundaries().values()) * 3 + 1
+
+    def run(self) -> Tally:
+        """Search until a workload diverges (then shrink it) or the budget is spent."""
+        draw = random.Random(self.seed)
+        strategy = workloads(self.geometry, self.longest())
+        while self.tally.found is None and not self._out_of_time():
+            try:
+                find(strategy, self._diverges, settings=_settings(), random=draw)
+            except NoSuchExample:
+                continue
+        return self.tally
+
+    def _diverges(self, workload: Workload) -> bool:
+        if self._out_of_time():
+            return False
+        outcome = execute(self.engine, workload, self.tokens)
+        self._count(workload, outcome)
+        if not outcome.divergences:
+            return False
+        self._keep(workload, outcome.divergences[0])
+        return True
+
+    def _count(self, workload: Workload, outcome: Outcome) -> None:
+        self.tally.examples += 1
+        self.tally.requests += workload.requests
+        if time.monotonic() - self._said >= PROGRESS_EVERY_S:
+            self._said = time.monotonic()
+            self.progress(self._line())
+
+    def _keep(self, workload: Workload, divergence: Divergence) -> None:
+        best = self.tally.found
+        if best is None:
+            self.tally.first_found_s = self.tally.elapsed()
+            self.progress(
+                f"explore: found a divergence after {self.tally.first_found_s:.1f} s "
+                f"({workload.requests} requests); shrinking"
+            )
+        elif _size(workload) >= _size(best.workload):
+            return
+        else:
+            self.tally.shrinks += 1
+        self.tally.found = Found(workload, divergence)
+
+    def _out_of_time(self) -> bool:
+        spent = self.tally.elapsed()
+        if self.tally.first_found_s is None:
+            return spent >= self.budget_s
+        shrink_until = max(self.budget_s, self.tally.first_found_s + SHRINK_SHARE * self.budget_s)
+        return spent >= shrink_until
+
+    def _line(self) -> str:
+        state = "shrinking" if self.tally.found else "nothing found yet"
+        return (
+            f"explore: {self.tally.examples} workloads, {self.tally.requests} requests, "
+            f"{self.tally.elapsed():.0f} s of {self.budget_s:.0f} s, {state}"
+        )
+
+
+def _size(workload: Workload) -> tuple[int, int, int]:
+    """Smaller is simpler: fewer requests, then fewer steps, then fewer prompt names."""
+    named = sum(p.shared + p.own for step in workload.steps for p in getattr(step, "prompts", ()))
+    return (workload.requests, len(workload.steps), named)
+
+
+def _settings() -> settings:
+    return settings(
+        max_examples=ROUND_EXAMPLES,
+        deadline=None,
+        database=None,
+        phases=[Phase.generate, Phase.shrink],
+        suppress_health_check=list(HealthCheck),
+    )

@@ -1,0 +1,101 @@
+"""`kl-bitexact explore` against real reference servers (real processes), and its pure parts."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from subprocess import CompletedProcess
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kl_bitexact.commands.explore import parse_budget
+from kl_bitexact.explore.geometry import Geometry, GeometryError, read_geometry
+
+GEOMETRY = ["--enable-deterministic-inference", "--page-size", "16", "--mamba-track-interval", "16"]
+FAULT = ["--fault", "one-page-prefix-mixed-batch"]
+Cli = Callable[..., CompletedProcess[str]]
+
+
+def test_explore_finds_the_fault_shrinks_it_and_hands_back_a_suite_that_fails_only_there(
+    cli: Cli, reference_server: Callable[..., Any], tmp_path: Path
+) -> None:
+    faulty = reference_server(*GEOMETRY, *FAULT)
+    healthy = reference_server(*GEOMETRY)
+    out = tmp_path / "out"
+    found = cli(
+        ["explore", "--base-url", faulty.url, "--budget", "90", "--seed", "1", "--out", str(out)],
+        timeout=300,
+    )
+    assert found.returncode == 1, found.stderr
+    assert "explore: found a divergence" in found.stderr  # progress while it runs
+    results = json.loads((out / "results.json").read_text())
+    [finding] = results["findings"]
+    assert finding["requests"] <= 6, finding["workload"]  # shrunk to a handful
+    assert finding["deterministic"] and finding["handback_fails"]
+    assert "exactly 1 page" in finding["divergence"]["located"]
+    assert "1 page" in (out / "summary.md").read_text()
+    suite = str(out / finding["suite_file"])
+    assert (
+        cli(["run", suite, "--base-url", faulty.url, "--out", str(tmp_path / "f")]).returncode == 1
+    )
+    assert (
+        cli(["run", suite, "--base-url", healthy.url, "--out", str(tmp_path / "h")]).returncode == 0
+    )
+
+
+def test_a_healthy_server_reports_nothing(
+    cli: Cli, reference_server: Callable[..., Any], tmp_path: Path
+) -> None:
+    healthy = reference_server(*GEOMETRY)
+    out = tmp_path / "out"
+    result = cli(["explore", "--base-url", healthy.url, "--budget", "6", "--out", str(out)])
+    assert result.returncode == 0, result.stderr
+    results = json.loads((out / "results.json").read_text())
+    assert results["findings"] == [] and results["workloads"] > 0
+
+
+def test_a_server_that_is_not_deterministic_cannot_be_explored(
+    cli: Cli, reference_server: Callable[..., Any], tmp_path: Path
+) -> None:
+    plain = reference_server("--page-size", "16")
+    result = cli(["explore", "--base-url", plain.url, "--budget", "5", "--out", str(tmp_path)])
+    assert result.returncode == 2
+    assert "--enable-deterministic-inference" in result.stderr
+
+
+def test_explore_needs_exactly_one_server(cli: Cli, tmp_path: Path) -> None:
+    result = cli(["explore", "--budget", "5", "--out", str(tmp_path)])
+    assert result.returncode == 2 and "--base-url" in result.stderr
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("90", 90.0), ("5m", 300.0), ("1.5s", 1.5)])
+def test_budgets(text: str, seconds: float) -> None:
+    assert parse_budget(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "0", "5x", "-3", "m"])
+def test_bad_budgets_are_refused(text: str) -> None:
+    with pytest.raises(Exception, match="budget"):
+        parse_budget(text)
+
+
+@given(st.integers(1, 256), st.integers(1, 256), st.integers(1, 4000))
+def test_lengths_sit_on_and_beside_every_boundary(page: int, track: int, longest: int) -> None:
+    geometry = Geometry(page, track, None, None, 256, True)
+    lengths = geometry.lengths(longest)
+    assert list(lengths) == sorted(set(lengths)) and all(1 <= n <= longest for n in lengths)
+    for size in (page, track):
+        for near in (size - 1, size, size + 1):
+            assert near in lengths or not 1 <= near <= longest
+
+
+def test_geometry_without_a_page_size_says_so() -> None:
+    with pytest.raises(GeometryError, match="page_size"):
+        read_geometry({"mamba_track_interval": 16}, "GET /server_info")
+    with pytest.raises(GeometryError, match="page_size=0"):
+        read_geometry({"page_size": 0}, "GET /server_info")
+    assert read_geometry({"page_size": 4}, "x").describe(8) == "exactly 2 pages"
