@@ -90,3 +90,18 @@ def test_only_the_checkouts_own_imports_get_stand_ins(tmp_path: Path) -> None:
     scope = {"finder": finder}
     exec(code, scope)
     assert scope["spec"] is not None
+
+
+def test_a_decorator_of_the_engine_lets_the_file_import_and_its_use_skips() -> None:
+    """`@triton.jit` at import skipped sglang's jitter files whole, their tests uncollected."""
+    import unittest
+
+    import pytest
+
+    def kernel() -> None: ...
+
+    decorated = sglang_tree.Needed("triton.jit")(kernel)
+    with pytest.raises(unittest.SkipTest, match=r"needs triton\.jit\(kernel\)\[\.\.\.\]"):
+        decorated[(1,)]()
+    with pytest.raises(unittest.SkipTest, match=r"needs torch\.cuda\.is_available"):
+        sglang_tree.Needed("torch.cuda.is_available")()
