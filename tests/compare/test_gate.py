@@ -294,3 +294,11 @@ def test_worse_than_base_at_its_boundaries(
     base: TestResult, head: TestResult, worse: tuple[str, ...]
 ) -> None:
     assert worse_than_base(head, base) == worse
+
+
+def test_a_decision_told_no_count_of_unreached_functions_cannot_tell_none_were():
+    # Issue 36: a count nobody passed is unknown, not 0 ("every changed function ran").
+    decision = decide({}, executed=1, policy=Policy(unreached=True))
+    assert decision.reasons == (
+        "fail-on unreached: the run recorded no PR change (run --reach-diff BASE)",
+    )

@@ -382,7 +382,7 @@ def decide(
     executed: int,
     policy: Policy,
     unproven: int = 0,
-    unreached: int | None = 0,
+    unreached: int | None = None,
 ) -> Decision:
     """The run's decision from the count of gating tests per verdict (and of new tests
     not shown to detect anything, which gate under `proof_strict`; and of the PR's changed
