@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
-from subprocess import CompletedProcess
 from typing import Any
 
+import process_groups
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -17,7 +19,7 @@ from kl_bitexact.explore.geometry import Geometry, GeometryError, read_geometry
 
 GEOMETRY = ["--enable-deterministic-inference", "--page-size", "16", "--mamba-track-interval", "16"]
 FAULT = ["--fault", "one-page-prefix-mixed-batch"]
-Cli = Callable[..., CompletedProcess[str]]
+Cli = Callable[..., subprocess.CompletedProcess[str]]
 
 
 def test_explore_finds_the_fault_shrinks_it_and_hands_back_a_suite_that_fails_only_there(
@@ -99,3 +101,24 @@ def test_geometry_without_a_page_size_says_so() -> None:
     with pytest.raises(GeometryError, match="page_size=0"):
         read_geometry({"page_size": 0}, "GET /server_info")
     assert read_geometry({"page_size": 4}, "x").describe(8) == "exactly 2 pages"
+
+
+def test_a_stop_signal_keeps_what_was_found(
+    reference_server: Callable[..., Any], tmp_path: Path
+) -> None:
+    faulty = reference_server(*GEOMETRY, *FAULT)
+    out = tmp_path / "out"
+    args = ["explore", "--base-url", faulty.url, "--budget", "300", "--seed", "1"]
+    with process_groups.run_cli([*args, "--out", str(out)], stderr=subprocess.PIPE) as child:
+        assert child.stderr is not None
+        for line in iter(child.stderr.readline, b""):
+            if b"found a divergence" in line:
+                break
+        child.send_signal(signal.SIGTERM)
+        child.communicate(timeout=60)
+    assert child.returncode == 143
+    results = json.loads((out / "results.json").read_text())
+    assert "SIGTERM" in results["stopped"]
+    [finding] = results["findings"]
+    assert finding["requests"] >= 1 and finding["divergence"]["cached_tokens"] == 16
+    assert "stopped early: SIGTERM" in (out / "summary.md").read_text()

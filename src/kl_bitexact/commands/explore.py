@@ -127,6 +127,8 @@ def handle(args: argparse.Namespace) -> int:
         return _explore(args, spec, server, report)
     except Interrupted as stop:
         report.stopped = f"{stop.name} received; what was found so far is kept"
+        if report.finding is None:
+            report.finding = _unverified(report)
         report.write()
         raise
     finally:
@@ -227,6 +229,25 @@ def _finding(
         "suite_file": "finding-1.yaml",
         "handback": f"{verdict} (cached_tokens {list(cached)})",
         "handback_fails": fails,
+    }
+
+
+def _unverified(report: Report) -> dict[str, Any] | None:
+    """The smallest failing workload seen when a stop signal came: kept, but neither
+    re-run nor handed back (the server is not asked anything more)."""
+    found = report.tally.found if report.tally else None
+    if found is None or report.geometry is None:
+        return None
+    return {
+        "workload": found.workload.as_list(),
+        "requests": found.workload.requests,
+        "divergence": found.divergence.as_dict(report.geometry),
+        "shrinks": report.tally.shrinks if report.tally else 0,
+        "repeats": "not re-run (stopped)",
+        "deterministic": None,
+        "suite_file": None,
+        "handback": "not written: stopped before the finding was re-run",
+        "handback_fails": None,
     }
 
 

@@ -100,18 +100,20 @@ class Search:
             self.progress(self._line())
 
     def _keep(self, workload: Workload, divergence: Divergence) -> None:
+        """Keep `workload` when it is the first or the smallest failing one so far; kept
+        before anything is said, so a stop signal while saying it loses nothing."""
         best = self.tally.found
-        if best is None:
-            self.tally.first_found_s = self.tally.elapsed()
-            self.progress(
-                f"explore: found a divergence after {self.tally.first_found_s:.1f} s "
-                f"({workload.requests} requests); shrinking"
-            )
-        elif _size(workload) >= _size(best.workload):
+        if best is not None and _size(workload) >= _size(best.workload):
             return
-        else:
-            self.tally.shrinks += 1
         self.tally.found = Found(workload, divergence)
+        if best is not None:
+            self.tally.shrinks += 1
+            return
+        self.tally.first_found_s = self.tally.elapsed()
+        self.progress(
+            f"explore: found a divergence after {self.tally.first_found_s:.1f} s "
+            f"({workload.requests} requests); shrinking"
+        )
 
     def _out_of_time(self) -> bool:
         spent = self.tally.elapsed()
