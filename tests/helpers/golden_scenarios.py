@@ -98,7 +98,7 @@ def results(
             started_at="2026-11-29T09:00:00Z",
             finished=True if planned else None,
         ),
-        suites=(r.SuiteResult(suite, server, tests),),
+        suites=(r.SuiteResult(suite, server, tests, file=f"suites/{suite}.yaml"),),
         plan=tuple(r.PlannedTest(suite, t.id, t.check) for t in tests) if planned else None,
     )
 
@@ -419,8 +419,28 @@ def _crashed_server() -> Scenario:
     return Scenario("could_not_run_server_died", head, base)
 
 
+def _regression() -> Scenario:
+    """Issue 37: a cache fault makes one test red that was green on the base."""
+    head = results(red_hicache("test_hicache_mamba.py::test_multiturn"), *GREEN)
+    base = results(
+        check_result("test_hicache_mamba.py::test_multiturn"), *GREEN, commit="0f9e8d7c6b5a"
+    )
+    return Scenario("regression_cache_fault", head, base)
+
+
+def _not_exercised() -> Scenario:
+    """A test whose stated server fact did not hold: green numbers, yet not what it claims."""
+    fact = r.Fact("speculative_algorithm", '"DSPARK"', r.FactState.DIFFERS, reported="null")
+    unproven = check_result("test_dspark.py::test_spec_decode_cache_hit", facts=(fact,))
+    head = results(unproven, *GREEN, suite="dspark")
+    base = results(check_result(unproven.id), *GREEN, suite="dspark", commit="0f9e8d7c6b5a")
+    return Scenario("not_exercised", head, base)
+
+
 SCENARIOS: tuple[Callable[[], Scenario], ...] = (
     _all_green,
+    _regression,
+    _not_exercised,
     _dead_server,
     _crashed_server,
     _expected_red,

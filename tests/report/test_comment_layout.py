@@ -58,7 +58,8 @@ def test_first_divergences_show_6_digits_the_difference_and_the_hint_once_uncut(
     body = comment(results(red_hicache("t", first_divergence=divergences)))
     [first, *_] = rows(body, "0 | 0")
     assert first[3:] == ["-3.11285", "-3.09957", "+1.33e-02"]
-    assert body.count("after the page boundary") == 1  # once per test, not per row
+    # Once in its details (not per row), and once in the reason above them (issue 37).
+    assert body.count("after the page boundary") == 2
     assert "Sample 0: " + LONG_HINT.replace("_", "&#95;") + " 0\n" in body  # not cut
 
 

@@ -32,7 +32,8 @@ def history_path(tmp_path: Path) -> Path:
 
 def _line(body: str, test_id: str) -> str:
     shown = escape.code(test_id)
-    return next(line for line in body.splitlines() if shown in line and line.startswith("- "))
+    section = body.split("### On ", 1)[1]  # the history's lines, not the reasons above them
+    return next(line for line in section.splitlines() if shown in line and line.startswith("- "))
 
 
 def test_the_comment_says_known_with_counts_and_first_commit_and_new_for_the_other(

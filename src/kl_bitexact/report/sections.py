@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import shlex
 from collections.abc import Iterable, Sequence
 from functools import partial
 from pathlib import PurePosixPath
@@ -17,7 +18,7 @@ from kl_bitexact.compare import states
 from kl_bitexact.compare.blockers import effective_state
 from kl_bitexact.compare.comparison import Blocker, Comparison, TestDelta, Transition
 from kl_bitexact.compare.gate import SEVERITY, WORSE_FACTOR, Verdict
-from kl_bitexact.report import against_base, causes, charts, history, proofs, reach
+from kl_bitexact.report import against_base, causes, charts, history, proofs, reach, terminal
 from kl_bitexact.report.budget import Block, Section
 from kl_bitexact.report.wording import measured, passed_yet_differs
 from kl_bitexact.results.aggregate import KL_ROUNDING
@@ -50,6 +51,7 @@ def body(comparison: Comparison, findings: Sequence[Finding]) -> list[Section]:
     attention, others = _split_rows(comparison.deltas)
     return [
         _attention_table(comparison, attention),
+        _reproduce_section(comparison, attention),
         history.section(comparison, attention, ATTENTION, NOTES),
         proofs.section(comparison, GATING, NOTES),
         reach.section(comparison, GATING, NOTES),
@@ -101,6 +103,37 @@ def _attention_table(comparison: Comparison, rows: Sequence[TestDelta]) -> Secti
     ]
     legend = _BOLD_GATES if any(d.gating for d in rows) else ""
     return Section(blocks, head="\n### Needs attention\n\n" + legend + _TABLE_HEAD)
+
+
+def _reproduce_section(comparison: Comparison, rows: Sequence[TestDelta]) -> Section:
+    """Each gating test's reason and the command that runs it again, without opening a
+    details block (issue 37); tests that could not run have theirs in the headline."""
+    files = {suite.name: suite.file for suite in comparison.head.suites}
+    blocks = [
+        Block(GATING, partial(_reproduce, comparison, d, files.get(d.suite)), "reproduce lines")
+        for d in rows
+        if d.gating and d.head is not None and d.verdict is not Verdict.COULD_NOT_RUN
+    ]
+    return Section(blocks, head="\n**Why it gates, and how to run it again:**\n\n")
+
+
+def _reproduce(comparison: Comparison, delta: TestDelta, file: str | None) -> str:
+    assert delta.head is not None
+    state = comparison.state(delta)
+    why = escape.text(terminal.reason(delta.head), 400)
+    line = f"- {state.word.icon} {escape.code(delta.id, 160)}: {why}"
+    command = reproduce_command(delta.id, file)
+    return line + (f"  \n  {escape.code(command, 600)}\n" if command else "\n")
+
+
+def reproduce_command(test_id: str, file: str | None) -> str | None:
+    """`kl-bitexact run FILE --select 'ID'` (no FILE for the bundled example); None when the
+    results do not say which suite file the test came from (pytest, JUnit, older files)."""
+    if file is None:
+        return None
+    quoted = "'" + test_id.replace("'", "'\\''") + "'"
+    where = "" if file.startswith("<bundled") else f" {shlex.quote(file)}"
+    return f"kl-bitexact run{where} --select {quoted}"
 
 
 def _same_cause(rows: Sequence[TestDelta]) -> list[list[TestDelta]]:

@@ -327,6 +327,10 @@ class SuiteResult:
     name: str
     server: ServerInfo
     tests: tuple[TestResult, ...] = ()
+    # The suite file the run read it from, as given (`<bundled example.yaml>` for the bundled
+    # one); None: not a suite file's (pytest, JUnit) or not recorded. The comment's command
+    # to run a failing test again names it.
+    file: str | None = None
 
 
 @dataclass(frozen=True)

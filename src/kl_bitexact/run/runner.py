@@ -202,6 +202,7 @@ def unfinished(plan: Plan, so_far: Results, reason: str) -> Results:
                 for spec in suite.tests
                 if test_id(suite, spec) not in reported
             ),
+            file=suite.source,
         )
         for suite in plan.suites
     ]
@@ -396,10 +397,10 @@ def _run_suite(
         build=found.build,
         backend=found.backend,
     )
-    result = SuiteResult(suite.name, info)
+    result = SuiteResult(suite.name, info, file=suite.source)
     for attempts in _tests(suite, launched, engine, plan, repeats.launch, told):
         test = repeats.fold(attempts)
-        result = SuiteResult(suite.name, info, (*result.tests, test))
+        result = dataclasses.replace(result, tests=(*result.tests, test))
         save(result)
         reporter.test_finished(test)
     reporter.suite_finished(result)
