@@ -301,3 +301,36 @@ def test_cached_tokens_say_how_many_came_back_from_the_host_tier():
     [again] = generate(target, [first], 4)  # now on the device again
     assert again.cached_from_host == 0 and again.cached_tokens > 0
     assert generate(engine(), [first], 1)[0].cached_from_host is None  # no host tier
+
+
+@pytest.mark.parametrize(("algorithm", "built"), [("DSPARK", True), ("EAGLE", False), (None, True)])
+def test_the_prefill_graph_runner_is_built_only_where_the_configuration_keeps_it(algorithm, built):
+    """The configuration-only path (issue 35, item 5): built for DSPARK or no speculative
+    decoding, never for EAGLE; where built, every prefill goes through it and the numbers
+    and cache hits are those of the eager prefill."""
+    drafts = 4 if algorithm else None
+    settings = {"speculative_algorithm": algorithm, "speculative_num_draft_tokens": drafts}
+    graph = engine(**settings, cuda_graph_backend_prefill="breakable")
+    assert (graph.prefill_graph is not None) is built
+    assert graph.server_info()["cuda_graph_config"]["prefill"]["backend"] == (
+        "breakable" if built else "disabled"
+    )
+    eager = engine(**settings)
+    assert eager.prefill_graph is None
+    outcomes = [prefill_cache_hit(target, PROMPTS[:6], 6) for target in (graph, eager)]
+    assert outcomes[0] == outcomes[1] and outcomes[0].mismatched == 0
+    if graph.prefill_graph is not None:
+        assert graph.prefill_graph.batches > 0
+
+
+def test_deterministic_inference_resolves_the_radix_cache_off_on_a_backend_without_it():
+    from kl_bitexact.reference.config import EngineConfig, resolve
+
+    asked = EngineConfig(enable_deterministic_inference=True, attention_backend="flashinfer")
+    resolved, notes = resolve(asked)
+    assert resolved.disable_radix_cache and "disable_radix_cache resolved to true" in notes[0]
+    for kept in (
+        EngineConfig(enable_deterministic_inference=True, attention_backend="fa3"),
+        EngineConfig(attention_backend="flashinfer"),  # not deterministic: nothing to resolve
+    ):
+        assert resolve(kept) == (kept, ())

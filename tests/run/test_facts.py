@@ -10,6 +10,7 @@ and the comment, and green when fixed.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -278,3 +279,130 @@ def test_a_dropped_knob_is_red_saying_which_fact_and_green_once_restored(cli, tm
     assert result.returncode == 0, result.stdout + result.stderr
     [test] = _tests(out).values()
     assert test.status is Status.PASSED and [f.state for f in test.facts] == [FactState.HOLDS] * 3
+
+
+# The reference engine's configuration-only path and its resolved radix cache (item 5).
+
+HYBRID_MTP = """
+name: hybrid-mtp
+server:
+  engine: reference
+  args: [--enable-deterministic-inference, --page-size, "4", --mamba-track-interval, "4",
+         --cuda-graph-backend-prefill, breakable,
+         --speculative-algorithm, {algorithm}, --speculative-num-draft-tokens, "4"]
+  expect:
+    # what the test guards: the prefill graph runner's track decision (sglang PR 35293)
+    cuda_graph_config.prefill.backend: breakable
+tests:
+  - {{name: prefill, check: prefill_cache_hit, samples: 8, prompt_tokens: [72, 140],
+      max_new_tokens: 8, vocab_size: 256}}
+"""
+
+
+def test_a_runner_eagle_never_builds_is_red_saying_so_and_green_under_dspark(cli, tmp_path):
+    path = tmp_path / "hybrid.yaml"
+    path.write_text(HYBRID_MTP.format(algorithm="EAGLE"))
+    out = tmp_path / "out"
+    result = cli(["run", str(path), "--out", str(out)])
+    assert result.returncode == 1, result.stdout + result.stderr
+    [test] = _tests(out).values()
+    said = (
+        'cuda_graph_config.prefill.backend: expected "breakable", the server reported '
+        '"disabled" (GET /server_info)'
+    )
+    assert test.status is Status.NOT_EXERCISED and said in test.message
+    assert said in result.stdout and "not exercised" in (out / "report.md").read_text()
+    log = (out / "logs" / "hybrid-mtp.log").read_text()
+    assert "disable prefill graph for EAGLE target" in log  # the server says it too
+    path.write_text(HYBRID_MTP.format(algorithm="DSPARK"))
+    result = cli(["run", str(path), "--out", str(out)])
+    assert result.returncode == 0, result.stdout + result.stderr
+    [test] = _tests(out).values()
+    assert test.status is Status.PASSED and test.facts[0].reported == '"breakable"'
+
+
+MISSED_CACHE = """
+name: missed-cache
+server:
+  engine: reference
+  args: [--enable-deterministic-inference, --attention-backend, {backend}]
+  expect: {{disable_radix_cache: false}}
+tests:
+  - {{name: match, check: match, samples: 4, prompt_tokens: [72, 140], max_new_tokens: 8,
+      vocab_size: 256}}
+  - {{name: prefill, check: prefill_cache_hit, samples: 4, prompt_tokens: [72, 140],
+      max_new_tokens: 8, vocab_size: 256}}
+"""
+
+
+def test_a_radix_cache_the_backend_resolves_away_is_red_saying_so(cli, tmp_path):
+    # sglang PR 36401: the cache flag stays on, the server resolves it off, and both sides
+    # of the comparison run the same path; `match` alone would pass.
+    path = tmp_path / "missed.yaml"
+    path.write_text(MISSED_CACHE.format(backend="flashinfer"))
+    out = tmp_path / "out"
+    result = cli(["run", str(path), "--out", str(out)])
+    assert result.returncode == 1, result.stdout + result.stderr
+    said = "disable_radix_cache: expected false, the server reported true (GET /server_info)"
+    for test in _tests(out).values():
+        assert test.status is Status.NOT_EXERCISED and said in test.message
+    assert said in result.stdout
+    path.write_text(MISSED_CACHE.format(backend="fa3"))
+    result = cli(["run", str(path), "--out", str(out)])
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert {t.status for t in _tests(out).values()} == {Status.PASSED}
+
+
+# Knobs that stay load bearing (item 4): a changed knob or fact is said beside the test,
+# with what the base had, and the proof job runs the changed test.
+
+
+def _suite_result(args: tuple[str, ...], *stated: Fact) -> Results:
+    test = TestResult("s::t", "match", Status.PASSED, kl_div=0.0, kl_threshold=1e-9, facts=stated)
+    server = ServerInfo("reference", ("/usr/bin/python3", "-m", "kl_bitexact", *args))
+    return Results(run=RunInfo(), suites=(SuiteResult("s", server, (test,)),))
+
+
+def test_a_dropped_knob_and_fact_are_said_beside_the_test_with_what_the_base_had():
+    from kl_bitexact.compare.comparison import compare
+    from kl_bitexact.report.render import comment as render
+
+    pool = Fact("max_total_tokens", "at most 512", FactState.HOLDS, "512", "GET /server_info")
+    tier = Fact("enable_hierarchical_cache", "true", FactState.HOLDS, "true", "GET /server_info")
+    base = _suite_result(("--enable-hierarchical-cache", "--max-total-tokens", "512"), pool, tier)
+    head = _suite_result(("--enable-hierarchical-cache", "--page-size", "16"), tier)
+    [delta] = compare(head, base).deltas
+    assert delta.knobs == (
+        "server argument dropped: --max-total-tokens 512 (the base had it)",
+        "server argument added: --page-size 16 (not on the base)",
+        "fact max_total_tokens no longer stated (the base expected at most 512)",
+    )
+    comment = render(compare(head, base))
+    assert "| **ok · knobs changed** |" not in comment  # it does not gate by itself
+    assert "| ok · knobs changed |" in comment
+    assert "server argument dropped: --max-total-tokens 512 (the base had it)" in comment
+    # Unchanged: nothing said. Attached to a URL: no arguments of ours to compare.
+    assert compare(base, base).deltas[0].knobs == ()
+    url = ServerInfo("reference", ("--base-url", "http://h:1"))
+    attached = Results(run=RunInfo(), suites=(dataclasses.replace(head.suites[0], server=url),))
+    assert not any("argument" in k for k in compare(attached, base).deltas[0].knobs)
+
+
+def test_prove_plan_counts_a_changed_fact_or_argument_as_a_changed_test(tmp_path, monkeypatch):
+    from kl_bitexact.suite import changes
+
+    text = (
+        "name: s\nserver: {{engine: reference, args: [{args}], expect: {{{facts}}}}}\n"
+        "tests: [{{name: t, check: match}}, {{name: u, check: match}}]\n"
+    )
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "s.yaml").write_text(text.format(args="--max-total-tokens, '512'", facts="a: 1"))
+    head = tmp_path / "head"
+    head.mkdir()
+    monkeypatch.chdir(head)
+    for args, facts_text in [("--page-size, '16'", "a: 1"), ("--max-total-tokens, '512'", "")]:
+        (head / "s.yaml").write_text(text.format(args=args, facts=facts_text))
+        suites = suite_file.load(Path("s.yaml"))
+        found = changes.changed_tests(suites, [Path("s.yaml")], base)
+        assert [(c.test_id, c.kind) for c in found] == [("s::t", "changed"), ("s::u", "changed")]

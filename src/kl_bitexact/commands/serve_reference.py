@@ -8,9 +8,12 @@ import sys
 from kl_bitexact.commands import Command
 from kl_bitexact.errors import ConfigError, ServerError
 from kl_bitexact.reference.config import (
+    ATTENTION_BACKENDS,
     HICACHE_WRITE_POLICIES,
+    PREFILL_GRAPH_BACKENDS,
     SPECULATIVE_ALGORITHMS,
     EngineConfig,
+    resolve,
 )
 from kl_bitexact.reference.faults import Fault, help_text, parse_fault
 
@@ -101,6 +104,22 @@ def _decoding_arguments(parser: argparse.ArgumentParser) -> None:
         "sequence is cached, not all but its last token",
     )
     parser.add_argument(
+        "--attention-backend",
+        choices=ATTENTION_BACKENDS,
+        default=DEFAULTS.attention_backend,
+        help="a name only (the arithmetic is the same); with --enable-deterministic-inference "
+        "a backend other than triton or fa3 resolves the radix cache off, as sglang does "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--cuda-graph-backend-prefill",
+        choices=PREFILL_GRAPH_BACKENDS,
+        default=DEFAULTS.cuda_graph_backend_prefill,
+        help="build the prefill graph runner (the same numbers through its own code path); "
+        "EAGLE and EAGLE3 resolve it off, as sglang does, DSPARK keeps it "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
         "--random-seed",
         type=int,
         default=DEFAULTS.seed,
@@ -138,6 +157,8 @@ def config_from(args: argparse.Namespace) -> EngineConfig:
             speculative_num_draft_tokens=args.speculative_num_draft_tokens,
             enable_deterministic_inference=args.enable_deterministic_inference,
             overlap_schedule=args.overlap_schedule,
+            attention_backend=args.attention_backend,
+            cuda_graph_backend_prefill=args.cuda_graph_backend_prefill,
             seed=args.random_seed,
             faults=frozenset(args.fault),
         )
@@ -146,8 +167,8 @@ def config_from(args: argparse.Namespace) -> EngineConfig:
 
 
 def handle(args: argparse.Namespace) -> int:
-    config = config_from(args)
-    for warning in config.inactive_faults():
+    config, resolved = resolve(config_from(args))
+    for warning in (*resolved, *config.inactive_faults()):
         print(f"serve-reference: warning: {warning}", file=sys.stderr, flush=True)
     from kl_bitexact.reference.engine import ReferenceEngine
     from kl_bitexact.reference.http import serve

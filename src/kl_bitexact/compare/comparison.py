@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
-from kl_bitexact.compare import against_base, gate, states
+from kl_bitexact.compare import against_base, gate, knobs, states
 from kl_bitexact.compare.against_base import BaseDiff
 from kl_bitexact.compare.baseline import Baseline
 from kl_bitexact.compare.blockers import BlockerState
@@ -78,6 +78,8 @@ class TestDelta:
     # A cache test's numbers against the base's own (compare/against_base.py); None: not
     # a cache test, or nothing measured.
     against_base: BaseDiff | None = None
+    # The test's server arguments or stated facts, changed against the base (compare/knobs).
+    knobs: tuple[str, ...] = ()
 
     @property
     def kl_change(self) -> float | None:
@@ -159,6 +161,7 @@ def compare(
         else:
             lost = no_verdict(test.id, test.check)
             deltas.append(judge(suite, lost, (suite, test)))
+    deltas = _with_knobs(deltas, head, baseline.results)
     if history is not None:
         deltas = [_against_history(d, history, policy, d.id in promised) for d in deltas]
     configs = _same_configuration(head, baseline.results)
@@ -338,6 +341,22 @@ class _NoVerdict:
         return TestResult(
             id=test_id, check=check, status=Status.ERROR, message=why, cause=Cause.RUNNER
         )
+
+
+def _with_knobs(deltas: list[TestDelta], head: Results, base: Results | None) -> list[TestDelta]:
+    """Each test whose server arguments or stated facts changed, saying how (knobs.py)."""
+    if base is None:
+        return deltas
+    heads = {suite.name: suite.server for suite in head.suites}
+    bases = {suite.name: suite.server for suite in base.suites}
+
+    def noted(delta: TestDelta) -> TestDelta:
+        if delta.head is None or delta.base is None:
+            return delta
+        servers = (heads.get(delta.suite), bases.get(delta.suite))
+        return replace(delta, knobs=knobs.changes(delta.head, delta.base, *servers))
+
+    return [noted(delta) for delta in deltas]
 
 
 def _removed(suite: str, base: TestResult) -> TestDelta:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kl_bitexact.reference.faults import Fault
@@ -10,6 +10,16 @@ from kl_bitexact.reference.vocabulary import HEAD_CLASSES, MAX_VOCAB_SIZE
 
 SPECULATIVE_ALGORITHMS = ("EAGLE", "EAGLE3", "DSPARK", "NGRAM", "STANDALONE")
 HICACHE_WRITE_POLICIES = ("write_through", "write_back")
+# Names only: every backend runs the same numpy arithmetic. What differs is how the
+# server resolves its arguments, as sglang 0.5.23 does: deterministic inference keeps the
+# radix cache only on backends with a deterministic radix path (its
+# RADIX_SUPPORTED_DETERMINISTIC_ATTENTION_BACKEND: ascend, fa3, fa4, triton).
+ATTENTION_BACKENDS = ("triton", "fa3", "flashinfer")
+RADIX_DETERMINISTIC_BACKENDS = ("triton", "fa3")
+PREFILL_GRAPH_BACKENDS = ("disabled", "breakable", "full")
+# sglang 0.5.23 builds no prefill CUDA graph runner for an EAGLE target (its graph setup:
+# "Disable prefill CUDA graph for EAGLE target ..."); DSPARK keeps it (PR 35293).
+NO_PREFILL_GRAPH = ("EAGLE", "EAGLE3")
 
 
 @dataclass(frozen=True)
@@ -30,6 +40,9 @@ class EngineConfig:
     # sglang's overlapping scheduler (its default) has fed a request's last output token
     # by the time the request finishes: the whole sequence is cached, not all but one.
     overlap_schedule: bool = False
+    attention_backend: str = "triton"
+    # What was asked (`--cuda-graph-backend-prefill`); `prefill_graph_backend` what resolved.
+    cuda_graph_backend_prefill: str = "disabled"
     seed: int = 0
     # Token ids served (vocabulary.py); 320 is the head's own width.
     vocab_size: int = HEAD_CLASSES
@@ -68,6 +81,13 @@ class EngineConfig:
         return None
 
     @property
+    def prefill_graph_backend(self) -> str:
+        """The prefill graph as resolved: off for an algorithm that never builds its runner."""
+        if self.speculative_algorithm in NO_PREFILL_GRAPH:
+            return "disabled"
+        return self.cuda_graph_backend_prefill
+
+    @property
     def draft_tokens(self) -> int:
         """Tokens proposed per speculative step; 0 when speculative decoding is off."""
         if self.speculative_algorithm is None:
@@ -90,11 +110,42 @@ class EngineConfig:
             "speculative_num_draft_tokens": self.draft_tokens or None,
             "enable_deterministic_inference": self.enable_deterministic_inference,
             "disable_overlap_schedule": not self.overlap_schedule,
+            "attention_backend": self.attention_backend,
+            "cuda_graph_backend_prefill": self.cuda_graph_backend_prefill,
+            # Nested as sglang 0.5.23 reports its resolved graph configuration.
+            "cuda_graph_config": {
+                "prefill": {"backend": self.prefill_graph_backend},
+                "decode": {"backend": "disabled"},
+            },
             "random_seed": self.seed,
             "faults": sorted(fault.value for fault in self.faults),
             # Ours, not sglang's: read by `run` into each test's warnings.
             "inactive_faults": list(self.inactive_faults()),
         }
+
+
+def resolve(config: EngineConfig) -> tuple[EngineConfig, tuple[str, ...]]:
+    """The configuration the server runs, as sglang resolves its arguments after parsing
+    them, and a line for each decision (the server logs them; /server_info reports the
+    result, so a suite's `expect` sees what the server will really do)."""
+    notes: list[str] = []
+    if (
+        config.enable_deterministic_inference
+        and config.attention_backend not in RADIX_DETERMINISTIC_BACKENDS
+        and not config.disable_radix_cache
+    ):
+        notes.append(
+            f"radix cache is not compatible with the {config.attention_backend} attention "
+            "backend for deterministic inference: disable_radix_cache resolved to true "
+            "(as sglang resolves it)"
+        )
+        config = replace(config, disable_radix_cache=True)
+    if config.cuda_graph_backend_prefill != config.prefill_graph_backend:
+        notes.append(
+            f"disable prefill graph for {config.speculative_algorithm} target: its prefill "
+            "graph runner is never built (as sglang 0.5.23 skips it)"
+        )
+    return config, tuple(notes)
 
 
 # Faults that corrupt what a hit reuses: with no radix cache there is no hit.
@@ -128,6 +179,11 @@ def _problems(config: EngineConfig) -> list[str]:
     if config.hicache_write_policy not in HICACHE_WRITE_POLICIES:
         choices = ", ".join(HICACHE_WRITE_POLICIES)
         problems.append(f"--hicache-write-policy must be one of {choices}")
+    if config.attention_backend not in ATTENTION_BACKENDS:
+        problems.append(f"--attention-backend must be one of {', '.join(ATTENTION_BACKENDS)}")
+    if config.cuda_graph_backend_prefill not in PREFILL_GRAPH_BACKENDS:
+        choices = ", ".join(PREFILL_GRAPH_BACKENDS)
+        problems.append(f"--cuda-graph-backend-prefill must be one of {choices}")
     if config.hicache_ratio < 1:
         problems.append("--hicache-ratio must be at least 1")
     if config.speculative_algorithm not in (None, *SPECULATIVE_ALGORITHMS):

@@ -20,6 +20,7 @@ from kl_bitexact.reference.config import EngineConfig
 from kl_bitexact.reference.faults import Fault
 from kl_bitexact.reference.model import Model, ModelSpec, init_weights
 from kl_bitexact.reference.numerics import Array, numerics_for
+from kl_bitexact.reference.prefill_graph import PrefillGraphRunner
 from kl_bitexact.reference.protocol import GenerateRequest, GenerateResult, Limits
 from kl_bitexact.reference.radix_cache import NO_MATCH, CacheGeometry, PrefixMatch, RadixCache
 from kl_bitexact.reference.run import Run
@@ -52,6 +53,8 @@ class ReferenceEngine:
         )
         self.prefill_policy = CheckpointPolicy.chunks(config.chunked_prefill_size, config.faults)
         self.track_policy = CheckpointPolicy.track(config.mamba_track_interval, config.faults)
+        # Only a configuration that keeps the prefill graph builds its runner.
+        self.prefill_graph = PrefillGraphRunner.built_for(config)
         self.limits = Limits(self.spec.vocab_size, config.context_length)
         self._lock = threading.Lock()
         # Fault.ORDER_DEPENDENT_DECODE: one draw per decode step, over the server's lifetime.
@@ -107,19 +110,31 @@ class ReferenceEngine:
         return Run(request, state, cached_tokens=match.length, cached_from_host=host)
 
     def _prefill(self, runs: list[Run]) -> None:
+        if self.prefill_graph is not None:
+            self.prefill_graph.run(self, runs)
+        else:
+            self.prefill_with(runs, self.track_policy)
+
+    def prefill_with(self, runs: list[Run], track_policy: CheckpointPolicy | None) -> None:
+        """Prefill the uncached tails; `track_policy` None keeps no track checkpoint."""
         starts = [run.state.length for run in runs]
         ends = [len(run.request.input_ids) for run in runs]
         befores = [run.state.recurrent.copy() for run in runs]
-        capture = [
-            self.prefill_policy.capture(s, e) | self.track_policy.capture(s, e)
+        tracked = [
+            track_policy.capture(s, e) if track_policy else frozenset()
             for s, e in zip(starts, ends, strict=True)
+        ]
+        capture = [
+            self.prefill_policy.capture(s, e) | more
+            for s, e, more in zip(starts, ends, tracked, strict=True)
         ]
         tails = [run.request.input_ids[start:] for run, start in zip(runs, starts, strict=True)]
         hidden, captured = self.model.extend([run.state for run in runs], tails, capture)
         for i, run in enumerate(runs):
             span = (starts[i], ends[i], captured[i], befores[i])
             run.checkpoints = self.prefill_policy.take(*span)
-            self.track(run, self.track_policy.take(*span))
+            if track_policy is not None:
+                self.track(run, track_policy.take(*span))
             self._prompt_logprobs(run, hidden[i], starts[i])
 
     @staticmethod

@@ -83,7 +83,7 @@ def _split_rows(deltas: Iterable[TestDelta]) -> tuple[list[TestDelta], list[Test
 
 
 def _needs_attention(delta: TestDelta) -> bool:
-    if delta.transition in (Transition.REMOVED, Transition.NEWLY_NOT_RUN):
+    if delta.transition in (Transition.REMOVED, Transition.NEWLY_NOT_RUN) or delta.knobs:
         return True
     return delta.verdict not in (Verdict.OK, Verdict.NOT_A_KL_CHECK, Verdict.SKIPPED)
 
@@ -249,6 +249,9 @@ def _status_cell(comparison: Comparison, delta: TestDelta) -> str:
     if delta.head is not None and passed_yet_differs(delta.head):
         # Green by its own threshold while logprobs differ (the column beside says how many).
         words += " · under its threshold"
+    if delta.knobs:
+        # A dropped knob disarms a test that stays green (sglang PR 34356): said beside it.
+        words += " · knobs changed"
     return f"**{words}**" if delta.gating else words
 
 
@@ -374,7 +377,7 @@ def _details_sections(comparison: Comparison) -> list[Section]:
         # Tests that could not run for the cause the headline gives have nothing more to say.
         if (
             test is not None
-            and (_worth_details(test) or delta.against_base)
+            and (_worth_details(test) or delta.against_base or delta.knobs)
             and not causes.said_once(said, test)
         ):
             by_suite.setdefault(delta.suite, []).append(delta)
@@ -460,6 +463,8 @@ def _test_details(delta: TestDelta, shared: frozenset[str] = frozenset()) -> str
         parts.append("\n" + _message(test.message) + "\n")
     if test.hint:
         parts.append(f"\nWhat to do: {escape.text(test.hint, 600)}\n")
+    if delta.knobs:
+        parts.append(_knobs(delta.knobs))
     if test.facts and test.status is not Status.PASSED:
         parts.append(_facts(test.facts))
     own = [w for w in test.warnings if w not in shared]
@@ -483,6 +488,16 @@ def _test_details(delta: TestDelta, shared: frozenset[str] = frozenset()) -> str
     if test.first_divergence:
         parts.append(_divergences(test))
     return "".join(parts)
+
+
+def _knobs(changes: Sequence[str]) -> str:
+    """The test's server arguments and stated facts, changed against the base."""
+    items = "".join(f"- {escape.text(change, 400)}\n" for change in changes[:MAX_FACTS])
+    more = f"- … and {len(changes) - MAX_FACTS} more\n" if len(changes) > MAX_FACTS else ""
+    return (
+        "\nKnobs changed against the base (a dropped knob can disarm a test that stays "
+        f"green):\n\n{items}{more}"
+    )
 
 
 def _facts(facts: Sequence[Fact]) -> str:
