@@ -355,3 +355,25 @@ def test_a_unittest_main_file_collects_what_unittest_runs_and_nothing_else(cli, 
     case = "sglang_unittest/test_module_level_helpers.py::TestCacheHitKL::"
     assert list(tests) == [case + "test_prefill_and_decode_cache_hit"], done.stdout
     assert tests[case + "test_prefill_and_decode_cache_hit"].status is results.Status.PASSED
+
+
+def test_kl_expect_makes_a_dropped_knob_not_exercised_and_keeps_the_kept_one_green(cli, tmp_path):
+    """Issue 35: facts for sglang's own files, under `kl-bitexact pytest`."""
+    done = cli(
+        ["pytest", "--out", str(tmp_path), "--", "sglang_style/test_reference_facts.py"],
+        cwd=SUITES,
+        timeout=300,
+    )
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr
+    tests = results_by_name(tmp_path)
+    dropped = results_io.load(tmp_path / "results.json")
+    by_class = {t.id.split("::")[1]: t for _, t in dropped.all_tests()}
+    knob = by_class["TestHicacheKnobDropped"]
+    said = "enable_hierarchical_cache: expected true, the server reported false (GET /server_info)"
+    assert knob.status is results.Status.NOT_EXERCISED and said in knob.message
+    assert knob.kl_div == 0.0  # its numbers passed: they are not about the host tier
+    kept = by_class["TestHicache"]
+    assert kept.status is results.Status.PASSED
+    assert [f.state.value for f in kept.facts] == ["holds", "holds"]
+    assert len(tests) == 1  # both tests share a name; the classes tell them apart
+    assert said in done.stdout  # the terminal says which fact and what the server said

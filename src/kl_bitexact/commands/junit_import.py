@@ -23,6 +23,7 @@ from kl_bitexact.results.model import (
     TestResult,
     current_run_info,
 )
+from kl_bitexact.untrusted import escape
 from kl_bitexact.untrusted.jsonfile import read_bounded, read_json
 
 if TYPE_CHECKING:
@@ -115,6 +116,8 @@ def write_and_list(results: Results, out_path: Path) -> None:
     results_io.write_atomic(results, out_path)
     for _, test in results.all_tests():
         print(f"{test.status.value:8} {test.id}{_metrics(test)}")
+        if test.status is Status.NOT_EXERCISED:  # which fact, and what the server said
+            print(f"  {escape.terminal(test.message, 1000)}")
     print(f"kl-bitexact: wrote {out_path}")
 
 

@@ -137,18 +137,28 @@ def to_test(case: JUnitCase, options: Options) -> TestResult:
     own_words = status is Status.PASSED or (
         recorded is not None and recorded.status is not Status.PASSED
     )
-    # A function the test names that never ran: not exercised, whatever pytest said.
-    return verdict.exercised(
-        replace(
-            base,
-            id=nodeid,
-            status=status,
-            duration_s=case.time_s,
-            message=base.message if own_words else _message(case, base),
-            blocked_by=_blocked_by(case, base),
-            warnings=(*base.warnings, *_outcome_warnings(case)),
-        )
+    test = replace(
+        base,
+        id=nodeid,
+        status=status,
+        duration_s=case.time_s,
+        message=base.message if own_words else _message(case, base),
+        blocked_by=_blocked_by(case, base),
+        warnings=(*base.warnings, *_outcome_warnings(case)),
     )
+    # A fact it states that did not hold, or a function it names that never ran: not
+    # exercised, whatever pytest said (results.verdict, the one rule).
+    return verdict.exercised(_with_facts(case, nodeid, test))
+
+
+def _with_facts(case: JUnitCase, nodeid: str, test: TestResult) -> TestResult:
+    """The facts the plugin read from the test's server (`kl_expect`), validated."""
+    text = case.property(prop.FACTS)
+    if text is None:
+        return test
+    listed = _parse_json(text, nodeid, prop.FACTS)
+    entry = {"id": nodeid, "check": test.check, "status": "passed", "facts": listed}
+    return replace(test, facts=_decoded(entry, nodeid, prop.FACTS).facts)
 
 
 def node_id(case: JUnitCase) -> str:

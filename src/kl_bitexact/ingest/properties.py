@@ -21,5 +21,8 @@ SERVER = PREFIX + "server"  # JSON {"engine", "args", "launch_s"} of the server 
 OBSERVED = PREFIX + "observed"
 # JSON of a results.json `reach`: which functions the test names ran (pytest_plugin/reach.py).
 REACH = PREFIX + "reach"
+# JSON list of results.json facts: each `kl_expect` fact against what the test's server
+# reported (pytest_plugin/facts.py).
+FACTS = PREFIX + "facts"
 # `pytest --prove-base`: the new or changed unit (node id prefix) the test was run for.
 PROVE_UNIT = PREFIX + "prove_unit"

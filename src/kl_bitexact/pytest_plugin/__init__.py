@@ -11,6 +11,8 @@ or fixture needs is imported when one is used.
   `disabled="reason"` skips the test.
 - `@pytest.mark.kl_suite(spec)` and the fixtures `kl_server`, `kl_check`, `kl_record`
   (`pytest_fixtures`): servers and checks from a suite-style spec.
+- `@pytest.mark.kl_expect(fact=value, ...)`: the server facts the test depends on, read
+  from its server after the test body (facts.py).
 - `--kl-observe` (set by `kl-bitexact pytest`): the logprobs each test's server answers,
   decode vs replay, counted bit for bit (observe.py); `--kl-exact` fails a test where any
   of them differs.
@@ -144,6 +146,12 @@ def pytest_configure(config: pytest.Config) -> None:
         "register_ci(backend, est_time, suite=None, nightly=False, disabled=None, *, "
         "stage=None, runner_config=None): the CI registration of a test (sglang's "
         "register_<backend>_ci fields)",
+    )
+    config.addinivalue_line(
+        "markers",
+        "kl_expect(**facts): the server facts the test depends on (fact=value, a dotted "
+        "name through **{...}), checked against what its server reports; one that does not "
+        "hold makes the test not_exercised (kl-bitexact pytest)",
     )
     config.addinivalue_line(
         "markers",
@@ -299,6 +307,8 @@ def pytest_runtest_makereport(
     tap = item.config.stash.get(_TAP, None)
     observed = tap.current if tap is not None else None
     exact = _option(item.config, EXACT)
+    if call.when == "call" and item.get_closest_marker("kl_expect") is not None:
+        _record_facts(item, observed)  # after the body, while the class's server is up
     if observed is not None and call.when == "teardown":
         record = observed.record(enforced=exact)
         item.user_properties.append((prop.OBSERVED, json.dumps(record)))
@@ -316,6 +326,14 @@ def pytest_runtest_makereport(
     if report.passed:
         # JUnit writes a non-strict xpass as a plain pass; say what it was.
         item.user_properties.append((prop.OUTCOME, "xpass"))
+
+
+def _record_facts(item: pytest.Item, observed: Any) -> None:
+    from kl_bitexact.pytest_plugin import facts  # only for tests with the marker
+
+    value = facts.record(item, observed)
+    if value is not None:
+        item.user_properties.append((prop.FACTS, value))
 
 
 def _fail_on_difference(report: pytest.TestReport, observed: Any) -> None:

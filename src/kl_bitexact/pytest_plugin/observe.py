@@ -61,12 +61,17 @@ class TestObservation:
     geometry: Geometry = field(default_factory=Geometry)
     warnings: list[str] = field(default_factory=list)
     generated: int = 0  # `/generate` answers read
+    # The server the test talked to (scheme://host:port) and its server-info answer when
+    # the test asked for one itself: what `kl_expect` facts are read from (facts.py).
+    server_url: str | None = None
+    server_info: tuple[str, Mapping[str, Any]] | None = None
 
     def answered(self, path: str, request: Any, answer: Any) -> None:
         """One `/generate` exchange (request body and answer, parsed)."""
         if path.endswith("/server_info") or path.endswith("/get_server_info"):
             if isinstance(answer, Mapping):
                 self.geometry = Geometry.from_server_info(answer)
+                self.server_info = (f"GET {path}", answer)
             return
         self.generated += 1
         for index, prompt, start, reply in _prompts(request, answer):
@@ -269,9 +274,12 @@ class RequestsTap:
         from urllib.parse import urlsplit
 
         try:
-            path = urlsplit(request.url).path
+            parts = urlsplit(request.url)
+            path = parts.path
             if response.status_code != 200:
                 return
+            if path.endswith(("/generate", *SERVER_INFO_PATHS)):
+                observation.server_url = f"{parts.scheme}://{parts.netloc}"
             if request.method == "POST" and path.endswith("/generate"):
                 body = request.body
                 parsed = json.loads(body) if isinstance(body, (bytes, str)) and body else None
