@@ -69,6 +69,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.state.requests.append((f"GET {self.path}", None))
         if self.path == "/version":
             self._json(200, {"version": "0.11.0"})
+        elif self.path == "/server_info?config_format=json" and self.server.state.dev_mode:
+            # vLLM's dev-mode configuration dump, shaped after its VllmConfig (ours, trimmed).
+            cache = {"block_size": BLOCK_SIZE, "enable_prefix_caching": True}
+            config = {"cache_config": cache, "speculative_config": None, "model_config": {}}
+            self._json(200, {"vllm_config": config})
         elif self.path == "/v1/models":
             model = {"id": MODEL, "object": "model", "owned_by": "vllm", "max_model_len": 4096}
             self._json(200, {"object": "list", "data": [model]})

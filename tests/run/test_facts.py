@@ -347,6 +347,8 @@ def test_a_radix_cache_the_backend_resolves_away_is_red_saying_so(cli, tmp_path)
     for test in _tests(out).values():
         assert test.status is Status.NOT_EXERCISED and said in test.message
     assert said in result.stdout
+    comment = (out / "report.md").read_text().replace("&#95;", "_")
+    assert "| **not exercised** |" in comment and said in comment
     path.write_text(MISSED_CACHE.format(backend="fa3"))
     result = cli(["run", str(path), "--out", str(out)])
     assert result.returncode == 0, result.stdout + result.stderr
@@ -406,3 +408,22 @@ def test_prove_plan_counts_a_changed_fact_or_argument_as_a_changed_test(tmp_path
         suites = suite_file.load(Path("s.yaml"))
         found = changes.changed_tests(suites, [Path("s.yaml")], base)
         assert [(c.test_id, c.kind) for c in found] == [("s::t", "changed"), ("s::u", "changed")]
+
+
+def test_vllm_facts_come_from_its_dev_mode_server_info_and_cannot_be_told_without_it():
+    from fake_vllm import FakeVllmState, running_fake_vllm
+
+    from kl_bitexact.run.engines.openai import connect
+
+    stated = [
+        _expect("cache_config.enable_prefix_caching", True),
+        _expect("speculative_config", None),
+    ]
+    with running_fake_vllm() as (url, _):
+        found = facts.check(stated, connect(url).reported())
+    assert [f.state for f in found] == [FactState.HOLDS, FactState.HOLDS]
+    assert found[0].source == "GET /server_info?config_format=json"
+    with running_fake_vllm(FakeVllmState(dev_mode=False)) as (url, _):
+        found = facts.check(stated, connect(url).reported())
+    assert {f.state for f in found} == {FactState.UNKNOWN}
+    assert "VLLM_SERVER_DEV_MODE=1" in found[0].failure()

@@ -20,11 +20,12 @@ from llama_server import llama_server_command, running_llama_server
 from tiny_llama_gguf import write_tiny_llama
 
 from kl_bitexact.errors import EngineError
-from kl_bitexact.results.model import Status, TestResult
+from kl_bitexact.results.model import FactState, Status, TestResult
+from kl_bitexact.run import facts
 from kl_bitexact.run.checks import run_check
 from kl_bitexact.run.engines.base import SamplingParams
 from kl_bitexact.run.engines.openai import OpenAIEngine, connect
-from kl_bitexact.suite.model import CheckName, TestSpec
+from kl_bitexact.suite.model import CheckName, Condition, Expect, TestSpec
 
 # The first run on a clean machine builds llama-server (~10 min on 2 cores) in this fixture;
 # .ci/run builds it beforehand, so there it is found at once.
@@ -63,6 +64,20 @@ def check(
 def test_the_server_speaks_the_llamacpp_dialect(engine: OpenAIEngine) -> None:
     info = engine.server_info()
     assert (info["dialect"], info["total_slots"], info["vocab_size"]) == ("llamacpp", 4, 259)
+
+
+def test_its_facts_are_read_from_props_and_its_command_line_cannot_be_told(
+    engine: OpenAIEngine,
+) -> None:
+    """Issue 35: a suite's `expect` against llama-server reads GET /props as it answered."""
+    stated = (
+        Expect("total_slots", Condition.EQUALS, "4"),
+        Expect("default_generation_settings.n_ctx", Condition.AT_LEAST, "256"),
+        Expect("cache_ram", Condition.EQUALS, "0"),  # a flag /props does not carry
+    )
+    found = facts.check(stated, engine.reported())
+    assert [f.state for f in found] == [FactState.HOLDS, FactState.HOLDS, FactState.UNKNOWN]
+    assert {f.source for f in found} == {"GET /props"}
 
 
 def test_an_uncached_prefill_matches_its_replay_bit_for_bit(engine: OpenAIEngine) -> None:
