@@ -384,3 +384,19 @@ def test_a_passed_test_that_is_not_a_kl_check_is_shown_as_such():
     # A run planned it (a plan that names it): the same, not an error about its check.
     planned = compare(results(dataclasses.replace(plain, id="p")), None).deltas[0]
     assert planned.verdict is Verdict.NOT_A_KL_CHECK
+
+
+def test_a_stopped_run_whose_part_recorded_no_plan_has_a_hole_nobody_can_name():
+    # Issue 36: a part without a plan that did not finish (run.finished false) lost tests
+    # nobody can name; merged beside a finished, planned part it passed.
+    done = dataclasses.replace(
+        _run_part("ab", "ab"), run=r.RunInfo(commit="1a2b3c4d5e6f", finished=True)
+    )
+    plain = r.TestResult(id="test_file.py::test_plain", check="pytest", status=S.PASSED)
+    stopped = dataclasses.replace(_pytest_part(plain), run=r.RunInfo(finished=False))
+    comparison = compare(results_io.merge([("run", done), ("pytest", stopped)]), None)
+    assert comparison.decision.exit_code is ExitCode.COULD_NOT_RUN
+    assert comparison.decision.reasons[0].startswith("the run stopped early and a part of it")
+    # Finished, or its plan recorded: nothing unnamed is missing.
+    finished = dataclasses.replace(stopped, run=r.RunInfo(finished=True))
+    assert compare(results_io.merge([("run", done), ("pytest", finished)]), None).decision.passed

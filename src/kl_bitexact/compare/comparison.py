@@ -172,7 +172,8 @@ def compare(
         proofs = prove(proof, head, verdicts, strict=policy.proof_strict)
     unproven = sum(1 for p in proofs or () if p.gating)
     unreached = len(head.changes.unreached) if head.changes is not None else None
-    decision = gate.decide(_gating(deltas), _executed(head), policy, unproven, unreached)
+    hole = head.run.finished is False and not head.plan_complete
+    decision = gate.decide(_gating(deltas), _executed(head), policy, unproven, unreached, hole)
     return Comparison(
         head, baseline, tuple(deltas), decision, policy, blockers is not None, proofs, history
     )

@@ -383,6 +383,7 @@ def decide(
     policy: Policy,
     unproven: int = 0,
     unreached: int | None = None,
+    unnamed_hole: bool = False,
 ) -> Decision:
     """The run's decision from the count of gating tests per verdict (and of new tests
     not shown to detect anything, which gate under `proof_strict`; and of the PR's changed
@@ -390,9 +391,12 @@ def decide(
     gate under `policy.unreached`). A run in which some
     gating test could not run (the server, the runner, the run) could not run: exit 2, so
     the commit status says error, not failure (a run with a hole in it is not a clean red
-    run, issue 31); what else gated is said beside it (`red`)."""
+    run, issue 31); what else gated is said beside it (`red`). `unnamed_hole`: the run
+    stopped early and a part of it recorded no plan, so it lost tests nobody can name: it
+    could not run, whatever else it shows (issue 36)."""
     ordered = _ordered(gating.items())
-    reasons = tuple(_describe(verdict, count) for verdict, count in ordered)
+    reasons = (_UNNAMED_HOLE,) if unnamed_hole else ()
+    reasons += tuple(_describe(verdict, count) for verdict, count in ordered)
     if executed == 0:
         # What gated is said beside it: the rows say so in bold (issue 37, one story).
         reason = "no test executed (all skipped, not run, or no tests at all)"
@@ -404,12 +408,18 @@ def decide(
         reasons += (f"{unproven} {shown} not shown to detect anything (proof strict)",)
     if policy.unreached:
         reasons += _unreached(unreached)
-    if any(verdict is Verdict.COULD_NOT_RUN for verdict, _ in ordered):
+    if unnamed_hole or any(verdict is Verdict.COULD_NOT_RUN for verdict, _ in ordered):
         red = len(reasons) > 1
         return Decision(False, ExitCode.COULD_NOT_RUN, reasons, red=red)
     if reasons:
         return Decision(False, ExitCode.GATE_FAILED, reasons)
     return Decision(True, ExitCode.GATE_PASSED, ())
+
+
+_UNNAMED_HOLE = (
+    "the run stopped early and a part of it recorded no plan: the tests it did not run "
+    "cannot be named"
+)
 
 
 def _unreached(count: int | None) -> tuple[str, ...]:
