@@ -275,6 +275,9 @@ def test_a_dropped_knob_is_red_saying_which_fact_and_green_once_restored(cli, tm
     assert result.returncode == 0, result.stdout + result.stderr
     [test] = _tests(out).values()
     assert test.status is Status.PASSED and [f.state for f in test.facts] == [FactState.HOLDS] * 3
+    # The cost: one question per launch, shared with the run's own reading of the server.
+    log = (out / "logs" / "hicache.log").read_text()
+    assert log.count("GET /server_info") == 1
 
 
 # The reference engine's configuration-only path and its resolved radix cache (item 5).
