@@ -395,7 +395,7 @@ def decide(
     stopped early and a part of it recorded no plan, so it lost tests nobody can name: it
     could not run, whatever else it shows (issue 36)."""
     ordered = _ordered(gating.items())
-    reasons = (_UNNAMED_HOLE,) if unnamed_hole else ()
+    reasons: tuple[str, ...] = (_UNNAMED_HOLE,) if unnamed_hole else ()
     reasons += tuple(_describe(verdict, count) for verdict, count in ordered)
     if executed == 0:
         # What gated is said beside it: the rows say so in bold (issue 37, one story).
