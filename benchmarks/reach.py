@@ -28,6 +28,7 @@ import time
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from processes import KL, compile_bytecode, machine
 
@@ -99,29 +100,43 @@ def toy_suite(scratch: Path) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--part", choices=("1", "2", "both"), default="both")
     args = parser.parse_args()
     compile_bytecode()
-    with tempfile.TemporaryDirectory() as directory:
-        scratch = Path(directory)
-        out = ["--out", str(scratch / "out"), "--quiet"]
-        probed, plain = bundled(scratch)
-        part1 = side_by_side(
-            [*KL, "run", str(probed), *out], [*KL, "run", str(plain), *out], scratch, args.repeat
-        )
-        repo = scratch / "engine"
-        base = toy_engine_repo.make(repo, extra_helpers=7)
-        suite = toy_suite(scratch)
-        with_diff = [*KL, "run", str(suite), *out, "--reach-diff", base]
-        run_once(with_diff, repo)
-        changes = json.loads((scratch / "out" / "results.json").read_text())["changes"]
-        reached = sum(1 for f in changes["functions"] if f["tests"] or f["at_startup"])
-        part2 = side_by_side(with_diff, [*KL, "run", str(suite), *out], repo, args.repeat)
     print(machine())
     print(f"median of {args.repeat} runs each, interleaved; seconds (wall, then CPU)")
     print(f"{'':<34} {'plain':>7} {'probed':>7} {'plain':>7} {'probed':>7} {'Δ wall':>7}")
-    print(row("bundled suites, probes", *part1, PROBES_BUDGET))
-    print(row(f"toy engine, --reach-diff ({len(changes['functions'])} fns)", *part2, DIFF_BUDGET))
-    print(f"  the change: {len(changes['functions'])} functions, {reached} executed by the suite")
+    with tempfile.TemporaryDirectory() as directory:
+        scratch = Path(directory)
+        if args.part in ("1", "both"):
+            print(row("bundled suites, probes", *probes(scratch, args.repeat), PROBES_BUDGET))
+        if args.part in ("2", "both"):
+            (probed, plain), changes = diff_reach(scratch, args.repeat)
+            label = f"toy engine, --reach-diff ({len(changes['functions'])} fns)"
+            print(row(label, probed, plain, DIFF_BUDGET))
+            reached = sum(1 for f in changes["functions"] if f["tests"] or f["at_startup"])
+            print(f"  the change: {len(changes['functions'])} functions, {reached} executed")
+
+
+def probes(scratch: Path, repeat: int) -> tuple[tuple[float, float], tuple[float, float]]:
+    out = ["--out", str(scratch / "out"), "--quiet"]
+    probed, plain = bundled(scratch)
+    return side_by_side(
+        [*KL, "run", str(probed), *out], [*KL, "run", str(plain), *out], scratch, repeat
+    )
+
+
+def diff_reach(
+    scratch: Path, repeat: int
+) -> tuple[tuple[tuple[float, float], tuple[float, float]], dict[str, Any]]:
+    out = ["--out", str(scratch / "out"), "--quiet"]
+    repo = scratch / "engine"
+    base = toy_engine_repo.make(repo, extra_helpers=7)
+    suite = toy_suite(scratch)
+    with_diff = [*KL, "run", str(suite), *out, "--reach-diff", base]
+    run_once(with_diff, repo)
+    changes: dict[str, Any] = json.loads((scratch / "out" / "results.json").read_text())["changes"]
+    return side_by_side(with_diff, [*KL, "run", str(suite), *out], repo, repeat), changes
 
 
 if __name__ == "__main__":

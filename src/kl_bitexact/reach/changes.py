@@ -94,7 +94,9 @@ def _git(repository: Path, *args: str) -> str:
         said = done.stderr.decode(errors="replace").strip().splitlines() or ["failed"]
         raise ConfigError(
             f"--reach-diff: git {' '.join(args[:3])} in {repository}: {said[-1]}",
-            hint="give a revision of the engine repository the run starts in (e.g. origin/main)",
+            hint="give a revision of the engine repository the run starts in (e.g. origin/main); "
+            "a shallow clone has no base to diff against: fetch it (actions/checkout with "
+            "fetch-depth: 0)",
         )
     if len(done.stdout) > MAX_DIFF_BYTES:
         raise ConfigError(f"--reach-diff: the diff is over {MAX_DIFF_BYTES} bytes")

@@ -40,7 +40,11 @@ def changes(
     """`lines`: executed lines per absolute path, or None and why there are none."""
     measured = [t for t in tests if t.reach is not None and t.reach.measured]
     executed, why = lines
-    found = tuple(_function(code, f, measured, executed) for f in code.functions)
+    ran: dict[str, list[tuple[str, RanWhen]]] = {}  # each function's (test, when), one pass
+    for test in measured:
+        for function in _changed(test):
+            ran.setdefault(function.name, []).append((test.id, function.when))
+    found = tuple(_function(code, f, ran.get(f.name, []), executed) for f in code.functions)
     return Changes(
         code.base,
         code.head,
@@ -54,10 +58,9 @@ def changes(
 def _function(
     code: ChangedCode,
     function: diff.Function,
-    tests: list[TestResult],
+    ran: list[tuple[str, RanWhen]],
     executed: dict[str, set[int]] | None,
 ) -> ChangedFunction:
-    ran = [(t.id, f.when) for t in tests for f in _changed(t) if f.name == function.name]
     result = ChangedFunction(
         function.name,
         function.path,
