@@ -69,6 +69,8 @@ def main() -> int:
     parser.add_argument("--comment", type=Path, help="photograph this Markdown comment only")
     parser.add_argument("--png", type=Path, help="where --comment's picture goes")
     parser.add_argument("--open", action="store_true", help="open every <details> first")
+    parser.add_argument("--width", type=int, default=WIDTH, help="page width in px")
+    parser.add_argument("--mermaid", type=Path, help="mermaid.min.js: draw the charts")
     args = parser.parse_args()
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
@@ -79,7 +81,15 @@ def main() -> int:
             parser.error("--comment needs --png")
         with tempfile.TemporaryDirectory(prefix="kl-bitexact-media-") as scratch:
             markdown = args.comment.read_text(encoding="utf-8")
-            layout = screenshot(chromium, markdown, Path(scratch), args.png, opened=args.open)
+            layout = screenshot(
+                chromium,
+                markdown,
+                Path(scratch),
+                args.png,
+                opened=args.open,
+                width=args.width,
+                mermaid=args.mermaid,
+            )
         for problem in layout.problems():
             print(f"readme_media: {problem}", file=sys.stderr)
         print(f"readme_media: wrote {args.png} ({layout.height} px high)")
@@ -196,22 +206,44 @@ OPEN = "<script>document.querySelectorAll('details').forEach((d) => { d.open = t
 
 
 def screenshot(
-    chromium: str, markdown: str, work: Path, image: Path = IMAGE, *, opened: bool = False
+    chromium: str,
+    markdown: str,
+    work: Path,
+    image: Path = IMAGE,
+    *,
+    opened: bool = False,
+    width: int = WIDTH,
+    mermaid: Path | None = None,
 ) -> Layout:
-    """The comment as GitHub renders it, photographed at its full height."""
+    """The comment as GitHub renders it, photographed at its full height. `mermaid`: a
+    mermaid.min.js (npm's `mermaid` package) that draws the charts as GitHub does."""
     body = cmarkgfm.github_flavored_markdown_to_html(markdown, options=Options.CMARK_OPT_UNSAFE)
     page = work / "comment.html"
     style = STYLE.read_text(encoding="utf-8")
-    opening = OPEN if opened else ""
+    opening = (OPEN if opened else "") + (_charts(mermaid) if mermaid else "")
     page.write_text(html(style, body, opening + MEASURE), encoding="utf-8")
-    dom = run_chromium(chromium, work, ["--dump-dom", f"--window-size={WIDTH},600"], page)
+    # Time for the charts' script: chromium's virtual clock runs it before the dump.
+    wait = ["--virtual-time-budget=10000"] if mermaid else []
+    dom = run_chromium(chromium, work, ["--dump-dom", f"--window-size={width},600", *wait], page)
     found = re.search(r"<title>(.*?)</title>", dom, flags=re.DOTALL)
     layout = Layout(json.loads(unescape(found[1])) if found else {})
     page.write_text(html(style, body, opening), encoding="utf-8")
     image.parent.mkdir(parents=True, exist_ok=True)
-    shot = [f"--screenshot={image}", f"--window-size={WIDTH},{layout.height}"]
+    shot = [f"--screenshot={image}", f"--window-size={width},{layout.height}", *wait]
     run_chromium(chromium, work, shot, page)
     return layout
+
+
+def _charts(script: Path) -> str:
+    """GitHub draws a `mermaid` code block as a chart: so does this page, with mermaid's own
+    script, before the layout is measured."""
+    return (
+        f'<script src="{script.resolve().as_uri()}"></script><script>'
+        "document.querySelectorAll('pre[lang=mermaid]').forEach((pre) => {"
+        "const div = document.createElement('div'); div.className = 'mermaid';"
+        "div.textContent = pre.textContent; pre.replaceWith(div); });"
+        "mermaid.initialize({startOnLoad: false}); mermaid.run();</script>"
+    )
 
 
 def html(style: str, body: str, script: str) -> str:

@@ -122,18 +122,21 @@ def _reproduce(comparison: Comparison, delta: TestDelta, file: str | None) -> st
     state = comparison.state(delta)
     why = escape.text(terminal.reason(delta.head), 400)
     line = f"- {state.word.icon} {escape.code(delta.id, 160)}: {why}"
-    command = reproduce_command(delta.id, file)
+    repeats = delta.head.repeats.count if delta.head.repeats is not None else 1
+    command = reproduce_command(delta.id, file, repeats)
     return line + (f"  \n  {escape.code(command, 600)}\n" if command else "\n")
 
 
-def reproduce_command(test_id: str, file: str | None) -> str | None:
-    """`kl-bitexact run FILE --select 'ID'` (no FILE for the bundled example); None when the
-    results do not say which suite file the test came from (pytest, JUnit, older files)."""
+def reproduce_command(test_id: str, file: str | None, repeats: int = 1) -> str | None:
+    """`kl-bitexact run FILE --select 'ID'` (no FILE for the bundled example; `--repeat N`
+    as the run that found a flaky test); None when the results do not say which suite file
+    the test came from (pytest, JUnit, older files)."""
     if file is None:
         return None
     quoted = "'" + test_id.replace("'", "'\\''") + "'"
     where = "" if file.startswith("<bundled") else f" {shlex.quote(file)}"
-    return f"kl-bitexact run{where} --select {quoted}"
+    again = f" --repeat {repeats}" if repeats > 1 else ""
+    return f"kl-bitexact run{where} --select {quoted}{again}"
 
 
 def _same_cause(rows: Sequence[TestDelta]) -> list[list[TestDelta]]:
