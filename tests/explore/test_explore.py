@@ -6,6 +6,7 @@ import json
 import signal
 import subprocess
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,8 @@ from hypothesis import strategies as st
 
 from kl_bitexact.commands.explore import parse_budget
 from kl_bitexact.explore.geometry import Geometry, GeometryError, read_geometry
+from kl_bitexact.explore.strategy import workloads
+from kl_bitexact.explore.workload import Batch, Flush, Prompt, Workload, smaller
 
 GEOMETRY = ["--enable-deterministic-inference", "--page-size", "16", "--mamba-track-interval", "16"]
 FAULT = ["--fault", "one-page-prefix-mixed-batch"]
@@ -122,3 +125,25 @@ def test_a_stop_signal_keeps_what_was_found(
     [finding] = results["findings"]
     assert finding["requests"] >= 1 and finding["divergence"]["cached_tokens"] == 16
     assert "stopped early: SIGTERM" in (out / "summary.md").read_text()
+
+
+@given(workloads(Geometry(16, 16, 64, 32, 256, True), 49))
+def test_each_smaller_workload_leaves_out_exactly_one_step_or_prompt(workload: Workload) -> None:
+    for candidate in smaller(workload):
+        steps_gone = len(workload.steps) - len(candidate.steps)
+        prompts_gone = workload.requests - candidate.requests
+        assert (steps_gone, prompts_gone) in {(0, 1), (1, 0)} or (
+            steps_gone == 1 and prompts_gone >= 1
+        )
+        assert candidate.steps
+
+
+def test_leaving_a_prompt_out_keeps_continuations_on_the_prompts_they_named() -> None:
+    a, b = Prompt(0, 17, 0), Prompt(1, 3, 0)
+    c, d = Prompt(0, 0, 2, continues=0), Prompt(0, 0, 0, continues=2)
+    workload = Workload((Batch((a,), 1), Batch((b, c), 1), Flush(), Batch((d,), 1)))
+    without_b = Workload(
+        (Batch((a,), 1), Batch((c,), 1), Flush(), Batch((replace(d, continues=1),), 1))
+    )
+    assert without_b in list(smaller(workload))
+    assert Workload((Batch((a,), 1), Batch((b, c), 1), Batch((d,), 1))) in list(smaller(workload))

@@ -9,8 +9,8 @@ Tokens follow from the names and a seed, so a workload stays small to shrink and
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 ROOTS = 2
@@ -95,3 +95,61 @@ class Tokens:
             start = self.root(prompt.root, prompt.shared)
         own = max(prompt.own, 0 if start else 1)  # never an empty prompt
         return start + self.own(prompt.salt, index, own)
+
+
+def smaller(workload: Workload) -> Iterator[Workload]:
+    """Each workload with one step, or one prompt of a batch, left out, continuations
+    still naming the prompts they named: the candidates of a greedy pass after
+    Hypothesis's shrinker, which can stop with prompts that play no part in the failure
+    (it cannot renumber the continuations)."""
+    positions = _positions(workload)
+    steps = workload.steps
+    for index, step in enumerate(steps if len(steps) > 1 else ()):
+        if isinstance(step, Flush):
+            yield Workload((*steps[:index], *steps[index + 1 :]))
+        else:
+            yield _without(workload, set(positions[index]))
+    for index, step in enumerate(steps):
+        if isinstance(step, Batch) and len(step.prompts) > 1:
+            for position in positions[index]:
+                yield _without(workload, {position})
+
+
+def _positions(workload: Workload) -> list[list[int]]:
+    """The flat index of each step's prompts (a flush has none)."""
+    found, count = [], 0
+    for step in workload.steps:
+        size = len(step.prompts) if isinstance(step, Batch) else 0
+        found.append(list(range(count, count + size)))
+        count += size
+    return found
+
+
+def _without(workload: Workload, gone: set[int]) -> Workload:
+    """`workload` without the prompts at the flat indices `gone` (a batch left empty goes)."""
+    steps: list[Step] = []
+    position = earlier = 0
+    for step in workload.steps:
+        if isinstance(step, Flush):
+            steps.append(step)
+            continue
+        kept = []
+        for prompt in step.prompts:
+            if position not in gone:
+                kept.append(_renamed(prompt, earlier, gone))
+            position += 1
+        earlier += len(step.prompts)
+        if kept:
+            steps.append(Batch(tuple(kept), step.max_new_tokens))
+    return Workload(tuple(steps))
+
+
+def _renamed(prompt: Prompt, earlier: int, gone: set[int]) -> Prompt:
+    """`prompt` continuing the same earlier prompt once the prompts `gone` are left out
+    (from its root when that prompt is gone)."""
+    if prompt.continues is None or earlier == 0:
+        return replace(prompt, continues=None)
+    target = prompt.continues % earlier
+    if target in gone:
+        return replace(prompt, continues=None)
+    return replace(prompt, continues=target - sum(1 for index in gone if index < target))
