@@ -156,3 +156,27 @@ def test_the_comment_lists_the_changes_reach_and_unreached_gates_only_when_asked
     ) in section
     if code:
         assert "1 changed function not shown to run under the bit-exact suites" in report
+
+
+def test_shards_join_what_each_saw_of_the_change():
+    from kl_bitexact.results import io as results_io
+    from kl_bitexact.results.model import ChangedFunction, Changes, Results
+
+    def part(tests, run, not_run, startup=False):
+        f = ChangedFunction("p:f", "p.py", 1, (2, 3, 4), tests, startup, run, not_run)
+        never = ChangedFunction("p:g", "p.py", 9, (10,), (), False, (), (10,))
+        return Results(changes=Changes("b" * 40, "h" * 40, (f, never)))
+
+    merged = results_io.merge(
+        [
+            ("a", part(("s::one",), (2,), (3, 4))),
+            ("b", part(("s::two",), (3,), (2, 4), startup=True)),
+            ("c", Results()),  # a part that probed nothing (a pytest session)
+        ]
+    )
+    assert merged.changes is not None and merged.changes.measured
+    joined, _ = merged.changes.functions
+    assert joined.tests == ("s::one", "s::two") and joined.at_startup
+    assert joined.lines_run == (2, 3) and joined.lines_not_run == (4,)
+    assert [f.name for f in merged.changes.unreached] == ["p:g"]
+    assert results_io.merge([("a", Results())]).changes is None

@@ -19,7 +19,14 @@ import msgspec
 from kl_bitexact import __version__
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.results import strict
-from kl_bitexact.results.model import SCHEMA_VERSION, PlannedTest, Results, SuiteResult
+from kl_bitexact.results.model import (
+    SCHEMA_VERSION,
+    ChangedFunction,
+    Changes,
+    PlannedTest,
+    Results,
+    SuiteResult,
+)
 from kl_bitexact.untrusted.jsonfile import (
     check_depth,
     parse_refused,
@@ -184,7 +191,49 @@ def merge(sources: Sequence[tuple[str, Results]]) -> Results:
         finished=_finished(sources),
     )
     suites = join_by_name(s for _, r in sources for s in r.suites)
-    return Results(run=run, suites=suites, plan=_joined_plan(sources))
+    changes = _joined_changes([r.changes for _, r in sources if r.changes is not None])
+    return Results(run=run, suites=suites, plan=_joined_plan(sources), changes=changes)
+
+
+def _joined_changes(parts: Sequence[Changes]) -> Changes | None:
+    """The PR's change as every shard saw it (`run --reach-diff` in each): a function ran
+    if it ran in any shard, by the tests of all; a changed line ran if it ran in any."""
+    if not parts:
+        return None
+    functions: dict[str, ChangedFunction] = {}
+    for part in parts:
+        for function in part.functions:
+            known = functions.get(function.name)
+            functions[function.name] = function if known is None else _joined(known, function)
+    measured = [part for part in parts if part.measured]
+    with_lines = [part for part in parts if not part.lines_why_not]
+    return dataclasses.replace(
+        parts[0],
+        functions=tuple(functions.values()),
+        measured=bool(measured),
+        why_not="" if measured else parts[0].why_not,
+        lines_why_not="" if with_lines else parts[0].lines_why_not,
+    )
+
+
+def _joined(one: ChangedFunction, other: ChangedFunction) -> ChangedFunction:
+    run = _lines(one.lines_run, other.lines_run)
+    not_run = _lines(one.lines_not_run, other.lines_not_run)
+    return dataclasses.replace(
+        one,
+        tests=(*one.tests, *other.tests),
+        at_startup=one.at_startup or other.at_startup,
+        lines_run=run,
+        lines_not_run=None
+        if not_run is None
+        else tuple(n for n in not_run if n not in (run or ())),
+    )
+
+
+def _lines(one: tuple[int, ...] | None, other: tuple[int, ...] | None) -> tuple[int, ...] | None:
+    if one is None or other is None:
+        return one if other is None else other
+    return tuple(sorted({*one, *other}))
 
 
 def tested_commit(sources: Sequence[tuple[str, Results]]) -> str | None:
