@@ -82,6 +82,18 @@ def test_long_messages_wrap_under_their_label_within_the_width():
     assert lines[2].startswith("    warning: cache budget") and lines[3].startswith(" " * 13)
 
 
+def test_a_warning_every_test_of_a_suite_carries_is_printed_once_per_suite():
+    # Issue 37: a server's warning stood under each of six tests.
+    stream = io.StringIO()
+    reporter = ConsoleReporter(github=False, stream=stream)
+    specs = tuple(TestSpec(name=n, check=CheckName.MATCH) for n in "ab")
+    for name in ("s", "t"):
+        reporter.suite_started(Suite(name, f"{name}.yaml", ServerSpec(EngineName.SGLANG), specs))
+        for n in "ab":
+            reporter.test_finished(_result(id=f"{name}::{n}", warnings=("server says hi",)))
+    assert stream.getvalue().count("warning: server says hi") == 2  # once in each suite
+
+
 def test_colour_marks_the_status_and_the_labels():
     stream = io.StringIO()
     reporter = ConsoleReporter(github=False, style=Style(colour=True), stream=stream)

@@ -219,6 +219,7 @@ class ConsoleReporter:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _beat: threading.Thread | None = None
     _drawn: bool = False  # a heartbeat line is on screen (live), to erase before printing
+    _warned: set[str] = field(default_factory=set)  # the suite's warnings printed so far
 
     def say(self, line: str) -> None:
         if self.quiet:
@@ -240,6 +241,7 @@ class ConsoleReporter:
             heading = f"suite {item.name}"  # unless its launch lines just said so
             self.say(self.style.word("heading", self.style.fit(heading)))
         self._queue = [f"{item.name}::{test.name}" for test in item.tests]
+        self._warned = set()
         self._name_width = max((len(name) for name in self._queue), default=0)
         self._next_test()
 
@@ -279,8 +281,11 @@ class ConsoleReporter:
             lines += self._message(result.message)
         if result.hint:
             lines += self._labelled("hint:", result.hint, "    ")
+        # Once per suite (issue 37: a server's warning stood under each of six tests).
         for warning in result.warnings:
-            lines += self._labelled("warning:", warning, "    ")
+            if warning not in self._warned:
+                lines += self._labelled("warning:", warning, "    ")
+        self._warned.update(result.warnings)
         self._say_untrusted(lines)
         self._next_test()
 
@@ -297,10 +302,13 @@ class ConsoleReporter:
             title = escape.command_property(f"suite {down}: {len(result.tests)} tests did not run")
             self.say(f"::error title={title}::{escape.command_data(text)}")
             return
+        warned: set[str] = set()  # a warning once per suite, under its first test
         for test in result.tests:  # annotations stay visible outside the fold
             title = escape.command_property(test.id)
             for warning in test.warnings:
-                self.say(f"::warning title={title}::{escape.command_data(warning)}")
+                if warning not in warned:
+                    self.say(f"::warning title={title}::{escape.command_data(warning)}")
+            warned.update(test.warnings)
             if test.status is not Status.PASSED:
                 text = f"{test.message} (hint: {test.hint})" if test.hint else test.message
                 self.say(f"::error title={title}::{escape.command_data(text)}")
