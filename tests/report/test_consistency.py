@@ -16,6 +16,7 @@ from golden_scenarios import Scenario, all_scenarios
 
 from kl_bitexact.compare import states
 from kl_bitexact.compare.comparison import Comparison, compare
+from kl_bitexact.compare.gate import Verdict
 from kl_bitexact.report import render, terminal
 
 BY_LENGTH = sorted(
@@ -144,5 +145,7 @@ def test_every_part_of_one_comment_tells_the_same_story(scenario: Scenario):
 
 def test_every_state_has_its_words_and_no_two_states_share_a_word():
     assert set(states.WORDS) == set(states.Kind)
+    # A new verdict is one entry here too: Comparison.state names it by its value.
+    assert {v.value for v in Verdict} <= {k.value for k in states.Kind}
     words = [w.one for w in states.WORDS.values()]
     assert len(set(words)) == len(words)
