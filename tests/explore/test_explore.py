@@ -117,6 +117,9 @@ def test_a_stop_signal_keeps_what_was_found(
         for line in iter(child.stderr.readline, b""):
             if b"found a divergence" in line:
                 break
+        # Written before it was said: a SIGKILL now would leave it on disk too.
+        written = json.loads((out / "results.json").read_text())
+        assert written["findings"][0]["divergence"]["cached_tokens"] == 16
         child.send_signal(signal.SIGTERM)
         child.communicate(timeout=60)
     assert child.returncode == 143

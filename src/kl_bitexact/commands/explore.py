@@ -86,7 +86,7 @@ class Report:
             "elapsed_s": round(tally.elapsed(), 3) if tally else 0.0,
             "first_found_s": tally.first_found_s if tally else None,
             "stopped": self.stopped,
-            "findings": [self.finding] if self.finding else [],
+            "findings": [finding] if (finding := self.finding or _unverified(self)) else [],
             "notes": self.notes,
         }
 
@@ -160,7 +160,9 @@ def _explore(args: argparse.Namespace, spec: ServerSpec, server: Server, report:
     geometry = _geometry(engine, server.base_url)
     report.geometry = geometry
     _say(f"explore: geometry {geometry.as_dict()}")
-    search = Search(engine, geometry, budget_s=args.budget, seed=args.seed, progress=_say)
+    search = Search(
+        engine, geometry, budget_s=args.budget, seed=args.seed, progress=_say, kept=report.write
+    )
     report.tally = search.tally
     report.write()
     tally = search.run()
@@ -233,8 +235,9 @@ def _finding(
 
 
 def _unverified(report: Report) -> dict[str, Any] | None:
-    """The smallest failing workload seen when a stop signal came: kept, but neither
-    re-run nor handed back (the server is not asked anything more)."""
+    """The smallest failing workload seen so far, before it is re-run and handed back: what
+    results.json holds while shrinking, and after a stop signal (the server is then asked
+    nothing more)."""
     found = report.tally.found if report.tally else None
     if found is None or report.geometry is None:
         return None
@@ -243,10 +246,10 @@ def _unverified(report: Report) -> dict[str, Any] | None:
         "requests": found.workload.requests,
         "divergence": found.divergence.as_dict(report.geometry),
         "shrinks": report.tally.shrinks if report.tally else 0,
-        "repeats": "not re-run (stopped)",
+        "repeats": "not re-run yet",
         "deterministic": None,
         "suite_file": None,
-        "handback": "not written: stopped before the finding was re-run",
+        "handback": "not written yet: the finding is still being shrunk, or explore stopped",
         "handback_fails": None,
     }
 

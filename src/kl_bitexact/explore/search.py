@@ -60,12 +60,16 @@ class Search:
         budget_s: float,
         seed: int,
         progress: Callable[[str], None],
+        kept: Callable[[], None] = lambda: None,
     ) -> None:
         self.engine = engine
         self.geometry = geometry
         self.budget_s = budget_s
         self.seed = seed
         self.progress = progress
+        # Told whenever a smaller failing workload is kept (results.json is rewritten, so
+        # even a SIGKILL leaves the finding on disk).
+        self.kept = kept
         self.tokens = Tokens(geometry.vocab_size, seed)
         self.tally = Tally()
         self._said = 0.0
@@ -129,6 +133,7 @@ class Search:
         if best is not None and _size(workload) >= _size(best.workload):
             return
         self.tally.found = Found(workload, divergence)
+        self.kept()
         if best is not None:
             self.tally.shrinks += 1
             return
