@@ -217,3 +217,45 @@ def test_a_noise_floor_gate_whose_floor_compared_nothing_proves_nothing() -> Non
     (delta,) = compare(_results(cached, True), None).deltas
     assert delta.gating and delta.head is not None
     assert "the noise floor compared nothing to judge it by" in delta.head.message
+
+
+def _cached(floor_kl: float | None, *, kl: float = 0.0, status: S = S.PASSED) -> r.TestResult:
+    return r.TestResult(
+        id=TEST_ID, check="decode_cache_hit", status=status, kl_div=kl, kl_threshold=1e-9,
+        kl_per_sample=(kl,), exact=r.ExactMatch(1, 0), cache_hits=r.CacheHits(1, 1, 0.0),
+        noise_floor=r.NoiseFloor(floor_kl, factor=4.0, ratio=kl / floor_kl if floor_kl else None),
+    )  # fmt: skip
+
+
+def _scenario(head: r.TestResult, base: r.TestResult | None, *history: r.TestResult) -> Scenario:
+    policy = Policy(fail_on=FailOn.REGRESSION)
+    return Scenario(head, False, base, base is not None, history or None, policy)
+
+
+def test_a_head_floor_whose_kl_was_lost_cannot_be_told_no_noisier() -> None:
+    red_on_base = _cached(0.0, status=S.FAILED)
+    noisier = _scenario(_cached(1e-6, status=S.FAILED), red_on_base)
+    assert not passes(noisier)
+    assert not passes(dataclasses.replace(noisier, head=_cached(None, status=S.FAILED)))
+
+
+def test_a_history_run_that_lost_its_floor_or_cache_kl_cannot_be_told_quieter() -> None:
+    quiet_main = _cached(0.0)
+    assert not passes(_scenario(_cached(1e-6), None, quiet_main))
+    assert not passes(_scenario(_cached(1e-6), None, _cached(None)))
+    assert not passes(_scenario(_cached(1e-6), None, dataclasses.replace(quiet_main, kl_div=None)))
+
+
+def test_a_history_whose_cache_kl_was_0_bounds_no_ratio_and_does_not_crash() -> None:
+    steady = _cached(1e-4, kl=2e-4)  # twice at one floor, bit-identical: deterministic
+    exact_once = _cached(3e-4, kl=0.0)  # a ratio of 0 (it divided by zero: exit 3)
+    head = _cached(2e-4, kl=8e-4)  # the arithmetic moved, and the ratio doubled
+    comparison = compare(
+        _results(head, False),
+        _results(steady, True),
+        history=_history((steady, steady, exact_once)),
+    )
+    (delta,) = comparison.deltas
+    assert delta.against_base is not None
+    assert "main's last 2 runs moved it by at most 1x" in delta.against_base.reason
+    assert not comparison.decision.passed

@@ -149,7 +149,7 @@ def judge(
     measured = determinism(base, points)
     found = _finding(head, floor, base, same_config, measured, points)
     gated = floor.factor is not None
-    return _with_floor_findings(found, floor, base, measured, points, gated)
+    return _with_floor_findings(found, floor, base, measured, _all_points(history), gated)
 
 
 def determinism(base: TestResult | None, points: Sequence[Point]) -> Measured:
@@ -211,6 +211,13 @@ def _points(history: TestHistory | None) -> list[Point]:
     return [p for p in history.points if p is not None and p.floor is not None and p.kl is not None]
 
 
+def _all_points(history: TestHistory | None) -> list[Point]:
+    """Every run of main's history, whether it recorded a cache KL or not: each floor is an
+    observation of the engine's noise, so a run whose KL was lost still counts when the
+    head's floor is compared with main's (dropping it let a noisier head pass)."""
+    return [] if history is None else [p for p in history.points if p is not None]
+
+
 def _finding(
     head: TestResult,
     floor: NoiseFloor,
@@ -224,7 +231,7 @@ def _finding(
     if why_not:
         return shown.diff(Finding.FLOOR_RULE_ONLY, why_not, measured)
     assert base is not None and base.noise_floor is not None  # _not_comparable checked
-    if _floor_numbers(floor) != _floor_numbers(base.noise_floor):
+    if not _same_floor(_floor_numbers(floor), _floor_numbers(base.noise_floor)):
         return _arithmetic_changed(shown, measured, points)
     if _cache_numbers(head) == _cache_numbers(base):
         return _identical(shown, measured)
@@ -276,12 +283,14 @@ def _arithmetic_changed(shown: _Numbers, measured: Measured, points: Sequence[Po
         f"{fmt_kl(shown.floor)} here): the change altered the arithmetic (or the test's "
         "prompts)"
     )
-    ratios = [p.kl / p.floor for p in points if p.floor and p.kl is not None]
+    # A ratio of 0 (no cache KL over a floor) bounds no relative change: leaving it in
+    # divided by zero (exit 3) on a history where the cache path once matched exactly.
+    ratios = [p.kl / p.floor for p in points if p.floor and p.kl]
     if shown.ratio is None or not shown.base_ratio:
         why = "the floor is 0 on one side, so the cache KL has no ratio to it"
         return shown.diff(Finding.FLOOR_RULE_ONLY, f"{moved}; {why}; {_FLOOR_RULE}", measured)
     if len(ratios) < 2:
-        why = "main's history has no ratios of this test to judge its change by"
+        why = "fewer than two runs of main's history have a nonzero ratio to judge its change by"
         return shown.diff(Finding.FLOOR_RULE_ONLY, f"{moved}; {why}; {_FLOOR_RULE}", measured)
     span, change = max(ratios) / min(ratios), shown.ratio / shown.base_ratio
     said = (
@@ -309,7 +318,47 @@ def _with_floor_findings(
     if floor.kl is not None and references:
         noisier = _noisier(floor.kl, max(references), measured)
     missing = missing_on_base(base) if base is not None and base.status in JUDGED else ""
+    # A floor measured without its KL, here or in main's history, says nothing about the
+    # engine's noise: reading it as "not noisier" let a run whose floor KL was lost pass
+    # where the same run with it failed (issue 36's property found both).
+    if floor.kl is None:
+        missing = missing or _NO_HEAD_FLOOR
+    if any(_lost(point) for point in points) or _recorded_by_some(points):
+        missing = missing or _NO_HISTORY_NUMBERS
     return replace(found, noisier=noisier, cannot_tell=missing, gated=gated)
+
+
+def _lost(point: Point) -> bool:
+    """A judged run of main's history that measured a floor but kept only half of it: its
+    floor's KL or its cache KL. Read as absent, it made main look less noisy or shown
+    deterministic on fewer runs, each of which let a head through (issue 36's property)."""
+    judged = point.status in JUDGED
+    return judged and (point.floor_lost or (point.floor is not None and point.kl is None))
+
+
+def _recorded_by_some(points: Sequence[Point]) -> bool:
+    """A number some judged run of main recorded at a floor and another run at the same
+    floor did not: those runs can be told neither identical nor different."""
+    by_floor: dict[float, list[tuple[object, ...]]] = {}
+    for point in points:
+        if point.floor is not None and point.status in JUDGED:
+            by_floor.setdefault(point.floor, []).append(_history_numbers(point))
+    return any(
+        len({value is None for value in column}) > 1
+        for group in by_floor.values()
+        for column in zip(*group, strict=True)
+    )
+
+
+_NO_HISTORY_NUMBERS = (
+    "cannot tell: a run of main's history measured this test's noise floor but recorded no "
+    "KL for it or for the cache path, so neither whether the engine got noisier nor whether "
+    "it is deterministic can be told"
+)
+_NO_HEAD_FLOOR = (
+    "cannot tell: this run recorded a noise floor without its KL, so whether the engine "
+    "got noisier cannot be compared"
+)
 
 
 def missing_on_base(base: TestResult) -> str:
@@ -394,6 +443,13 @@ class _Numbers:
 
 def _floor_numbers(floor: NoiseFloor) -> tuple[object, ...]:
     return (floor.kl, floor.tokens, floor.mismatched, floor.max_abs_diff)
+
+
+def _same_floor(head: tuple[object, ...], base: tuple[object, ...]) -> bool:
+    """Bit-identical where both sides recorded the number. A number one side lost is not
+    a sign the arithmetic changed: read so, it moved the test to the looser ratio rule
+    (issue 36's property); read as the same, the cache numbers must still match."""
+    return all(h == b or h is None or b is None for h, b in zip(head, base, strict=True))
 
 
 def _cache_numbers(test: TestResult) -> tuple[object, ...]:

@@ -89,6 +89,9 @@ class Point(NamedTuple):
     # Cache checks: the noise floor (the same prompts with no cache); with `kl` it gives
     # the ratio `compare/against_base.py` judges a change of the arithmetic by.
     floor: float | None = None
+    # A floor measured whose KL was not recorded: "cannot tell" how noisy that run was,
+    # which is not the same as a run that measured no floor (another gate mode).
+    floor_lost: bool = False
 
     @classmethod
     def of(cls, test: Measured) -> Point:
@@ -101,6 +104,7 @@ class Point(NamedTuple):
             hits.hit if hits else None,
             hits.total if hits else None,
             floor.kl if floor else None,
+            floor is not None and floor.kl is None,
         )
 
     @property
@@ -111,8 +115,9 @@ class Point(NamedTuple):
     def numbers(
         self,
     ) -> tuple[float | None, int | None, int | None, int | None, int | None, float | None]:
-        """What must be identical from one run to the next (the status follows from it)."""
-        return self[1:]
+        """What must be identical from one run to the next (the status follows from it;
+        `floor_lost` from `floor`)."""
+        return self[1:7]
 
 
 @dataclass(frozen=True)
