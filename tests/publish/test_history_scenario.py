@@ -69,8 +69,13 @@ def _comment(fake_github: FakeGitHub) -> str:
 
 
 def _line(body: str, test_id: str) -> str:
+    """The test's line in the history section (a gating test also has one under the table,
+    with its reason and how to run it again)."""
     shown = escape.code(test_id)
-    return next(line for line in body.splitlines() if line.startswith("- ") and shown in line)
+    lines = body.splitlines()
+    return next(
+        line for line in lines if line.startswith("- ") and shown in line and "of main" in line
+    )
 
 
 def test_known_flaky_on_main_and_new_failure(
