@@ -153,12 +153,24 @@ def to_test(case: JUnitCase, options: Options) -> TestResult:
 
 def _with_facts(case: JUnitCase, nodeid: str, test: TestResult) -> TestResult:
     """The facts the plugin read from the test's server (`kl_expect`), validated."""
-    text = case.property(prop.FACTS)
+    return _with_recorded(case, nodeid, test, prop.FACTS, "facts")
+
+
+def _with_recorded(
+    case: JUnitCase, nodeid: str, test: TestResult, name: str, field: str
+) -> TestResult:
+    """`test` with one field the plugin recorded as a JSON property, decoded by the same
+    strict rules as that field in results.json (absent: `test` as it is)."""
+    text = case.property(name)
     if text is None:
         return test
-    listed = _parse_json(text, nodeid, prop.FACTS)
-    entry = {"id": nodeid, "check": test.check, "status": "passed", "facts": listed}
-    return replace(test, facts=_decoded(entry, nodeid, prop.FACTS).facts)
+    entry = {
+        "id": nodeid,
+        "check": test.check,
+        "status": "passed",
+        field: _parse_json(text, nodeid, name),
+    }
+    return replace(test, **{field: getattr(_decoded(entry, nodeid, name), field)})
 
 
 def node_id(case: JUnitCase) -> str:
@@ -237,12 +249,7 @@ def _strings(value: Any) -> tuple[str, ...]:
 
 def _with_reach(case: JUnitCase, nodeid: str, base: TestResult) -> TestResult:
     """Which of the functions the test names ran (the plugin's `reach` property)."""
-    text = case.property(prop.REACH)
-    if text is None:
-        return base
-    reach = _parse_json(text, nodeid, prop.REACH)
-    test = {"id": nodeid, "check": base.check, "status": "passed", "reach": reach}
-    return replace(base, reach=_decoded(test, nodeid, prop.REACH).reach)
+    return _with_recorded(case, nodeid, base, prop.REACH, "reach")
 
 
 def _decoded(test: Any, nodeid: str, name: str) -> TestResult:
