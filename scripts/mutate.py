@@ -17,9 +17,13 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+# A mutation applied in place to the node it was offered for (its type varies by mutation).
+Change = Callable[[Any], None]
 
 SWAPS: dict[type, type] = {
     ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt,
@@ -46,7 +50,7 @@ def mutants(tree: ast.Module) -> Iterator[Mutant]:
             yield Mutant(getattr(node, "lineno", 0), what, mutated)
 
 
-def _changes(node: ast.AST) -> Iterator[tuple[str, object]]:
+def _changes(node: ast.AST) -> Iterator[tuple[str, Change]]:
     if isinstance(node, ast.Compare):
         for position, op in enumerate(node.ops):
             if type(op) in SWAPS:
@@ -61,7 +65,7 @@ def _changes(node: ast.AST) -> Iterator[tuple[str, object]]:
         yield f"{node.value!r} -> {node.value + 1!r}", _nudge
 
 
-def _swap_op(position: int) -> object:
+def _swap_op(position: int) -> Change:
     def change(node: ast.Compare) -> None:
         node.ops[position] = SWAPS[type(node.ops[position])]()
 
@@ -81,6 +85,7 @@ def _flip(node: ast.Constant) -> None:
 
 
 def _nudge(node: ast.Constant) -> None:
+    assert isinstance(node.value, (int, float))  # _changes offers a nudge only for numbers
     node.value = node.value + 1
 
 
