@@ -37,7 +37,7 @@ from sglang_differential import (
 )
 
 from kl_bitexact.pytest_plugin.observe import RequestsTap, TestObservation
-from kl_bitexact.reference.faults import Fault
+from kl_bitexact.reference.faults import HIDDEN_FROM_BUNDLED_SUITES, Fault
 from kl_bitexact.results.model import Status, TestResult
 from kl_bitexact.run.checks import metrics, run_check
 from kl_bitexact.run.engines.sglang import SglangEngine
@@ -46,8 +46,10 @@ from kl_bitexact.suite.model import CheckName, TestSpec
 # order-dependent-decode makes two runs of the same requests differ (what `run --repeat`
 # measures): two tools, like two runs, cannot agree on it, so it is left out on purpose.
 # Faults no sglang helper's flow is built to meet (order-dependent-decode breaks run-to-run
-# determinism; one-page-prefix-mixed-batch needs a batch only `explore` sends).
-RUN_TO_RUN_FAULTS = {"order-dependent-decode", "one-page-prefix-mixed-batch"}
+# determinism; the faults hidden from the bundled suites need shapes only `explore` sends).
+RUN_TO_RUN_FAULTS = {Fault.ORDER_DEPENDENT_DECODE.value} | {
+    fault.value for fault in HIDDEN_FROM_BUNDLED_SUITES
+}
 CHECKS = {
     "match": "test_input_output_logprobs_match_helper",
     "prefill_cache_hit": "test_input_output_logprobs_match_prefill_cache_hit_helper",

@@ -104,3 +104,18 @@ def multiturn(target: ReferenceEngine, new: int = 8, groups: int = 3, branches: 
             results.append(result)
             fresh.extend(replay(target, [prompt + list(result.output_ids)], new))
     return _outcome(hits, results, fresh)
+
+
+def pressure_restore(target: ReferenceEngine, new: int = 8, prefix_tokens: int = 64) -> Outcome:
+    """Two prompts branch from a shared prefix; prompts past the device pool push it out
+    (to the host tier, when there is one); a third prompt on the prefix brings it back."""
+    rng = np.random.default_rng(5)
+    target.flush()
+    prefix = rng.integers(1, 320, prefix_tokens).tolist()
+    generate(target, [prefix + rng.integers(1, 320, 40).tolist() for _ in range(2)], new)
+    pool = target.config.max_total_tokens
+    generate(target, [rng.integers(1, 320, pool // 2).tolist() for _ in range(3)], 0)
+    probe = prefix + rng.integers(1, 320, 40).tolist()
+    result = generate(target, [probe], new)[0]
+    fresh = replay(target, [probe + list(result.output_ids)], new)
+    return _outcome([result.cached_tokens > 0], [result], fresh)

@@ -11,6 +11,7 @@ from reference_scenarios import (
     generate,
     multiturn,
     prefill_cache_hit,
+    pressure_restore,
     prompts,
     replay,
 )
@@ -135,6 +136,7 @@ FAULT_CASES = [
     (Fault.HICACHE_LOSSY, "prefill", HICACHE),
     (Fault.SPEC_OVERSHOOT_CACHED, "decode-32", SPECULATIVE),
     (Fault.BRANCH_CHECKPOINT_REUSE, "multiturn", {}),
+    (Fault.RESTORE_AFTER_EVICTION, "pressure", HICACHE),
 ]
 SCENARIOS = {
     "decode": lambda target: decode_cache_hit(target, PROMPTS[:8], 16),
@@ -142,6 +144,7 @@ SCENARIOS = {
     "decode-32": lambda target: decode_cache_hit(target, prompts(32, seed=7), 32),
     "prefill": lambda target: prefill_cache_hit(target, PROMPTS, 8),
     "multiturn": multiturn,
+    "pressure": pressure_restore,
 }
 
 

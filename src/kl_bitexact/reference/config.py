@@ -70,7 +70,7 @@ class EngineConfig:
         """(why, what to do) when this configuration keeps `fault` from acting."""
         if fault in _NEEDS_A_CACHE and self.disable_radix_cache:
             return "--disable-radix-cache: nothing is reused", "drop --disable-radix-cache"
-        if fault is Fault.HICACHE_LOSSY and not self.enable_hierarchical_cache:
+        if fault in _NEEDS_A_HOST_TIER and not self.enable_hierarchical_cache:
             return "no host tier without --enable-hierarchical-cache", (
                 "add --enable-hierarchical-cache"
             )
@@ -157,8 +157,11 @@ _NEEDS_A_CACHE = frozenset(
         Fault.SWA_EARLY_RELEASE,
         Fault.BRANCH_CHECKPOINT_REUSE,
         Fault.ONE_PAGE_PREFIX_MIXED_BATCH,
+        Fault.RESTORE_AFTER_EVICTION,
     }
 )
+# Faults in the round trip through the host tier: without one, nothing is restored.
+_NEEDS_A_HOST_TIER = frozenset({Fault.HICACHE_LOSSY, Fault.RESTORE_AFTER_EVICTION})
 
 
 def _problems(config: EngineConfig) -> list[str]:

@@ -22,6 +22,7 @@ class Fault(Enum):
     BRANCH_CHECKPOINT_REUSE = "branch-checkpoint-reuse"
     ORDER_DEPENDENT_DECODE = "order-dependent-decode"
     ONE_PAGE_PREFIX_MIXED_BATCH = "one-page-prefix-mixed-batch"
+    RESTORE_AFTER_EVICTION = "restore-after-eviction"
 
     @property
     def description(self) -> str:
@@ -46,11 +47,18 @@ DESCRIPTIONS: dict[Fault, str] = {
     "long, served in one batch with a request that reuses nothing, restores that page with "
     "its last token's keys and values zeroed (sglang issue 22819: prefix_len equal to the KV "
     "block size beside prefix_len 0 requests)",
+    Fault.RESTORE_AFTER_EVICTION: "a shared prefix (a page two cached sequences branch "
+    "from) that pressure evicted to the host tier comes back onto the device one slot late: "
+    "each token's keys and values land on the next position, and every later hit on that "
+    "prefix reads them until a flush (sglang PR 38355: KV pages corrupted under memory "
+    "pressure, read by every later request with the same prefix)",
 }
 
 # Faults no bundled suite is built to catch (the four checks stay green with them on):
 # shapes only `kl-bitexact explore` aims at (docs/explore.md).
-HIDDEN_FROM_BUNDLED_SUITES = frozenset({Fault.ONE_PAGE_PREFIX_MIXED_BATCH})
+HIDDEN_FROM_BUNDLED_SUITES = frozenset(
+    {Fault.ONE_PAGE_PREFIX_MIXED_BATCH, Fault.RESTORE_AFTER_EVICTION}
+)
 
 
 def parse_fault(name: str) -> Fault:

@@ -17,6 +17,8 @@ import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from kl_bitexact.reference.faults import Fault
 from kl_bitexact.reference.hicache import HostPage, PagePayload, from_host, to_host
 from kl_bitexact.reference.numerics import Array
@@ -159,6 +161,8 @@ class RadixCache:
         if node.device is None:
             assert node.host is not None, "a cached node is on the device or the host"
             node.device = from_host(node.host)
+            if self._faulty(Fault.RESTORE_AFTER_EVICTION) and len(node.children) > 1:
+                node.device = _one_slot_late(node.device)
             self.device_pages += 1
         return node.device
 
@@ -286,3 +290,11 @@ class RadixCache:
 
     def _faulty(self, fault: Fault) -> bool:
         return fault in self.geometry.faults
+
+
+def _one_slot_late(payload: PagePayload) -> PagePayload:
+    """Fault.RESTORE_AFTER_EVICTION: the page's full-attention keys and values copied back
+    one position late (the first slot left zero), as a restore whose offset is off by one."""
+    shifted = np.zeros_like(payload.full_kv)
+    shifted[:, :, 1:] = payload.full_kv[:, :, :-1]
+    return dataclasses.replace(payload, full_kv=shifted)
