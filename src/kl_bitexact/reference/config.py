@@ -158,6 +158,7 @@ _NEEDS_A_CACHE = frozenset(
         Fault.BRANCH_CHECKPOINT_REUSE,
         Fault.ONE_PAGE_PREFIX_MIXED_BATCH,
         Fault.RESTORE_AFTER_EVICTION,
+        Fault.REUSE_AFTER_ABANDONED_PREFILL,
     }
 )
 # Faults in the round trip through the host tier: without one, nothing is restored.

@@ -8,13 +8,14 @@ it is decoded step by step (or speculatively), and each sequence is cached at th
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from kl_bitexact import __version__
 from kl_bitexact.reference import speculative
+from kl_bitexact.reference.abandon import prefill_watching
 from kl_bitexact.reference.checkpoints import CheckpointPolicy
 from kl_bitexact.reference.config import EngineConfig
 from kl_bitexact.reference.faults import Fault
@@ -80,11 +81,17 @@ class ReferenceEngine:
         with self._lock:
             self.cache.flush()
 
-    def generate(self, requests: Sequence[GenerateRequest]) -> list[GenerateResult]:
+    def generate(
+        self, requests: Sequence[GenerateRequest], gone: Callable[[], bool] | None = None
+    ) -> list[GenerateResult]:
+        """Serve one batch. `gone` (one request only): asked between prefill chunks whether
+        the client has left; if so the request is dropped (abandon.Abandoned is raised)."""
         with self._lock:
             runs = [self._start(request) for request in requests]
             if self.config.has(Fault.ONE_PAGE_PREFIX_MIXED_BATCH):
                 _corrupt_one_page_hits_beside_cold(runs, self.config.page_size)
+            if gone is not None and len(runs) == 1:
+                prefill_watching(self, runs[0], self._prefill_track_policy(), gone)
             self._prefill(runs)
             self._first_tokens(runs)
             if self.config.draft_tokens:
@@ -115,6 +122,12 @@ class ReferenceEngine:
         else:
             self.prefill_with(runs, self.track_policy)
 
+    def _prefill_track_policy(self) -> CheckpointPolicy | None:
+        """The track checkpoints a prefill keeps (the graph runner decides its own)."""
+        if self.prefill_graph is not None:
+            return self.prefill_graph.policy()
+        return self.track_policy
+
     def prefill_with(self, runs: list[Run], track_policy: CheckpointPolicy | None) -> None:
         """Prefill the uncached tails; `track_policy` None keeps no track checkpoint."""
         starts = [run.state.length for run in runs]
@@ -132,7 +145,7 @@ class ReferenceEngine:
         hidden, captured = self.model.extend([run.state for run in runs], tails, capture)
         for i, run in enumerate(runs):
             span = (starts[i], ends[i], captured[i], befores[i])
-            run.checkpoints = self.prefill_policy.take(*span)
+            run.checkpoints.update(self.prefill_policy.take(*span))
             if track_policy is not None:
                 self.track(run, track_policy.take(*span))
             self._prompt_logprobs(run, hidden[i], starts[i])

@@ -23,6 +23,7 @@ class Fault(Enum):
     ORDER_DEPENDENT_DECODE = "order-dependent-decode"
     ONE_PAGE_PREFIX_MIXED_BATCH = "one-page-prefix-mixed-batch"
     RESTORE_AFTER_EVICTION = "restore-after-eviction"
+    REUSE_AFTER_ABANDONED_PREFILL = "reuse-after-abandoned-prefill"
 
     @property
     def description(self) -> str:
@@ -52,12 +53,21 @@ DESCRIPTIONS: dict[Fault, str] = {
     "each token's keys and values land on the next position, and every later hit on that "
     "prefix reads them until a flush (sglang PR 38355: KV pages corrupted under memory "
     "pressure, read by every later request with the same prefix)",
+    Fault.REUSE_AFTER_ABANDONED_PREFILL: "a request whose client disconnects mid-prefill "
+    "(between prefill chunks) is inserted into the radix cache as if its prefill had "
+    "completed: pages past the last computed chunk hold keys never written and later "
+    "boundaries the state of that chunk, so the next request with the prefix reuses them "
+    "(sglang PR 38355: chunked-prefill radix insert racing an abort)",
 }
 
 # Faults no bundled suite is built to catch (the four checks stay green with them on):
 # shapes only `kl-bitexact explore` aims at (docs/explore.md).
 HIDDEN_FROM_BUNDLED_SUITES = frozenset(
-    {Fault.ONE_PAGE_PREFIX_MIXED_BATCH, Fault.RESTORE_AFTER_EVICTION}
+    {
+        Fault.ONE_PAGE_PREFIX_MIXED_BATCH,
+        Fault.RESTORE_AFTER_EVICTION,
+        Fault.REUSE_AFTER_ABANDONED_PREFILL,
+    }
 )
 
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import select
+import socket
 import sys
 from collections.abc import Iterator
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from kl_bitexact.reference.abandon import Abandoned
 from kl_bitexact.reference.engine import ReferenceEngine
 from kl_bitexact.reference.protocol import (
     RequestError,
@@ -106,7 +109,13 @@ class Handler(BaseHTTPRequestHandler):
             raise RequestError(f"the request body is not valid JSON: {error}") from None
         engine = self.server.engine
         requests, batched = parse_generate(payload, engine.limits)
-        results = engine.generate(requests)
+        try:
+            # As sglang aborts a request whose client disconnected, between prefill chunks.
+            results = engine.generate(requests, gone=None if batched else self._client_gone)
+        except Abandoned as dropped:
+            self.log_message("%s", f"POST /generate: {dropped}")
+            self.close_connection = True  # nobody to answer
+            return
         if payload.get("stream"):
             self._stream(stream_chunks(requests, results, batched))
         else:
@@ -123,6 +132,15 @@ class Handler(BaseHTTPRequestHandler):
         for event in (*events, b"data: [DONE]\n\n"):
             self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
         self.wfile.write(b"0\r\n\r\n")
+
+    def _client_gone(self) -> bool:
+        """Whether the client has closed its side of the connection: its socket reads as
+        ended (a peek, so a pipelined next request is left where it is)."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:  # reset by the peer: gone too
+            return True
 
     def _read_body(self) -> bytes:
         length = self.headers.get("Content-Length")

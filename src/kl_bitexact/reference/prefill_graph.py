@@ -41,7 +41,11 @@ class PrefillGraphRunner:
         """One batch's prefill through the graph path: the engine's own arithmetic, with the
         runner's decision on track checkpoints."""
         self.batches += 1
-        engine.prefill_with(runs, self.track_policy if self.mamba_track_enabled else None)
+        engine.prefill_with(runs, self.policy())
+
+    def policy(self) -> CheckpointPolicy | None:
+        """The track checkpoints this runner keeps: none where mamba tracking is off."""
+        return self.track_policy if self.mamba_track_enabled else None
 
     @staticmethod
     def built_for(config: EngineConfig) -> PrefillGraphRunner | None:
