@@ -16,9 +16,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kl_bitexact.commands.explore import parse_budget
+from kl_bitexact.explore.execute import Served
 from kl_bitexact.explore.geometry import Geometry, GeometryError, read_geometry
+from kl_bitexact.explore.hits import miscounts, most_reusable
 from kl_bitexact.explore.strategy import workloads
 from kl_bitexact.explore.workload import Batch, Flush, Prompt, Workload, smaller
+from kl_bitexact.run.engines.base import Generation
 
 GEOMETRY = ["--enable-deterministic-inference", "--page-size", "16", "--mamba-track-interval", "16"]
 FAULT = ["--fault", "one-page-prefix-mixed-batch"]
@@ -150,3 +153,61 @@ def test_leaving_a_prompt_out_keeps_continuations_on_the_prompts_they_named() ->
     )
     assert without_b in list(smaller(workload))
     assert Workload((Batch((a,), 1), Batch((b, c), 1), Batch((d,), 1))) in list(smaller(workload))
+
+
+MISCOUNT = ["--fault", "cached-tokens-off-by-one"]
+
+
+def test_explore_judges_cached_tokens_and_finds_a_miscount_no_token_shows(
+    cli: Cli, reference_server: Callable[..., Any], tmp_path: Path
+) -> None:
+    """cached-tokens-off-by-one changes no token: only judging the count against the
+    geometry finds it; the handed-back multiturn file fails there and passes on a healthy
+    server."""
+    faulty = reference_server(*GEOMETRY, *MISCOUNT)
+    healthy = reference_server(*GEOMETRY)
+    out = tmp_path / "out"
+    found = cli(
+        ["explore", "--base-url", faulty.url, "--budget", "45", "--seed", "1", "--out", str(out)],
+        timeout=300,
+    )
+    assert found.returncode == 1, found.stderr
+    [finding] = json.loads((out / "results.json").read_text())["findings"]
+    seen = finding["divergence"]
+    assert seen["kind"] == "cached_tokens" and finding["requests"] <= 4, finding["workload"]
+    expected, observed = seen["expected_cached_tokens"], seen["cached_tokens"]
+    assert expected % 64 == 0 and observed == expected - 1  # on a chunk boundary, one short
+    assert f"at most {expected}" in seen["located"] and f"got {observed}" in seen["located"]
+    assert finding["deterministic"] and finding["handback_fails"]
+    suite = str(out / finding["suite_file"])
+    assert (
+        cli(["run", suite, "--base-url", faulty.url, "--out", str(tmp_path / "f")]).returncode == 1
+    )
+    assert (
+        cli(["run", suite, "--base-url", healthy.url, "--out", str(tmp_path / "h")]).returncode == 0
+    )
+
+
+def _served(prompt: tuple[int, ...], cached: int | None) -> Served:
+    answer = Generation((7,), (-1.0,), cached_tokens=cached, prompt_tokens=len(prompt))
+    return Served(step=1, slot=0, prompt=prompt, generation=answer, batch_cached=(cached,))
+
+
+@given(
+    st.integers(1, 32),
+    st.lists(st.integers(1, 3), min_size=1, max_size=120),
+    st.integers(0, 120),
+)
+def test_a_count_is_judged_against_the_shared_prefix_in_whole_pages(
+    page: int, prompt: list[int], cut: int
+) -> None:
+    geometry = Geometry(page, None, None, None, 256, True)
+    before = [(*prompt[:cut], 0)]  # shares exactly min(cut, len) tokens
+    allowed = most_reusable(geometry, len(prompt), min(cut, len(prompt)))
+    assert allowed % page == 0 and allowed < len(prompt)
+    for cached in range(0, len(prompt) + 2):
+        found = miscounts(geometry, [_served(tuple(prompt), cached)], before)
+        assert bool(found) == (cached > allowed or cached % page != 0)
+        for miscount in found:
+            assert miscount.as_dict(geometry)["expected_cached_tokens"] == allowed
+    assert miscounts(geometry, [_served(tuple(prompt), None)], before) == []  # not reported

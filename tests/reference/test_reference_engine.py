@@ -337,3 +337,25 @@ def test_deterministic_inference_resolves_the_radix_cache_off_on_a_backend_witho
         EngineConfig(attention_backend="flashinfer"),  # not deterministic: nothing to resolve
     ):
         assert resolve(kept) == (kept, ())
+
+
+@pytest.mark.parametrize(("length", "healthy_hit"), [(65, 64), (81, 80), (129, 128), (60, 48)])
+def test_cached_tokens_off_by_one_miscounts_only_a_hit_on_a_chunk_boundary(length, healthy_hit):
+    """The count alone is one short (sglang PR 24910's `expected 4864, got 4863`): every
+    token and logprob is the healthy engine's."""
+    prompt = prompts(1, seed=length, low=length, high=length + 1)
+    answers = {}
+    for faults in (frozenset(), frozenset([Fault.CACHED_TOKENS_OFF_BY_ONE])):
+        target = engine(
+            page_size=16, mamba_track_interval=16, chunked_prefill_size=64, faults=faults
+        )
+        generate(target, prompt, 0)
+        answers[faults] = generate(target, prompt, 6)[0]
+    healthy, faulty = answers.values()
+    assert healthy.cached_tokens == healthy_hit
+    on_boundary = healthy_hit % 64 == 0
+    assert faulty.cached_tokens == healthy_hit - on_boundary
+    assert (faulty.output_ids, faulty.output_logprobs) == (
+        healthy.output_ids,
+        healthy.output_logprobs,
+    )

@@ -20,8 +20,12 @@ from kl_bitexact.errors import ConfigError, ExitCode, Interrupted, ServerError
 from kl_bitexact.explore import handback
 from kl_bitexact.explore.execute import execute, handed_back_fails
 from kl_bitexact.explore.geometry import Geometry, GeometryError, read_geometry
-from kl_bitexact.explore.search import Search, Tally
+from kl_bitexact.explore.hits import Miscount
+from kl_bitexact.explore.search import Found, Search, Tally
+from kl_bitexact.explore.workload import Batch
+from kl_bitexact.results.model import Status
 from kl_bitexact.run import engines
+from kl_bitexact.run.checks import run_check
 from kl_bitexact.run.engines.base import Engine
 from kl_bitexact.run.server import Server, attach, launch
 from kl_bitexact.suite import load as suite_file
@@ -30,6 +34,7 @@ from kl_bitexact.untrusted.jsonfile import replace_text
 
 DEFAULT_OUT = Path("kl-bitexact-explore")
 REPEATS = 3
+SUITE_FILE = "finding-1.yaml"
 _BUDGET = re.compile(r"(\d+(?:\.\d+)?)([smh]?)")
 _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600}
 
@@ -106,7 +111,7 @@ class Report:
                 "",
                 f"**Found**: {found['divergence']['located']}",
                 f"- shrunk to {found['requests']} requests in {len(found['workload'])} steps",
-                f"- diverges on {found['repeats']} re-runs",
+                f"- found again on {found['repeats']} re-runs",
                 f"- handed back as {found['suite_file']}: {found['handback']}",
             ]
         else:
@@ -200,27 +205,15 @@ def _finding(
     found = search.tally.found
     assert found is not None
     again = sum(
-        1 for _ in range(REPEATS) if execute(engine, found.workload, search.tokens).divergences
+        1
+        for _ in range(REPEATS)
+        if execute(engine, found.workload, search.tokens, geometry).findings
     )
-    step = found.divergence.served.step
-    outcome = execute(engine, found.workload, search.tokens)
-    prompts = [s.prompt for s in outcome.served if s.step == step]
-    max_new = max(len(s.generation.output_ids) for s in outcome.served if s.step == step)
-    fails, cached = handed_back_fails(engine, prompts, max_new)
-    located = found.divergence.as_dict(geometry)["located"]
-    (out / "finding-1.prompts.json").write_text(handback.prompts_text(prompts))
-    (out / "finding-1.yaml").write_text(
-        handback.suite_text(
-            name="explore-finding-1",
-            server=_server_block(spec, url),
-            prompts_file="finding-1.prompts.json",
-            prompts=prompts,
-            max_new_tokens=max_new,
-            geometry=geometry,
-            located=located,
-        )
-    )
-    verdict = "fails here, as explored" if fails else "does NOT fail here (shape not expressible)"
+    server = _server_block(spec, url)
+    if isinstance(found.divergence, Miscount):
+        handed = _hand_back_miscount(engine, geometry, found, server, out)
+    else:
+        handed = _hand_back_batch(engine, geometry, search, server, out)
     return {
         "workload": found.workload.as_list(),
         "requests": found.workload.requests,
@@ -228,10 +221,64 @@ def _finding(
         "shrinks": search.tally.shrinks,
         "repeats": f"{again}/{REPEATS}",
         "deterministic": again == REPEATS,
-        "suite_file": "finding-1.yaml",
-        "handback": f"{verdict} (cached_tokens {list(cached)})",
-        "handback_fails": fails,
+        "suite_file": SUITE_FILE,
+        **handed,
     }
+
+
+def _hand_back_batch(
+    engine: Engine, geometry: Geometry, search: Search, server: dict[str, Any], out: Path
+) -> dict[str, Any]:
+    """The failing batch as a `prefill_cache_hit` test, run here to say whether it fails."""
+    found = search.tally.found
+    assert found is not None
+    step = found.divergence.served.step
+    outcome = execute(engine, found.workload, search.tokens, geometry)
+    prompts = [s.prompt for s in outcome.served if s.step == step]
+    max_new = max(len(s.generation.output_ids) for s in outcome.served if s.step == step)
+    fails, cached = handed_back_fails(engine, prompts, max_new)
+    (out / "finding-1.prompts.json").write_text(handback.prompts_text(prompts))
+    (out / SUITE_FILE).write_text(
+        handback.suite_text(
+            name="explore-finding-1",
+            server=server,
+            prompts_file="finding-1.prompts.json",
+            prompts=prompts,
+            max_new_tokens=max_new,
+            geometry=geometry,
+            located=found.divergence.as_dict(geometry)["located"],
+        )
+    )
+    verdict = "fails here, as explored" if fails else "does NOT fail here (shape not expressible)"
+    return {"handback": f"{verdict} (cached_tokens {list(cached)})", "handback_fails": fails}
+
+
+def _hand_back_miscount(
+    engine: Engine, geometry: Geometry, found: Found, server: dict[str, Any], out: Path
+) -> dict[str, Any]:
+    """A miscounted hit as a one-conversation `multiturn` test whose prefix is the hit the
+    geometry allows; the written file's test is run here by the check `run` uses."""
+    miscount = found.divergence
+    assert isinstance(miscount, Miscount)
+    step = found.workload.steps[miscount.served.step]
+    assert isinstance(step, Batch)
+    prefix = miscount.allowed or geometry.page_size
+    (out / SUITE_FILE).write_text(
+        handback.cached_tokens_suite_text(
+            name="explore-finding-1",
+            server=server,
+            prefix_tokens=prefix,
+            suffix_tokens=max(len(miscount.served.prompt) - prefix, 1),
+            max_new_tokens=step.max_new_tokens,
+            geometry=geometry,
+            located=miscount.locate(geometry),
+        )
+    )
+    [test] = suite_file.load(out / SUITE_FILE)[0].tests
+    result = run_check(engine, test)
+    fails = result.status is Status.FAILED
+    verdict = "fails here, as explored" if fails else "does NOT fail here"
+    return {"handback": f"{verdict}: {result.message}", "handback_fails": fails}
 
 
 def _unverified(report: Report) -> dict[str, Any] | None:

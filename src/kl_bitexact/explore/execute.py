@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kl_bitexact.explore.geometry import Geometry
+from kl_bitexact.explore.hits import Miscount, miscounts
 from kl_bitexact.explore.workload import Batch, Tokens, Workload
 from kl_bitexact.run.engines.base import Engine, Generation, SamplingParams
 
@@ -37,6 +38,7 @@ class Divergence:
     def as_dict(self, geometry: Geometry) -> dict[str, Any]:
         cached = self.served.generation.cached_tokens
         return {
+            "kind": "tokens",
             "step": self.served.step,
             "slot": self.served.slot,
             "prompt_tokens": len(self.served.prompt),
@@ -65,25 +67,44 @@ def locate(divergence: Divergence, geometry: Geometry) -> str:
     )
 
 
+# What explore finds: a token that differs from its replay, or a cache hit the geometry
+# does not allow.
+Finding = Divergence | Miscount
+
+
 @dataclass(frozen=True)
 class Outcome:
     served: tuple[Served, ...]
     divergences: tuple[Divergence, ...]
+    miscounts: tuple[Miscount, ...] = ()
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        """Diverging tokens first (the stronger proof), then miscounted hits."""
+        return (*self.divergences, *self.miscounts)
 
 
-def execute(engine: Engine, workload: Workload, tokens: Tokens) -> Outcome:
-    """Run `workload` from an empty cache, then replay every sequence uncached and compare."""
+def execute(engine: Engine, workload: Workload, tokens: Tokens, geometry: Geometry) -> Outcome:
+    """Run `workload` from an empty cache, judging each request's cached_tokens against the
+    geometry, then replay every sequence uncached and compare."""
     engine.flush()
     served: list[Served] = []
     sequences: list[tuple[int, ...]] = []
+    cached_since_flush: list[tuple[int, ...]] = []
+    wrong: list[Miscount] = []
     for step_index, step in enumerate(workload.steps):
         if not isinstance(step, Batch):
             engine.flush()
+            cached_since_flush = []
             continue
         batch = _serve(engine, step, step_index, tokens, sequences)
+        wrong += miscounts(geometry, batch, cached_since_flush)
         served += batch
-        sequences += [s.prompt + s.generation.output_ids for s in batch]
-    return Outcome(tuple(served), tuple(_compare(engine, served, sequences)))
+        answered = [s.prompt + s.generation.output_ids for s in batch]
+        sequences += answered
+        cached_since_flush += answered
+    divergences = tuple(_compare(engine, served, sequences))
+    return Outcome(tuple(served), divergences, tuple(wrong))
 
 
 def _serve(

@@ -52,6 +52,16 @@ class Geometry:
             return f"exactly {pages} {unit}" if pages else "0 tokens"
         return f"{pages} {unit} + {rest}" if pages else f"{rest} tokens (under a page)"
 
+    def on_boundaries(self, length: int) -> str:
+        """`length` against every boundary it sits on exactly, e.g. "exactly 4 pages,
+        exactly 1 prefill chunk"; against the page size when it sits on none."""
+        exact = [
+            f"exactly {length // size} {name}{'' if length == size else 's'}"
+            for name, size in self.boundaries().items()
+            if length and length % size == 0
+        ]
+        return ", ".join(exact) or self.describe(length)
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "page_size": self.page_size,

@@ -38,12 +38,9 @@ def suite_text(
     located: str,
 ) -> str:
     """The suite file's YAML: one `prefill_cache_hit` test over the failing batch."""
-    facts = geometry.as_dict()
-    expect = {key: facts[key] for key in EXPECTED_FACTS if facts.get(key) is not None}
-    expect["disable_radix_cache"] = False
     suite = {
         "name": name,
-        "server": {**server, "expect": expect},
+        "server": {**server, "expect": _expected_facts(geometry)},
         "tests": [
             {
                 "name": "explored_batch",
@@ -64,3 +61,50 @@ def suite_text(
 
 def prompts_text(prompts: Sequence[Sequence[int]]) -> str:
     return json.dumps([list(prompt) for prompt in prompts]) + "\n"
+
+
+def cached_tokens_suite_text(
+    *,
+    name: str,
+    server: Mapping[str, Any],
+    prefix_tokens: int,
+    suffix_tokens: int,
+    max_new_tokens: int,
+    geometry: Geometry,
+    located: str,
+) -> str:
+    """The suite file's YAML for a cache hit the geometry does not allow: one `multiturn`
+    test of one conversation whose prefix is the expected hit, held to the exact rule
+    (turn 1 must reuse exactly the page-aligned prefix, as sglang's multi-turn kits
+    assert), so a count one short fails it though every token matches."""
+    suite = {
+        "name": name,
+        "server": {**server, "expect": _expected_facts(geometry)},
+        "tests": [
+            {
+                "name": "explored_cached_tokens",
+                "check": "multiturn",
+                "groups": 1,
+                "branches": 1,
+                "prefix_tokens": prefix_tokens,
+                "turn_suffix_tokens": [suffix_tokens],
+                "max_new_tokens": max_new_tokens,
+                "vocab_size": geometry.vocab_size,
+                "temperature": 0.0,
+                "exact": True,
+                "cache_assert": "exact",
+                "min_cache_hit_ratio": 1.0,
+            }
+        ],
+    }
+    header = f"# Found by `kl-bitexact explore`: {located}\n"
+    return header + yaml.safe_dump([suite], sort_keys=False)
+
+
+def _expected_facts(geometry: Geometry) -> dict[str, Any]:
+    facts = geometry.as_dict()
+    expect: dict[str, Any] = {
+        key: facts[key] for key in EXPECTED_FACTS if facts.get(key) is not None
+    }
+    expect["disable_radix_cache"] = False
+    return expect

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis.errors import Flaky, NoSuchExample
 
-from kl_bitexact.explore.execute import Divergence, Outcome, execute
+from kl_bitexact.explore.execute import Divergence, Finding, Outcome, execute
 from kl_bitexact.explore.geometry import Geometry
 from kl_bitexact.explore.strategy import workloads
 from kl_bitexact.explore.workload import Tokens, Workload, smaller
@@ -33,7 +33,7 @@ LEAVE_OUT_SHARE = 0.1
 @dataclass
 class Found:
     workload: Workload
-    divergence: Divergence
+    divergence: Finding  # a diverging token, or a cache hit the geometry does not allow
 
 
 @dataclass
@@ -111,12 +111,12 @@ class Search:
         known = self._verdicts.get(workload)
         if known is not None or self._out_of_time():
             return bool(known)
-        outcome = execute(self.engine, workload, self.tokens)
+        outcome = execute(self.engine, workload, self.tokens, self.geometry)
         self._count(workload, outcome)
-        self._verdicts[workload] = bool(outcome.divergences)
-        if not outcome.divergences:
+        self._verdicts[workload] = bool(outcome.findings)
+        if not outcome.findings:
             return False
-        self._keep(workload, outcome.divergences[0])
+        self._keep(workload, outcome.findings[0])
         return True
 
     def _count(self, workload: Workload, outcome: Outcome) -> None:
@@ -126,7 +126,7 @@ class Search:
             self._said = time.monotonic()
             self.progress(self._line())
 
-    def _keep(self, workload: Workload, divergence: Divergence) -> None:
+    def _keep(self, workload: Workload, divergence: Finding) -> None:
         """Keep `workload` when it is the first or the smallest failing one so far; kept
         before anything is said, so a stop signal while saying it loses nothing."""
         best = self.tally.found
@@ -138,8 +138,9 @@ class Search:
             self.tally.shrinks += 1
             return
         self.tally.first_found_s = self.tally.elapsed()
+        what = "a divergence" if isinstance(divergence, Divergence) else "a miscounted cache hit"
         self.progress(
-            f"explore: found a divergence after {self.tally.first_found_s:.1f} s "
+            f"explore: found {what} after {self.tally.first_found_s:.1f} s "
             f"({workload.requests} requests); shrinking"
         )
 

@@ -159,6 +159,7 @@ _NEEDS_A_CACHE = frozenset(
         Fault.ONE_PAGE_PREFIX_MIXED_BATCH,
         Fault.RESTORE_AFTER_EVICTION,
         Fault.REUSE_AFTER_ABANDONED_PREFILL,
+        Fault.CACHED_TOKENS_OFF_BY_ONE,
     }
 )
 # Faults in the round trip through the host tier: without one, nothing is restored.

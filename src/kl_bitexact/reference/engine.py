@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -102,7 +103,11 @@ class ReferenceEngine:
                     self._feed_last(runs)
             for run in runs:
                 self._cache(run)
-            return [run.result() for run in runs]
+            results = [run.result() for run in runs]
+            if self.config.has(Fault.CACHED_TOKENS_OFF_BY_ONE):
+                chunk = self.config.chunked_prefill_size
+                results = [_one_short_on_a_chunk_boundary(r, chunk) for r in results]
+            return results
 
     # ---- stages -------------------------------------------------------------------------
 
@@ -240,6 +245,18 @@ def _corrupt_one_page_hits_beside_cold(runs: list[Run], page_size: int) -> None:
     for run in runs:
         if run.cached_tokens == page_size:
             run.state.full_kv[:, :, page_size - 1] = 0
+
+
+def _one_short_on_a_chunk_boundary(result: GenerateResult, chunk: int) -> GenerateResult:
+    """Fault.CACHED_TOKENS_OFF_BY_ONE: a reused prefix ending on a chunk boundary is reported
+    one token short (only the count: the tokens served from the cache are the same)."""
+    if result.cached_tokens == 0 or result.cached_tokens % chunk:
+        return result
+    shown = result.cached_tokens - 1
+    host = result.cached_from_host
+    return replace(
+        result, cached_tokens=shown, cached_from_host=None if host is None else min(host, shown)
+    )
 
 
 def _restore(state: SequenceState, match: PrefixMatch, page_size: int) -> None:

@@ -1,0 +1,94 @@
+"""Judge each request's `cached_tokens` against what the geometry allows (pure).
+
+A server can only reuse what it was sent before: a request's cached prefix is at most the
+longest prefix its prompt shares with a sequence served since the last flush (earlier
+steps, and the other requests of its own batch, which a server may schedule first), never
+the whole prompt (one token is always computed), and, with pages, a whole number of pages.
+A count outside that is a finding even when every token matches its replay: sglang PR
+24910's CI log, `expected cached_tokens=4864, got 4863`, called a flake.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kl_bitexact.explore.geometry import Geometry
+
+if TYPE_CHECKING:
+    from kl_bitexact.explore.execute import Served
+
+
+@dataclass(frozen=True)
+class Miscount:
+    """A request whose reported cached_tokens the geometry does not allow."""
+
+    served: Served
+    allowed: int  # the most it may reuse: the page-aligned shared prefix, below its length
+    shared: int  # tokens its prompt shares with what was served before it
+
+    @property
+    def observed(self) -> int:
+        return self.served.generation.cached_tokens or 0
+
+    def expected(self, geometry: Geometry) -> str:
+        if geometry.page_size > 1:
+            return f"a multiple of the page size {geometry.page_size}, at most {self.allowed}"
+        return f"at most {self.allowed}"
+
+    def as_dict(self, geometry: Geometry) -> dict[str, Any]:
+        return {
+            "kind": "cached_tokens",
+            "step": self.served.step,
+            "slot": self.served.slot,
+            "prompt_tokens": len(self.served.prompt),
+            "cached_tokens": self.observed,
+            "expected_cached_tokens": self.allowed,
+            "expected": self.expected(geometry),
+            "shared_prefix_tokens": self.shared,
+            "batch_cached_tokens": list(self.served.batch_cached),
+            "located": self.locate(geometry),
+        }
+
+    def locate(self, geometry: Geometry) -> str:
+        prompt = len(self.served.prompt)
+        return (
+            f"cached_tokens {self.observed} reported for a {prompt}-token prompt sharing "
+            f"{self.shared} tokens with earlier requests: expected {self.expected(geometry)} "
+            f"({self.allowed} is {geometry.on_boundaries(self.allowed)}), got {self.observed}"
+        )
+
+
+def miscounts(
+    geometry: Geometry, batch: Sequence[Served], before: Sequence[Sequence[int]]
+) -> list[Miscount]:
+    """Each request of `batch` whose cached_tokens the geometry does not allow; `before`:
+    every sequence (prompt and answer) served since the last flush, before this batch."""
+    found = []
+    for item in batch:
+        cached = item.generation.cached_tokens
+        if cached is None:
+            continue  # not reported: nothing to judge (the checks say "cannot tell")
+        others = [s.prompt + s.generation.output_ids for s in batch if s is not item]
+        shared = max((_common(item.prompt, seen) for seen in [*before, *others]), default=0)
+        allowed = most_reusable(geometry, len(item.prompt), shared)
+        if cached > allowed or cached % geometry.page_size:
+            found.append(Miscount(item, allowed, shared))
+    return found
+
+
+def most_reusable(geometry: Geometry, prompt: int, shared: int) -> int:
+    """The largest cached prefix the geometry allows: whole pages of the shared prefix,
+    leaving at least one prompt token to compute."""
+    limit = min(shared, prompt - 1)
+    return max(limit, 0) // geometry.page_size * geometry.page_size
+
+
+def _common(left: Sequence[int], right: Sequence[int]) -> int:
+    count = 0
+    for a, b in zip(left, right, strict=False):
+        if a != b:
+            break
+        count += 1
+    return count
