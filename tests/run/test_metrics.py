@@ -29,6 +29,16 @@ def test_k3_equals_sglang_bit_for_bit(decode, data):
     assert metrics.k3(decode, replay) == sglang_k3(replay, decode)
 
 
+@given(st.lists(st.floats(-30, 0, allow_nan=False) | st.just(-math.inf), min_size=1, max_size=40))
+def test_equal_logprobs_give_sglang_s_value_on_the_path_without_numpy(decode):
+    """k3 skips numpy when every pair is equal (a bit-exact sample): the same 0.0 that
+    sglang's arithmetic gives, -0.0 beside 0.0 included."""
+    replay = [-value if value == 0 else value for value in decode]
+    expected = sglang_k3(replay, decode) if all(map(math.isfinite, decode)) else 0.0
+    assert metrics.k3(decode, replay) == expected == 0.0
+    assert math.copysign(1.0, metrics.k3(decode, replay)) == 1.0
+
+
 def test_identical_logprobs_give_exactly_zero_even_with_minus_infinity():
     lps = [-1.5, -math.inf, -0.25]
     assert metrics.k3(lps, lps) == 0.0
