@@ -8,7 +8,17 @@ import json
 from pathlib import Path
 
 import pytest
-from history_runs import FLAKY_ID, RUNS, STEADY_ID, commit, main_run, pr_run
+from history_runs import (
+    FLAKY_ID,
+    RUNS,
+    STEADY_ID,
+    commit,
+    kl_test,
+    main_run,
+    pr_run,
+    results,
+    when,
+)
 from hostile_text import ISSUE_REF, MENTION
 
 from kl_bitexact import cli
@@ -16,9 +26,12 @@ from kl_bitexact.compare import history_dir
 from kl_bitexact.compare.comparison import compare
 from kl_bitexact.compare.gate import FailOn, Policy
 from kl_bitexact.compare.history import History
+from kl_bitexact.compare.history import Run as HistoryRun
+from kl_bitexact.compare.history import build as build_history
 from kl_bitexact.report import render
-from kl_bitexact.report.history import terminal_lines
+from kl_bitexact.report.history import number_rows, terminal_lines
 from kl_bitexact.results import io as results_io
+from kl_bitexact.results import model as results_model
 from kl_bitexact.untrusted import escape
 
 
@@ -51,8 +64,16 @@ def test_the_comment_says_known_with_counts_and_first_commit_and_new_for_the_oth
     assert "**new**: never failed in the last 20 runs of main" in _line(body, STEADY_ID)
     trend = body.split(known, 1)[1].splitlines()[1]
     assert trend.startswith("  `" + "✓✗" * 10 + "` (oldest → newest)")
-    assert " · cache hits (of 32) " + " ".join(["32", "16"] * 10) + " · " in trend
     assert "numbers changed in 19 runs, first at <code>0202020</code>" in trend
+    # The numbers run by run: a table in the item, newest first, each row its run's commit
+    # and time (issue 37: a series of 20 numbers in a sentence read as raw prose).
+    table = body.split(trend, 1)[1].split("\n- ", 1)[0].split("<details>", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("  | ")]
+    assert rows[0] == "  | run on main (newest first) | result | cache hits (of 32) |"
+    newest = escape.code(commit(RUNS - 1)[:7])
+    assert rows[2] == f"  | {newest} 2026-05-01 19:00 | ✗ failed | 16 |"
+    assert rows[3].endswith(" 2026-05-01 18:00 | ✓ passed | 32 |") and len(rows) == 2 + 6
+    assert "  … 14 older runs not shown" in table
     steady_trend = body.split(_line(body, STEADY_ID), 1)[1].splitlines()[1]
     assert (
         steady_trend == "  `" + "✓" * 20 + "` (oldest → newest) · numbers identical in all 20 runs"
@@ -140,6 +161,8 @@ def test_history_command_prints_the_known_test_and_json(
     assert f"{FLAKY_ID} (hicache-mamba)" in out and STEADY_ID not in out
     assert "  failed 10 of 20 runs, first at 0202020" in out
     assert "[" + "✓✗" * 10 + "] (oldest → newest)" in out
+    assert "    newest first              result    cache hits (of 32)" in out
+    assert "    1414141 2026-05-01 19:00  ✗ failed  16" in out
     assert out.rstrip().endswith(
         "2 tests: 1 failed or changed, 1 steady (identical numbers in every run that ran them)"
     )
@@ -201,3 +224,30 @@ def test_a_history_that_could_not_be_had_says_why_instead_of_lines() -> None:
     assert "### On main: no history\n\n> fetching the history failed: GitHub answered 403\n" in body
     assert "**unseen**" not in body and "### On main: the last" not in body
     assert "### On main" not in render.comment(compare(main_run(0), None, history=empty))
+
+
+def test_runs_that_repeat_the_one_before_share_a_row_and_each_changed_number_is_a_column() -> None:
+    """Ten runs at KL 0, then ten at 2.97e-07 with 192 differing (hicache-lossy turned on
+    on main): two rows, newest first, each saying how many runs it stands for."""
+
+    def run(i: int) -> tuple[HistoryRun, results_model.Results]:
+        lossy = i >= 10
+        test = kl_test(STEADY_ID, red=False)
+        test = dataclasses.replace(
+            test,
+            kl_div=2.97e-07 if lossy else 0.0,
+            exact=results_model.ExactMatch(tokens=1024, mismatched=192 if lossy else 0),
+        )
+        return HistoryRun(commit(i), when(i), 900 + i), results(test)
+
+    built = build_history("main", [run(i) for i in range(RUNS)])
+    found = built.of(STEADY_ID)
+    assert found is not None
+    names, rows, left_out = number_rows(found, built)
+    assert names == ["avg KL", "differing logprobs (of 1024)"] and left_out == 0
+    assert [(r.commit, r.older, r.result, r.cells) for r in rows] == [
+        (commit(19)[:7], 9, "✓ passed", ("2.97e-07", "192")),
+        (commit(9)[:7], 9, "✓ passed", ("0", "0")),
+    ]
+    lines = terminal_lines(built)
+    assert "    1414141 2026-05-01 19:00 (+9 before)  ✓ passed  2.97e-07  192" in lines

@@ -2,12 +2,15 @@
 trend, the terminal's table and the JSON of `kl-bitexact history` (pure).
 
 A trend is text, readable without a picture: one glyph per run, oldest first (✓ passed,
-✗ failed, ~ flaky, ! error, - not run or skipped, _: the run did not report the test),
-then each number that changed across the runs, run by run. Healthy tests get none.
+✗ failed, ~ flaky, ! error, - not run or skipped, _: the run did not report the test).
+Each number that changed across the runs is shown run by run, newest first, beside the
+run's commit and time: a small table in the comment, aligned lines in the terminal (a run
+that repeats the one before it shares its row). Healthy tests get none.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -34,6 +37,9 @@ ABSENT = "_"
 # A trend shows at most this many of the newest runs (the history may hold 100).
 TREND_RUNS = 30
 MAX_NOTES = 3
+# A test's numbers run by run: at most this many rows, newest first (issue 37: a series of
+# 20 numbers in a sentence cannot be read at a glance).
+NUMBER_ROWS = 6
 
 
 @dataclass(frozen=True)
@@ -99,9 +105,10 @@ def _item(comparison: Comparison, delta: TestDelta) -> str:
     if delta.known_let_through:
         line += " · let through"
     found = history.of(delta.id)
-    present = found is not None and found.present
-    trend = f"\n  {trend_text(found, history, COMMENT)}" if found is not None and present else ""
-    return line + trend + "\n"
+    if found is None or not found.present:
+        return line + "\n"
+    trend = f"\n  {trend_text(found, history, COMMENT)}\n"
+    return line + trend + _numbers_table(found, history)
 
 
 def standing_line(standing: Standing, history: History, test_id: str, style: Style) -> str:
@@ -131,7 +138,8 @@ def _of_runs(found: TestHistory, history: History, branch: str) -> str:
 
 
 def trend_text(found: TestHistory, history: History, style: Style) -> str:
-    """Glyphs per run, then each changed number run by run, then where it first changed."""
+    """Glyphs per run, then whether and where its numbers first changed (the numbers
+    themselves: `number_rows`)."""
     points = found.points[-TREND_RUNS:]
     shown = (
         f"last {len(points)} of {len(found.points)}, " if len(points) < len(found.points) else ""
@@ -139,7 +147,6 @@ def trend_text(found: TestHistory, history: History, style: Style) -> str:
     glyphs = "".join(ABSENT if p is None else GLYPH[p.status] for p in points)
     quoted = f"`{glyphs}`" if style is COMMENT else f"[{glyphs}]"
     parts = [f"{quoted} ({shown}oldest → newest)"]
-    parts += [f"{name} {series}" for name, series in _changed_series(points)]
     if found.changed:
         first = history.commit_at(found.changes[0])
         at = f", first at {style.code(first[:7], 12)}" if first else ""
@@ -149,16 +156,19 @@ def trend_text(found: TestHistory, history: History, style: Style) -> str:
     return " · ".join(parts)
 
 
-def _changed_series(points: Sequence[Point | None]) -> list[tuple[str, str]]:
-    """Each number that is not the same in every run, as `name v1 v2 ...` (· where the
+Series = tuple[str, list[str | None]]  # a number's name and its value in each run
+
+
+def _changed_series(points: Sequence[Point | None]) -> list[Series]:
+    """Each number that is not the same in every run, its value per run (None where the
     run did not report it)."""
     kl = [None if p is None else p.kl for p in points]
-    found = []
+    found: list[Series] = []
     if len({v for v in kl if v is not None}) > 1:
-        found.append(("avg KL", _series([None if v is None else fmt_kl(v) for v in kl])))
+        found.append(("avg KL", [None if v is None else fmt_kl(v) for v in kl]))
     differing = [None if p is None else (p.mismatched, p.tokens) for p in points]
     hits = [None if p is None else (p.hits, p.hits_total) for p in points]
-    for name, pairs in (("differing", differing), ("cache hits", hits)):
+    for name, pairs in (("differing logprobs", differing), ("cache hits", hits)):
         counted = _count_series(name, pairs)
         if counted is not None:
             found.append(counted)
@@ -167,7 +177,7 @@ def _changed_series(points: Sequence[Point | None]) -> list[tuple[str, str]]:
 
 def _count_series(
     name: str, pairs: Sequence[tuple[int | None, int | None] | None]
-) -> tuple[str, str] | None:
+) -> Series | None:
     """Counts out of totals that changed; a constant total is named once, `(of 32)`."""
     known = [pair for pair in pairs if pair is not None and pair[0] is not None]
     if len(set(known)) <= 1:
@@ -175,13 +185,93 @@ def _count_series(
     totals = {pair[1] for pair in known}
     if len(totals) == 1:
         values = [None if p is None or p[0] is None else str(p[0]) for p in pairs]
-        return f"{name} (of {totals.pop()})", _series(values)
-    values = [None if p is None or p[0] is None else f"{p[0]}/{p[1]}" for p in pairs]
-    return name, _series(values)
+        return f"{name} (of {totals.pop()})", values
+    return name, [None if p is None or p[0] is None else f"{p[0]}/{p[1]}" for p in pairs]
 
 
-def _series(values: Sequence[str | None]) -> str:
-    return " ".join("·" if value is None else value for value in values)
+@dataclass(frozen=True)
+class NumberRow:
+    """Runs in a row (newest first) with the same result and numbers: the newest's commit
+    and time, how many older runs repeat it, and the cells."""
+
+    commit: str
+    when: str
+    older: int
+    result: str
+    cells: tuple[str, ...]
+
+
+def number_rows(found: TestHistory, history: History) -> tuple[list[str], list[NumberRow], int]:
+    """The changed numbers' names, their rows newest first (at most `NUMBER_ROWS`), and
+    how many older runs are left out. No names: nothing changed, no rows."""
+    points = found.points[-TREND_RUNS:]
+    series = _changed_series(points)
+    runs = history.runs[len(history.runs) - len(points) :]
+    rows: list[NumberRow] = []
+    for index in reversed(range(len(points)) if series else ()):
+        row = _number_row(points[index], runs[index], [values[index] for _, values in series])
+        if row is None:
+            continue
+        if rows and (rows[-1].result, rows[-1].cells) == (row.result, row.cells):
+            rows[-1] = dataclasses.replace(rows[-1], older=rows[-1].older + 1)
+        else:
+            rows.append(row)
+    left_out = sum(1 + row.older for row in rows[NUMBER_ROWS:])
+    return [name for name, _ in series], rows[:NUMBER_ROWS], left_out
+
+
+def _number_row(point: Point | None, run: Run, values: Sequence[str | None]) -> NumberRow | None:
+    if point is None:  # the run did not report the test: the trend's `_` says so
+        return None
+    cells = tuple("-" if value is None else value for value in values)
+    result = f"{GLYPH[point.status]} {point.status.value.replace('_', ' ')}"
+    return NumberRow(*_run_label(run), 0, result, cells)
+
+
+def _run_label(run: Run) -> tuple[str, str]:
+    when = (run.created_at or "")[:16].replace("T", " ")
+    return (run.commit or "?")[:7], when or "time unknown"
+
+
+def _numbers_table(found: TestHistory, history: History) -> str:
+    """The comment's table of a test's changed numbers, inside its list item."""
+    names, rows, left_out = number_rows(found, history)
+    if not rows:
+        return ""
+    branch = escape.text(history.branch, 80)
+    header = [f"run on {branch} (newest first)", "result", *(escape.text(n, 40) for n in names)]
+    lines = ["", _cells(header), _cells(["---"] * len(header))]
+    for row in rows:
+        run = f"{escape.code(row.commit, 12)} {escape.text(row.when, 40)}"
+        if row.older:
+            run += f" and the {plural(row.older, 'run')} before it"
+        lines.append(_cells([run, row.result, *(escape.text(c, 40) for c in row.cells)]))
+    if left_out:
+        lines += ["", f"… {plural(left_out, 'older run')} not shown"]
+    return "\n".join(f"  {line}" if line else "" for line in lines) + "\n"
+
+
+def _cells(values: Sequence[str]) -> str:
+    return "| " + " | ".join(values) + " |"
+
+
+def _number_lines(found: TestHistory, history: History) -> list[str]:
+    """The terminal's: the same rows, aligned."""
+    names, rows, left_out = number_rows(found, history)
+    if not rows:
+        return []
+    table = [["newest first", "result", *names]]
+    for row in rows:
+        run = f"{escape.terminal(row.commit, 12)} {escape.terminal(row.when, 40)}"
+        run += f" (+{row.older} before)" if row.older else ""
+        table.append([run, row.result, *row.cells])
+    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
+    lines = [
+        "    " + "  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip()
+        for line in table
+    ]
+    more = f"    … {plural(left_out, 'older run')} not shown (--json has every run)"
+    return lines + ([more] if left_out else [])
 
 
 # --- the terminal and JSON (`kl-bitexact history`) ----------------------------------------
@@ -199,6 +289,7 @@ def terminal_lines(history: History, *, show_all: bool = False) -> list[str]:
         lines.append(f"{escape.terminal(test.id, 200)} ({escape.terminal(test.suite, 80)})")
         lines.append(f"  {_summary(test, history)}")
         lines.append(f"  {trend_text(test, history, TERMINAL)}")
+        lines += _number_lines(test, history)
     steady = sum(1 for test in history.tests.values() if test.steady)
     if history.runs:
         lines.append("")
