@@ -79,6 +79,19 @@ _TEST_KEYS = (
     "reach",
     "expect",
 )
+_SHAPE_KEYS = (
+    "samples",
+    "prompt_tokens",
+    "prompts",
+    "separator_ids",
+    "groups",
+    "branches",
+    "prefix_tokens",
+    "turn_suffix_tokens",
+    "cache_assert",
+    "flow",
+    "pressure",
+)
 _MULTITURN_KEYS = (
     "groups",
     "branches",
@@ -87,8 +100,12 @@ _MULTITURN_KEYS = (
     "cache_assert",
     "flow",
 )
+# pressure_restore: groups of branches on a shared prefix, then pressure, then a probe.
+_PRESSURE_KEYS = ("groups", "branches", "prefix_tokens", "turn_suffix_tokens", "pressure")
 # Multiturn builds its prompts from groups x branches, a shared prefix and suffixes.
 _SINGLE_TURN_KEYS = ("samples", "prompt_tokens", "prompts", "separator_ids")
+# The most `pressure` asks: a few times the pool evicts everything older.
+MAX_PRESSURE = 4.0
 
 
 # --- loading ----------------------------------------------------------------------------
@@ -296,17 +313,17 @@ class _SuiteReader(Reader):
         named: tuple[str, ...] = (),
         facts: tuple[Expect, ...] = (),
     ) -> TestSpec:
-        self.allow(_TEST_KEYS + _MULTITURN_KEYS)
+        self.allow(tuple(dict.fromkeys(_TEST_KEYS + _SHAPE_KEYS)))
         check = self.choice("check", CheckName)
-        multiturn = check is CheckName.MULTITURN
-        self.reject(_SINGLE_TURN_KEYS if multiturn else _MULTITURN_KEYS, f"check: {check}")
+        shaped = self._shape_keys(check)
+        self.reject([key for key in _SHAPE_KEYS if key not in shaped], f"check: {check}")
         if self.has("prompts") and self.has("prompt_tokens"):
             raise self.fail("prompts", "give `prompts` (a file) or `prompt_tokens`, not both")
         vocab = self.integer("vocab_size", 32000, minimum=2)
         # A prompts file holds a real tokenizer's ids: bounded only by a vocab_size given.
         prompt_vocab = vocab if self.has("vocab_size") else None
-        shape = self.multiturn() if multiturn else {}
-        samples = shape["groups"] * shape["branches"] if multiturn else self.integer("samples", 32)
+        shape = self.shape(check)
+        samples = _samples(check, shape) or self.integer("samples", 32)
         return TestSpec(
             name=self.text("name"),
             check=check,
@@ -374,6 +391,28 @@ class _SuiteReader(Reader):
             raise self.fail("prompts", "prompt_tokens and num_samples must be integers >= 1")
         return longbench.cache_file(model, tokens, count)
 
+    @staticmethod
+    def _shape_keys(check: CheckName) -> tuple[str, ...]:
+        """The keys that shape `check`'s prompts (the others are refused for it)."""
+        if check is CheckName.MULTITURN:
+            return _MULTITURN_KEYS
+        if check is CheckName.PRESSURE_RESTORE:
+            return _PRESSURE_KEYS
+        return _SINGLE_TURN_KEYS
+
+    def shape(self, check: CheckName) -> dict[str, Any]:
+        if check is CheckName.MULTITURN:
+            return self.multiturn()
+        if check is not CheckName.PRESSURE_RESTORE:
+            return {}
+        return {
+            "groups": self.integer("groups", 1),
+            "branches": self.integer("branches", 2, minimum=2),
+            "prefix_tokens": self.integer("prefix_tokens", 512),
+            "turn_suffix_tokens": self.integers("turn_suffix_tokens", (512,), minimum=1),
+            "pressure": self.number("pressure", 1.5, low=1.0, high=MAX_PRESSURE),
+        }
+
     def multiturn(self) -> dict[str, Any]:
         return {
             "groups": self.integer("groups", 3),
@@ -383,6 +422,16 @@ class _SuiteReader(Reader):
             "cache_assert": self.choice("cache_assert", CacheAssert, CacheAssert.EXACT),
             "flow": self.choice("flow", Flow, Flow.BRANCH_WAVES),
         }
+
+
+def _samples(check: CheckName, shape: dict[str, Any]) -> int | None:
+    """What a shaped check sends and scores: multiturn every branch, pressure_restore one
+    probe per group; None for the single-turn checks (their `samples`)."""
+    if check is CheckName.MULTITURN:
+        return int(shape["groups"] * shape["branches"])
+    if check is CheckName.PRESSURE_RESTORE:
+        return int(shape["groups"])
+    return None
 
 
 def _stamp(path: Path) -> tuple[int, int] | None:

@@ -43,6 +43,9 @@ class Generation:
     cached_tokens: int | None
     prompt_tokens: int
     finish_reason: str | None = None
+    # Of `cached_tokens`, those brought back from a host tier (sglang's
+    # `cached_tokens_details.host`); None when the server does not say.
+    cached_from_host: int | None = None
 
 
 @dataclass(frozen=True)

@@ -243,7 +243,13 @@ def _generation(answer: Mapping[str, Any], where: str) -> Generation:
         cached_tokens=_optional_int(meta.get("cached_tokens")),
         prompt_tokens=int(meta.get("prompt_tokens", 0)),
         finish_reason=_finish_reason(meta.get("finish_reason")),
+        cached_from_host=_from_host(meta.get("cached_tokens_details")),
     )
+
+
+def _from_host(details: Any) -> int | None:
+    """sglang's `cached_tokens_details.host` (a hierarchical cache's reloaded tokens)."""
+    return _optional_int(details.get("host")) if isinstance(details, Mapping) else None
 
 
 @decoder("/generate replay answer")
