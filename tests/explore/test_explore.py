@@ -211,3 +211,34 @@ def test_a_count_is_judged_against_the_shared_prefix_in_whole_pages(
         for miscount in found:
             assert miscount.as_dict(geometry)["expected_cached_tokens"] == allowed
     assert miscounts(geometry, [_served(tuple(prompt), None)], before) == []  # not reported
+
+
+def test_failures_found_are_replayed_first_by_the_next_run(
+    cli: Cli, reference_server: Callable[..., Any], tmp_path: Path
+) -> None:
+    """Hypothesis's example database across runs: the second run, another seed, starts
+    from the failure the first one saved (its reuse phase) and finds it at once."""
+    faulty = reference_server(*GEOMETRY, *MISCOUNT)
+    database = tmp_path / "examples"
+    runs = []
+    for seed in ("4", "5"):
+        out = tmp_path / seed
+        argv = ["explore", "--base-url", faulty.url, "--budget", "10", "--seed", seed]
+        done = cli([*argv, "--out", str(out), "--examples-db", str(database)], timeout=120)
+        assert done.returncode == 1, done.stderr
+        runs.append(json.loads((out / "results.json").read_text()))
+    first, second = runs
+    assert first["examples_db"] == {"path": str(database), "replayed_first": 0}
+    assert second["examples_db"]["replayed_first"] >= 1
+    assert second["first_found_workloads"] == 1  # the saved one, before anything new
+    assert first["first_found_workloads"] >= 1
+
+
+def test_no_examples_db_keeps_none(
+    cli: Cli, reference_server: Callable[..., Any], tmp_path: Path
+) -> None:
+    healthy = reference_server(*GEOMETRY)
+    argv = ["explore", "--base-url", healthy.url, "--budget", "2", "--out", str(tmp_path)]
+    assert cli([*argv, "--no-examples-db"]).returncode == 0
+    assert json.loads((tmp_path / "results.json").read_text())["examples_db"] is None
+    assert not (tmp_path / "examples").exists()

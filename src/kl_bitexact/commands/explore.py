@@ -18,6 +18,7 @@ from typing import Any
 from kl_bitexact.commands import Command
 from kl_bitexact.errors import ConfigError, ExitCode, Interrupted, ServerError
 from kl_bitexact.explore import handback
+from kl_bitexact.explore.examples import Examples, open_examples
 from kl_bitexact.explore.execute import execute, handed_back_fails
 from kl_bitexact.explore.geometry import Geometry, GeometryError, read_geometry
 from kl_bitexact.explore.hits import Miscount
@@ -59,6 +60,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})"
     )
+    examples = parser.add_mutually_exclusive_group()
+    examples.add_argument(
+        "--examples-db",
+        type=Path,
+        help="Hypothesis example database: failures found by earlier runs against the same "
+        "geometry are replayed first, new ones saved (default OUT/examples)",
+    )
+    examples.add_argument(
+        "--no-examples-db",
+        action="store_true",
+        help="keep no example database: replay nothing, save nothing",
+    )
 
 
 @dataclass
@@ -73,6 +86,8 @@ class Report:
     finding: dict[str, Any] | None = None
     stopped: str | None = None
     notes: list[str] = field(default_factory=list)
+    # The example database and how many saved failures it replayed first; None: none kept.
+    examples: dict[str, Any] | None = None
 
     def write(self) -> None:
         self.out.mkdir(parents=True, exist_ok=True)
@@ -90,7 +105,9 @@ class Report:
             "requests": tally.requests if tally else 0,
             "elapsed_s": round(tally.elapsed(), 3) if tally else 0.0,
             "first_found_s": tally.first_found_s if tally else None,
+            "first_found_workloads": tally.first_found_workloads if tally else None,
             "stopped": self.stopped,
+            "examples_db": self.examples,
             "findings": [finding] if (finding := self.finding or _unverified(self)) else [],
             "notes": self.notes,
         }
@@ -105,6 +122,11 @@ class Report:
         ]
         if self.stopped:
             lines.append(f"stopped early: {self.stopped}")
+        if self.examples:
+            lines.append(
+                f"example database {self.examples['path']}: "
+                f"{self.examples['replayed_first']} saved failure(s) replayed first"
+            )
         if self.finding:
             found = self.finding
             lines += [
@@ -165,8 +187,18 @@ def _explore(args: argparse.Namespace, spec: ServerSpec, server: Server, report:
     geometry = _geometry(engine, server.base_url)
     report.geometry = geometry
     _say(f"explore: geometry {geometry.as_dict()}")
+    examples = _examples(args, geometry)
+    if examples is not None:
+        report.examples = {"path": str(examples.path), "replayed_first": examples.saved()}
+        _say(f"explore: example database {examples.path}: {examples.saved()} saved failure(s)")
     search = Search(
-        engine, geometry, budget_s=args.budget, seed=args.seed, progress=_say, kept=report.write
+        engine,
+        geometry,
+        budget_s=args.budget,
+        seed=args.seed,
+        progress=_say,
+        kept=report.write,
+        examples=examples,
     )
     report.tally = search.tally
     report.write()
@@ -180,6 +212,19 @@ def _explore(args: argparse.Namespace, spec: ServerSpec, server: Server, report:
     _say(f"explore: found: {report.finding['divergence']['located']}")
     _say(f"explore: suite file {args.out / report.finding['suite_file']}")
     return ExitCode.GATE_FAILED
+
+
+def _examples(args: argparse.Namespace, geometry: Geometry) -> Examples | None:
+    if args.no_examples_db:
+        return None
+    path = args.examples_db or args.out / "examples"
+    try:
+        return open_examples(path, geometry)
+    except OSError as error:
+        raise ConfigError(
+            f"--examples-db {path}: cannot use it as a directory ({error.strerror})",
+            hint="give a writable directory, or --no-examples-db",
+        ) from None
 
 
 def _geometry(engine: Engine, url: str) -> Geometry:

@@ -1,7 +1,8 @@
 """Hypothesis's generation and shrinker under a time budget, seeded.
 
 `hypothesis.find` is run in rounds of ROUND_EXAMPLES examples, drawing from one seeded
-random, until a workload diverges or the budget is spent; the round that finds one shrinks
+random (after replaying the failures an example database holds from earlier runs, when
+one is given), until a workload diverges or the budget is spent; the round that finds one shrinks
 it (fewer steps, requests, tokens) until shrinking stops or the budget ends. Every failing
 workload seen is kept as it is seen, so a stop signal loses none of what was found.
 """
@@ -13,9 +14,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from hypothesis import HealthCheck, Phase, find, settings
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 from hypothesis.errors import Flaky, NoSuchExample
 
+from kl_bitexact.explore.examples import Examples
 from kl_bitexact.explore.execute import Divergence, Finding, Outcome, execute
 from kl_bitexact.explore.geometry import Geometry
 from kl_bitexact.explore.strategy import workloads
@@ -45,6 +48,7 @@ class Tally:
     found: Found | None = None
     shrinks: int = 0
     first_found_s: float | None = None
+    first_found_workloads: int | None = None  # workloads run when the first one failed
     started: float = field(default_factory=time.monotonic)
 
     def elapsed(self) -> float:
@@ -61,6 +65,7 @@ class Search:
         seed: int,
         progress: Callable[[str], None],
         kept: Callable[[], None] = lambda: None,
+        examples: Examples | None = None,
     ) -> None:
         self.engine = engine
         self.geometry = geometry
@@ -70,6 +75,8 @@ class Search:
         # Told whenever a smaller failing workload is kept (results.json is rewritten, so
         # even a SIGKILL leaves the finding on disk).
         self.kept = kept
+        # Failures found by earlier runs, replayed before anything new is generated.
+        self.examples = examples
         self.tokens = Tokens(geometry.vocab_size, seed)
         self.tally = Tally()
         self._said = 0.0
@@ -88,7 +95,7 @@ class Search:
         strategy = workloads(self.geometry, self.longest())
         while self.tally.found is None and not self._out_of_time():
             try:
-                find(strategy, self._diverges, settings=_settings(), random=draw)
+                _find(strategy, self._diverges, _settings(self.examples), draw, self.examples)
             except NoSuchExample:
                 continue
             except Flaky:
@@ -138,6 +145,7 @@ class Search:
             self.tally.shrinks += 1
             return
         self.tally.first_found_s = self.tally.elapsed()
+        self.tally.first_found_workloads = self.tally.examples
         what = "a divergence" if isinstance(divergence, Divergence) else "a miscounted cache hit"
         self.progress(
             f"explore: found {what} after {self.tally.first_found_s:.1f} s "
@@ -166,11 +174,46 @@ def _size(workload: Workload) -> tuple[int, int, int]:
     return (workload.requests, len(workload.steps), named)
 
 
-def _settings() -> settings:
+class _Found(Exception):
+    """Raised inside the Hypothesis test when a workload diverges (as `find` does)."""
+
+
+def _find(
+    strategy: st.SearchStrategy[Workload],
+    condition: Callable[[Workload], bool],
+    chosen: settings,
+    draw: random.Random,
+    examples: Examples | None,
+) -> Workload:
+    """`hypothesis.find`, seeded, with an example database: `find(random=...)` applies
+    `hypothesis.seed`, which turns the database off. The two attributes set here are the
+    ones `seed` and `find` set (tests/explore: a second run replays the first's failure)."""
+    last: list[Workload] = []
+
+    @chosen
+    @given(strategy)
+    def test(workload: Workload) -> None:
+        if condition(workload):
+            last[:] = [workload]
+            raise _Found
+
+    test._hypothesis_internal_use_seed = draw.getrandbits(64)  # type: ignore[attr-defined]
+    if examples is not None:
+        test._hypothesis_internal_database_key = examples.key  # type: ignore[attr-defined]
+    try:
+        test()
+    except _Found:
+        return last[0]
+    raise NoSuchExample("no workload diverged")
+
+
+def _settings(examples: Examples | None) -> settings:
+    reuse = [Phase.reuse] if examples else []
     return settings(
         max_examples=ROUND_EXAMPLES,
         deadline=None,
-        database=None,
-        phases=[Phase.generate, Phase.shrink],
+        database=examples.database if examples else None,
+        phases=[*reuse, Phase.generate, Phase.shrink],
         suppress_health_check=list(HealthCheck),
+        report_multiple_bugs=False,
     )
