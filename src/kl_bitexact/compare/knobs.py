@@ -26,9 +26,7 @@ def changes(
     base_server: ServerInfo | None,
 ) -> tuple[str, ...]:
     """What differs, one line per knob or fact, each saying what the base had."""
-    found = list(_argument_changes(head_server, base_server))
-    found += _fact_changes(head, base)
-    return tuple(found)
+    return (*argument_changes(head_server, base_server), *fact_changes(head, base))
 
 
 def flag_groups(args: Sequence[str]) -> tuple[str, ...]:
@@ -42,7 +40,8 @@ def flag_groups(args: Sequence[str]) -> tuple[str, ...]:
     return tuple(" ".join(group) for group in groups)
 
 
-def _argument_changes(head: ServerInfo | None, base: ServerInfo | None) -> list[str]:
+def argument_changes(head: ServerInfo | None, base: ServerInfo | None) -> list[str]:
+    """The server's flag groups dropped and added (one suite's server, all its tests')."""
     if head is None or base is None or ATTACHED in (*head.args[:1], *base.args[:1]):
         return []
     now, before = flag_groups(head.args), flag_groups(base.args)
@@ -52,7 +51,10 @@ def _argument_changes(head: ServerInfo | None, base: ServerInfo | None) -> list[
     return lines + [f"server argument added: {group} (not on the base)" for group in added]
 
 
-def _fact_changes(head: TestResult, base: TestResult) -> list[str]:
+def fact_changes(head: TestResult, base: TestResult) -> list[str]:
+    """The test's stated facts dropped, added or expecting another value."""
+    if not head.facts and not base.facts:
+        return []
     now = {fact.name: fact.expected for fact in head.facts}
     before = {fact.name: fact.expected for fact in base.facts}
     lines = []
