@@ -63,13 +63,17 @@ def check(events: Iterable[Any], source: str) -> None:
             )
 
 
-def _check_scalar(event: Any, source: str) -> None:
-    value = event.value
-    plain = event.style is None or event.style == ""
+def number_too_long(value: str, style: str | None) -> bool:
+    """Whether a scalar is a plain number of more than MAX_NUMBER_DIGITS digits."""
+    plain = style is None or style == ""
     if not plain or len(value) <= MAX_NUMBER_DIGITS or not _NUMBER.fullmatch(value):
-        return
-    digits = sum(c.isdigit() for c in value)
-    if digits > MAX_NUMBER_DIGITS:
+        return False
+    return sum(c.isdigit() for c in value) > MAX_NUMBER_DIGITS
+
+
+def _check_scalar(event: Any, source: str) -> None:
+    if number_too_long(event.value, event.style):
+        digits = sum(c.isdigit() for c in event.value)
         raise _refuse(
             source, event, f"a number of {digits} digits (the limit is {MAX_NUMBER_DIGITS})"
         )
