@@ -42,7 +42,15 @@ from kl_bitexact.results.model import Reach, Status, TestResult
 
 # The checks `run` has (suite.model.CheckName: tests/results/test_verdict.py holds them equal;
 # `results` may not import `suite`), and those that count cache hits.
-HIT_CHECKS = frozenset({"prefill_cache_hit", "decode_cache_hit", "multiturn", "pressure_restore"})
+HIT_CHECKS = frozenset(
+    {
+        "prefill_cache_hit",
+        "decode_cache_hit",
+        "multiturn",
+        "pressure_restore",
+        "abandoned_prefix_reuse",
+    }
+)
 RUN_CHECKS = HIT_CHECKS | {"match"}
 # The avg KL is the plain mean of the per-sample KLs; printed values (sglang's logs) may have
 # been averaged in another order, so they agree to this relative difference.

@@ -29,12 +29,14 @@ class CheckName(Name):
     DECODE_CACHE_HIT = "decode_cache_hit"
     MULTITURN = "multiturn"
     PRESSURE_RESTORE = "pressure_restore"
+    ABANDONED_PREFIX_REUSE = "abandoned_prefix_reuse"
 
 
 # Checks the bundled example does not run: they exist to hand back what `explore` finds,
 # and would catch the faults kept hidden from the bundled suites for it to find
-# (tests/run/test_pressure_restore.py runs them against real servers).
-NOT_BUNDLED = frozenset({CheckName.PRESSURE_RESTORE})
+# (tests/run/test_pressure_restore.py and test_abandoned_prefix_reuse.py run them against
+# real servers).
+NOT_BUNDLED = frozenset({CheckName.PRESSURE_RESTORE, CheckName.ABANDONED_PREFIX_REUSE})
 
 
 class EngineName(Name):

@@ -13,7 +13,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kl_bitexact.results.model import TestResult
-from kl_bitexact.run.checks import decode_cache_hit, match, prefill_cache_hit, pressure_restore
+from kl_bitexact.run.checks import (
+    abandoned_prefix_reuse,
+    decode_cache_hit,
+    match,
+    prefill_cache_hit,
+    pressure_restore,
+)
 from kl_bitexact.run.checks.phases import Phases
 from kl_bitexact.run.engines.base import Engine
 from kl_bitexact.suite.model import CheckName, TestSpec
@@ -36,6 +42,7 @@ CHECKS: dict[CheckName, Check] = {
     CheckName.DECODE_CACHE_HIT: decode_cache_hit.run,
     CheckName.MULTITURN: _multiturn,
     CheckName.PRESSURE_RESTORE: pressure_restore.run,
+    CheckName.ABANDONED_PREFIX_REUSE: abandoned_prefix_reuse.run,
 }
 
 

@@ -13,11 +13,15 @@ from __future__ import annotations
 import json
 import socket
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 from kl_bitexact.errors import EngineError
+
+if TYPE_CHECKING:
+    from kl_bitexact.run.engines.base import SamplingParams
 
 # Enough of an answer to tell one from none; the rest is read and dropped.
 KEPT_ANSWER_BYTES = 4096
@@ -34,6 +38,18 @@ class HungUp:
     finished: bool
     waited_s: float
     status_line: str = ""
+
+
+@runtime_checkable
+class HangsUp(Protocol):
+    """An adapter that can send a request and hang up on it (sglang's native API)."""
+
+    def hang_up(
+        self, prompt: Sequence[int], params: SamplingParams, *, after_s: float, wait_s: float
+    ) -> HungUp:
+        """Send one /generate of `prompt`, hang up after `after_s`, wait `wait_s` at most
+        for the server to be done with it."""
+        ...
 
 
 def hang_up(
@@ -75,8 +91,10 @@ def _await_end(connection: socket.socket, wait_s: float) -> HungUp:
 
 
 def _hung_up(kept: bytes, finished: bool, waited_s: float) -> HungUp:
+    """An answer is a 200: an error status (sglang's abort answers one) is no answer."""
     line = kept.split(b"\r\n", 1)[0].decode("latin-1")
-    return HungUp(line.startswith("HTTP/"), finished, waited_s, line[:200])
+    answered = line.startswith("HTTP/") and line.split(" ")[1:2] == ["200"]
+    return HungUp(answered, finished, waited_s, line[:200])
 
 
 def _address(base_url: str) -> tuple[str, int]:

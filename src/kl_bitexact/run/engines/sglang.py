@@ -14,7 +14,7 @@ from typing import Any
 import requests
 
 from kl_bitexact.errors import EngineError
-from kl_bitexact.run.engines import deadline
+from kl_bitexact.run.engines import abandon, deadline
 from kl_bitexact.run.engines.base import (
     Generation,
     Replay,
@@ -96,15 +96,22 @@ class SglangEngine:
     def generate(self, prompts: Sequence[TokenIds], params: SamplingParams) -> list[Generation]:
         if params.cold:  # sglang has no per-request switch: a cold request follows a flush
             self.flush()
-        sampling: dict[str, Any] = {
-            "temperature": params.temperature,
-            "max_new_tokens": params.max_new_tokens,
-            "ignore_eos": params.ignore_eos,
-        }
-        if params.seed is not None:
-            sampling["sampling_seed"] = params.seed
-        answers = self._batched(prompts, sampling, logprob_start_len=-1)
+        answers = self._batched(prompts, _sampling(params), logprob_start_len=-1)
         return [_generation(answer, self.base_url) for answer in answers]
+
+    def hang_up(
+        self, prompt: TokenIds, params: SamplingParams, *, after_s: float, wait_s: float
+    ) -> abandon.HungUp:
+        """One /generate of `prompt` on its own connection, hung up on (run/engines/abandon)."""
+        body = {
+            "input_ids": list(prompt),
+            "sampling_params": _sampling(params),
+            "return_logprob": True,
+        }
+        return abandon.hang_up(
+            self.base_url, "/generate", body, after_s=after_s, wait_s=wait_s,
+            connect_s=CONNECT_TIMEOUT_S,
+        )  # fmt: skip
 
     def replay(self, sequences: Sequence[TokenIds], *, last: int | None = None) -> list[Replay]:
         self.flush()  # a replay is a fresh prefill: nothing of earlier requests may serve it
@@ -208,6 +215,17 @@ class SglangEngine:
         if not expect_json:
             return None
         return _json_of(response, url)
+
+
+def _sampling(params: SamplingParams) -> dict[str, Any]:
+    sampling: dict[str, Any] = {
+        "temperature": params.temperature,
+        "max_new_tokens": params.max_new_tokens,
+        "ignore_eos": params.ignore_eos,
+    }
+    if params.seed is not None:
+        sampling["sampling_seed"] = params.seed
+    return sampling
 
 
 def _json_of(response: requests.Response, url: str) -> Any:
