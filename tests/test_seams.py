@@ -28,6 +28,10 @@ NOT_REBUILT = {
     # `run --fault NAME` appends the fault to the suite's own server command (the user's
     # text, run as written), not to a command of ours.
     ("commands/run.py", ("--fault",)),
+    # `pytest`'s command to run one failing test again: text for a reader (results.json's
+    # suites[].rerun, shown in the comment), never run by kl-bitexact.
+    ("commands/pytest_cmd.py", ("--python",)),
+    ("commands/pytest_cmd.py", ("--exact",)),
 }
 
 

@@ -34,6 +34,9 @@ MAX_LOG_BYTES = 256 * 1024 * 1024
 # The plugin's plan (`--kl-plan`): ~150 bytes a test.
 MAX_PLAN_BYTES = 64 * 1024 * 1024
 _NOT_REPORTED = "not run: pytest ended before reaching this test (-x, --maxfail, or a crash)"
+# How a test of JUnit XML from elsewhere runs again, at best: pytest (with the plugin, which
+# recorded the node id) in the directory that run started in; its options are not known.
+PYTEST_RERUN = ("python", "-m", "pytest")
 
 
 def import_and_write(
@@ -42,10 +45,12 @@ def import_and_write(
     out_path: Path,
     min_cache_hit_ratio: float,
     plan: Sequence[PlannedTest] | None = None,
+    rerun: Sequence[str] = PYTEST_RERUN,
 ) -> int:
     """Convert, write atomically, print one line per test; exit codes as `run`'s. With the
-    session's `plan`, a planned test the XML does not report is an error (a crash)."""
-    _, imported = import_junit(junit_path, log_path, min_cache_hit_ratio)
+    session's `plan`, a planned test the XML does not report is an error (a crash).
+    `rerun`: the command that runs a test again once its node id is appended."""
+    _, imported = import_junit(junit_path, log_path, min_cache_hit_ratio, rerun=rerun)
     if plan is not None:
         complete = not dataclasses.replace(imported, plan=tuple(plan)).missing()
         imported = with_plan(imported, plan, _NOT_REPORTED)
@@ -65,9 +70,11 @@ def import_junit(
     min_cache_hit_ratio: float,
     *,
     interrupted: bool = False,
+    rerun: Sequence[str] | None = None,
 ) -> tuple[tuple[JUnitCase, ...], Results]:
     """pytest's JUnit XML (and console log) as results, with the cases they came from
-    (`interrupted`: of a stopped session, ingest/junit.py says what that changes)."""
+    (`interrupted`: of a stopped session, ingest/junit.py says what that changes; `rerun`:
+    the command that runs a test again once its node id is appended)."""
     from kl_bitexact.ingest import junit
     from kl_bitexact.ingest.junit_results import Options, node_id, to_results
     from kl_bitexact.ingest.log_split import split_log
@@ -75,7 +82,11 @@ def import_junit(
     cases = junit.read(junit_path, interrupted=interrupted)
     log = _read_log(log_path) if log_path is not None else None
     log_output = split_log(log, [node_id(case) for case in cases]) if log else None
-    options = Options(min_cache_hit_ratio=min_cache_hit_ratio, log_output=log_output)
+    options = Options(
+        min_cache_hit_ratio=min_cache_hit_ratio,
+        log_output=log_output,
+        rerun=None if rerun is None else tuple(rerun),
+    )
     return cases, to_results(cases, current_run_info(), options)
 
 

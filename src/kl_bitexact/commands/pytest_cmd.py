@@ -171,7 +171,17 @@ def run_pytest(args: Options) -> int:
         _write_stopped(args, junit_path, log_path, plan, f"{why} (killed or crashed)")
     _check_child(returncode, junit_path, log_path)
     results = out / "results.json"
-    return import_and_write(junit_path, log_path, results, args.min_cache_hit_ratio, plan)
+    ratio = args.min_cache_hit_ratio
+    return import_and_write(junit_path, log_path, results, ratio, plan, rerun_command(args))
+
+
+def rerun_command(args: Options) -> tuple[str, ...]:
+    """This session's command for one test, its node id to be appended: the same
+    interpreter and --exact (what the verdict depends on). The session's pytest arguments
+    are left out: most select tests, which the node id does; an option the tests need
+    (`-p`, `-o`, a plugin's) is added by hand (docs/pytest.md says so)."""
+    python = ("--python", args.python) if args.python else ()
+    return ("kl-bitexact", "pytest", *(("--exact",) if args.exact else ()), *python, "--")
 
 
 def _write_stopped(
@@ -187,7 +197,8 @@ def _write_stopped(
     if junit_path.exists():
         with contextlib.suppress(FatalError):  # a half-written XML: the plan still says it
             ratio = args.min_cache_hit_ratio
-            _, imported = import_junit(junit_path, log_path, ratio, interrupted=True)
+            rerun = rerun_command(args)
+            _, imported = import_junit(junit_path, log_path, ratio, interrupted=True, rerun=rerun)
     if plan is not None:
         imported = with_plan(imported, plan, reason)
     run = dataclasses.replace(imported.run, finished=False)

@@ -69,6 +69,10 @@ class Options:
     # Extra output per node id (from `import-junit --log`), used for cases whose JUnit
     # entry captured no KL lines.
     log_output: Mapping[str, str] | None = None
+    # The command that runs a test again once its node id is appended (the caller knows
+    # how the tests ran); recorded for a suite whose every case the plugin says was
+    # addressed from pytest's rootdir (`rerun_known`).
+    rerun: tuple[str, ...] | None = None
 
 
 def to_results(cases: Sequence[JUnitCase], run: RunInfo, options: Options) -> Results:
@@ -81,17 +85,31 @@ def to_results(cases: Sequence[JUnitCase], run: RunInfo, options: Options) -> Re
     """
     converted = [(case, to_test(case, options)) for case in cases]
     suites: dict[str, tuple[ServerInfo, list[TestResult]]] = {}
+    addressed: dict[str, bool] = {}
     for case, test in _kept_apart(converted):
         name = case.property(prop.SUITE) or test.id.split("::", 1)[0]
         _, tests = suites.setdefault(name, (_server(case), []))
         tests.append(test)
+        addressed[name] = addressed.get(name, True) and rerun_known(case)
     return Results(
         run=run,
         suites=tuple(
-            SuiteResult(name=name, server=server, tests=tuple(tests))
+            SuiteResult(
+                name=name,
+                server=server,
+                tests=tuple(tests),
+                rerun=options.rerun if addressed[name] else None,
+            )
             for name, (server, tests) in suites.items()
         ),
     )
+
+
+def rerun_known(case: JUnitCase) -> bool:
+    """Its node id runs it again as an argument to pytest: the plugin recorded the id, and
+    pytest started in its rootdir. A rebuilt id (no plugin: from classname and file) may not
+    be one pytest accepts, and names no way it was run."""
+    return bool(case.property(prop.NODEID)) and case.property(prop.ROOTDIR) == "."
 
 
 def _kept_apart(

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 PREFIX = "kl_bitexact."
 NODEID = PREFIX + "nodeid"
+# pytest's rootdir as seen from the directory pytest started in ("." when they are one): a
+# node id names the test as an argument to pytest only from its rootdir.
+ROOTDIR = PREFIX + "rootdir"
 # "xpass" when a test marked xfail passed (JUnit cannot tell it from a plain pass).
 OUTCOME = PREFIX + "outcome"
 XFAIL_REASON = PREFIX + "xfail_reason"

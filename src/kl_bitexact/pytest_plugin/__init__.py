@@ -169,8 +169,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     units = config.getoption(PROVE_UNIT.removeprefix("--").replace("-", "_"))
     if units:
         _keep_units(config, items, units)
+    rootdir = os.path.relpath(config.rootpath, config.invocation_params.dir)
     for item in items:
         item.user_properties.append((prop.NODEID, item.nodeid))
+        item.user_properties.append((prop.ROOTDIR, rootdir))
         blocked = _blocked_by(item)
         if blocked:
             item.user_properties.append((prop.BLOCKED_BY, json.dumps(blocked)))

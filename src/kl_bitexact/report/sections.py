@@ -30,6 +30,7 @@ from kl_bitexact.results.model import (
     Repeats,
     ServerInfo,
     Status,
+    SuiteResult,
     TestResult,
 )
 from kl_bitexact.untrusted import escape
@@ -108,29 +109,41 @@ def _attention_table(comparison: Comparison, rows: Sequence[TestDelta]) -> Secti
 def _reproduce_section(comparison: Comparison, rows: Sequence[TestDelta]) -> Section:
     """Each gating test's reason and the command that runs it again, without opening a
     details block (issue 37); tests that could not run have theirs in the headline."""
-    files = {suite.name: suite.file for suite in comparison.head.suites}
+    suites = {suite.name: suite for suite in comparison.head.suites}
     blocks = [
-        Block(GATING, partial(_reproduce, comparison, d, files.get(d.suite)), "reproduce lines")
+        Block(GATING, partial(_reproduce, comparison, d, suites.get(d.suite)), "reproduce lines")
         for d in rows
         if d.gating and d.head is not None and d.verdict is not Verdict.COULD_NOT_RUN
     ]
     return Section(blocks, head="\n**Why it gates, and how to run it again:**\n\n")
 
 
-def _reproduce(comparison: Comparison, delta: TestDelta, file: str | None) -> str:
+def _reproduce(comparison: Comparison, delta: TestDelta, suite: SuiteResult | None) -> str:
     assert delta.head is not None
     state = comparison.state(delta)
     why = escape.text(terminal.reason(delta.head), 400)
     line = f"- {state.word.icon} {escape.code(delta.id, 160)}: {why}"
     repeats = delta.head.repeats.count if delta.head.repeats is not None else 1
-    command = reproduce_command(delta.id, file, repeats)
-    return line + (f"  \n  {escape.code(command, 600)}\n" if command else "\n")
+    command = reproduce_command(delta.id, suite, repeats)
+    if command is None:
+        return line + f"  \n  {NO_COMMAND}\n"
+    return line + f"  \n  {escape.code(command, 600)}\n"
 
 
-def reproduce_command(test_id: str, file: str | None, repeats: int = 1) -> str | None:
-    """`kl-bitexact run FILE --select 'ID'` (no FILE for the bundled example; `--repeat N`
-    as the run that found a flaky test); None when the results do not say which suite file
-    the test came from (pytest, JUnit, older files)."""
+# Said where a command would stand, so that its absence is not read as an oversight.
+NO_COMMAND = "no command to run it again: the results do not record how it was run"
+# `_kept_apart`'s id for a node id pytest reported more than once (ingest/junit_results.py).
+_REPORT_SUFFIX = re.compile(r" \(report \d+(?:\.\d+)?\)$")
+
+
+def reproduce_command(test_id: str, suite: SuiteResult | None, repeats: int = 1) -> str | None:
+    """A pytest test's recorded command with its node id (`kl-bitexact pytest -- 'FILE::ID'`);
+    a suite file's `kl-bitexact run FILE --select 'ID'` (no FILE for the bundled example;
+    `--repeat N` as the run that found a flaky test); None when the results say neither
+    (a JUnit import without the plugin's node ids, older files)."""
+    if suite is not None and suite.rerun is not None:
+        return shlex.join([*suite.rerun, _REPORT_SUFFIX.sub("", test_id)])
+    file = suite.file if suite is not None else None
     if file is None:
         return None
     quoted = "'" + test_id.replace("'", "'\\''") + "'"

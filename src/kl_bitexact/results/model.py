@@ -331,6 +331,11 @@ class SuiteResult:
     # one); None: not a suite file's (pytest, JUnit) or not recorded. The comment's command
     # to run a failing test again names it.
     file: str | None = None
+    # The command line that runs one of its tests again, from the directory the run
+    # started in, once the test's id (a pytest node id) is appended: `kl-bitexact pytest`'s
+    # own, or `python -m pytest` for a JUnit import of the plugin's tests. None: none known
+    # (a suite file's tests are run again through `file`).
+    rerun: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
