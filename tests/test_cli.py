@@ -195,11 +195,12 @@ def test_run_loads_no_other_engine_check_or_command_helper():
     """A run against sglang pays for sglang's adapter and the checks' common code only:
     the OpenAI-compatible adapters, multi-turn flows, change detection (--prove-base), the
     findings file and the other commands' helpers load when a suite or option needs them.
-    numpy loads only for seeded prompts or a sample that is not bit-exact (issue 40: 0.2 s
-    of a run's CPU, where sglang's helpers spend 0.5 s in all)."""
+    numpy loads only for seeded prompts or a sample that is not bit-exact, and sglang's
+    adapter talks http.client, not requests (issue 40: 0.2 s of a run's CPU each, where
+    sglang's helpers spend 0.5 s in all)."""
     modules = modules_after(main_code(["run", "--help"]))
     assert "kl_bitexact.run.engines.sglang" in modules
-    assert "numpy" not in {name.split(".")[0] for name in modules}
+    assert not {"numpy", "requests", "urllib3"} & {name.split(".")[0] for name in modules}
     unneeded = {
         "kl_bitexact.run.engines.openai",
         "kl_bitexact.run.engines.vllm",

@@ -49,6 +49,7 @@ from kl_bitexact.ingest import properties as prop
 from kl_bitexact.results import io as results_io
 from kl_bitexact.results import model as r
 from kl_bitexact.run.checks import run_check
+from kl_bitexact.run.engines import transport
 from kl_bitexact.run.engines.http import JsonClient
 from kl_bitexact.run.engines.openai import DIALECTS, OpenAIEngine, served_model
 from kl_bitexact.run.engines.sglang import SglangEngine
@@ -383,19 +384,24 @@ class Answering(requests.adapters.BaseAdapter):
         self.count = 0
         self.lock = threading.Lock()  # vLLM requests go out in parallel
 
-    def send(self, request, stream=False, timeout=None, verify=True, cert=None, proxies=None):
+    def respond(self, method, url, body):
+        """The fake server's answer to one request, bent as the mutations say: (status, text)."""
         with self.lock:
             index, self.count = self.count, self.count + 1
-        split = urlsplit(request.url)
+        split = urlsplit(url)
         path = split.path + (f"?{split.query}" if split.query else "")
-        body = json.loads(request.body) if request.body else None
-        status, payload = self.answer(request.method, path, body)
+        status, payload = self.answer(method, path, body)
         mine = [bend for bend in self.bends if bend[0] == index]
         payload = mutate(payload, [change for _, change, _, _ in mine if change])
         text = json.dumps(payload)
         for _, _, garble, other_status in mine:
             text = edit(text, garble) if garble else text
             status = other_status or status
+        return status, text
+
+    def send(self, request, stream=False, timeout=None, verify=True, cert=None, proxies=None):
+        body = json.loads(request.body) if request.body else None
+        status, text = self.respond(request.method, request.url, body)
         response = requests.Response()
         response.status_code = status
         response.raw = io.BytesIO(text.encode("utf-8", errors="surrogatepass"))
@@ -405,6 +411,20 @@ class Answering(requests.adapters.BaseAdapter):
 
     def close(self) -> None:
         pass
+
+
+class AnsweringConnection(transport.Connection):
+    """The sglang adapter's connection, answered by an `Answering` in this process."""
+
+    def __init__(self, answering: Answering) -> None:
+        super().__init__()
+        self.answering = answering
+
+    def request(self, method, url, body=None, *, total_s, max_bytes=0):
+        # The body as the wire carries it, so the fake reads what a server would.
+        sent = json.loads(json.dumps(body, allow_nan=False)) if body is not None else None
+        status, text = self.answering.respond(method, url, sent)
+        return transport.Answer(status, text.encode("utf-8", errors="surrogatepass"))
 
 
 def _sglang_answers():
@@ -492,7 +512,7 @@ def _engine(kind: str, adapter: Answering):
     url = "http://fuzz.invalid"
     if kind == "sglang":
         engine = SglangEngine(url, request_timeout=30)
-        engine._session.mount("http://", adapter)  # its only way out
+        engine._connection = AnsweringConnection(adapter)  # its only way out
         return engine
     client = JsonClient(url, timeout_s=30)
     client.session.mount("http://", adapter)

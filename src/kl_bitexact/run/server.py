@@ -30,12 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import requests
-
 from kl_bitexact.errors import ConfigError, ServerError, network_reason
 from kl_bitexact.reach.probe_dir import Probe
 from kl_bitexact.run import startup_failure, watchdog
-from kl_bitexact.run.engines import deadline
+from kl_bitexact.run.engines import transport
 from kl_bitexact.suite.model import PORT_PLACEHOLDER, ServerSpec
 from kl_bitexact.untrusted import escape
 from kl_bitexact.untrusted.jsonfile import open_append
@@ -434,17 +432,17 @@ def health_problem(base_url: str, limit_s: float = HEALTH_REQUEST_TIMEOUT_S) -> 
     """None when /health answers 200 within `limit_s` in all (a server that drips its
     answer byte by byte gets no more: issue 30); else what happened instead, in a few words."""
     limit_s = max(limit_s, POLL_INTERVAL_S)
-    # A session of its own, closed after: an answer still dripping in is cut off with it.
-    with requests.Session() as session:
-        try:
-            response = deadline.request(
-                session, "GET", base_url + HEALTH_PATH, json=None, timeout=limit_s, total_s=limit_s
-            )
-        except requests.Timeout:
-            return f"no complete answer within {limit_s:.1f} s"
-        except requests.RequestException as error:
-            return network_reason(error)
-    return None if response.status_code == 200 else f"HTTP {response.status_code}"
+    # A connection of its own, closed after: an answer still dripping in is cut off with it.
+    connection = transport.Connection(connect_timeout_s=limit_s)
+    try:
+        response = connection.request("GET", base_url + HEALTH_PATH, total_s=limit_s)
+    except transport.Timeout:
+        return f"no complete answer within {limit_s:.1f} s"
+    except transport.TransportError as error:
+        return network_reason(error)
+    finally:
+        connection.close()
+    return None if response.status == 200 else f"HTTP {response.status}"
 
 
 def free_port() -> int:

@@ -1,4 +1,6 @@
-"""One HTTP request bounded as a whole: its total time and the size of its answer.
+"""One HTTP request of a requests session bounded as a whole: its total time and the size of
+its answer (the OpenAI-compatible adapters'; sglang's runs on `transport.py`, the same bound
+over `http.client`).
 
 requests' `timeout` bounds each read, not the request: a server that trickles one byte a
 second keeps a request with `timeout=5` alive for as long as it likes. Here the request

@@ -11,10 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import requests
-
 from kl_bitexact.errors import EngineError
-from kl_bitexact.run.engines import abandon, deadline
+from kl_bitexact.run.engines import abandon, transport
 from kl_bitexact.run.engines.base import (
     Generation,
     Replay,
@@ -25,7 +23,7 @@ from kl_bitexact.run.engines.base import (
 )
 from kl_bitexact.run.engines.malformed import decoder
 
-CONNECT_TIMEOUT_S = 10.0
+CONNECT_TIMEOUT_S = transport.CONNECT_TIMEOUT_S
 # sglang schedules a big batch itself; splitting bounds one request's size and duration.
 DEFAULT_BATCH_SIZE = 64
 # Current sglang's name first, the older one where the current is a 404.
@@ -45,7 +43,7 @@ class SglangEngine:
         self.base_url = base_url.rstrip("/")
         self.request_timeout = request_timeout
         self.batch_size = batch_size
-        self._session = requests.Session()
+        self._connection = transport.Connection(connect_timeout_s=CONNECT_TIMEOUT_S)
         self._rows_alike: bool | None = None  # learnt from the server on the first replay
         self._info: Mapping[str, Any] | None = None  # asked on the first server_info
         self._info_path = SERVER_INFO_PATHS[0]  # the one that answered
@@ -71,15 +69,15 @@ class SglangEngine:
             # Bounded as a whole like every request (issue 30: a server dripping this
             # answer held the run for minutes): a timeout here ends the question.
             response = self._request("GET", self.base_url + current, None)
-            missing = response.status_code == 404
-        except requests.Timeout:
+            missing = response.status == 404
+        except transport.Timeout:
             raise self._too_slow(self.base_url + current) from None
-        except requests.RequestException:
+        except transport.TransportError:
             missing = False  # the request below reports the transport failure
             response = None
         path = older if missing else current
         self._info_path = path
-        if response is None or missing or response.status_code >= 400:
+        if response is None or missing or response.status >= 400:
             info = self._call("GET", path)
         else:
             info = _json_of(response, self.base_url + path)
@@ -185,16 +183,9 @@ class SglangEngine:
             answers.extend(items)
         return answers
 
-    def _request(self, method: str, url: str, body: Any) -> requests.Response:
+    def _request(self, method: str, url: str, body: Any) -> transport.Answer:
         """One request, headers and body done within request_timeout, or Timeout."""
-        return deadline.request(
-            self._session,
-            method,
-            url,
-            json=body,
-            timeout=(CONNECT_TIMEOUT_S, self.request_timeout),
-            total_s=self.request_timeout,
-        )
+        return self._connection.request(method, url, body, total_s=self.request_timeout)
 
     def _too_slow(self, url: str) -> EngineError:
         return EngineError(
@@ -206,12 +197,12 @@ class SglangEngine:
         url = self.base_url + path
         try:
             response = self._request(method, url, body)
-        except requests.Timeout:
+        except transport.Timeout:
             raise self._too_slow(url) from None
-        except requests.RequestException as error:
+        except transport.TransportError as error:
             raise EngineError(f"{url} could not be reached: {_reason(error)}") from None
-        if response.status_code >= 400:
-            raise EngineError(f"{url} answered HTTP {response.status_code}: {response.text[:500]}")
+        if response.status >= 400:
+            raise EngineError(f"{url} answered HTTP {response.status}: {response.text[:500]}")
         if not expect_json:
             return None
         return _json_of(response, url)
@@ -228,7 +219,7 @@ def _sampling(params: SamplingParams) -> dict[str, Any]:
     return sampling
 
 
-def _json_of(response: requests.Response, url: str) -> Any:
+def _json_of(response: transport.Answer, url: str) -> Any:
     try:
         return response.json()
     except (ValueError, RecursionError):  # RecursionError: nested too deep
@@ -237,7 +228,7 @@ def _json_of(response: requests.Response, url: str) -> Any:
         ) from None
 
 
-def _reason(error: requests.RequestException) -> str:
+def _reason(error: transport.TransportError) -> str:
     text = str(error)
     return text if len(text) < 300 else text[:300] + "..."
 
