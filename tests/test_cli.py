@@ -206,6 +206,7 @@ def test_run_loads_no_other_engine_check_or_command_helper():
         "kl_bitexact.run.engines.vllm",
         "kl_bitexact.run.engines.llamacpp",
         "kl_bitexact.run.checks.multiturn",
+        "kl_bitexact.run.checks.pressure_restore",
         "kl_bitexact.suite.changes",
         "kl_bitexact.registry.findings_file",
         "kl_bitexact.commands.arguments",

@@ -18,7 +18,6 @@ from kl_bitexact.run.checks import (
     decode_cache_hit,
     match,
     prefill_cache_hit,
-    pressure_restore,
 )
 from kl_bitexact.run.checks.phases import Phases
 from kl_bitexact.run.engines.base import Engine
@@ -35,13 +34,21 @@ def _multiturn(phases: Phases, spec: TestSpec, test_id: str | None) -> TestResul
     return multiturn.run(phases, spec, test_id)
 
 
+def _pressure_restore(phases: Phases, spec: TestSpec, test_id: str | None) -> TestResult:
+    """Loaded for a suite that has such a test, as multi-turn is (it draws its prompts
+    with numpy, which a run of the other checks on a prompts file never imports)."""
+    from kl_bitexact.run.checks import pressure_restore
+
+    return pressure_restore.run(phases, spec, test_id)
+
+
 # One per CheckName (tests/run/test_registries.py holds them equal).
 CHECKS: dict[CheckName, Check] = {
     CheckName.MATCH: match.run,
     CheckName.PREFILL_CACHE_HIT: prefill_cache_hit.run,
     CheckName.DECODE_CACHE_HIT: decode_cache_hit.run,
     CheckName.MULTITURN: _multiturn,
-    CheckName.PRESSURE_RESTORE: pressure_restore.run,
+    CheckName.PRESSURE_RESTORE: _pressure_restore,
     CheckName.ABANDONED_PREFIX_REUSE: abandoned_prefix_reuse.run,
 }
 
