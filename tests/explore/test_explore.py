@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import process_groups
 import pytest
+import sglang_wheel
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -29,7 +32,10 @@ Cli = Callable[..., subprocess.CompletedProcess[str]]
 
 
 def test_explore_finds_the_fault_shrinks_it_and_hands_back_a_suite_that_fails_only_there(
-    cli: Cli, reference_server: Callable[..., Any], tmp_path: Path
+    cli: Cli,
+    reference_server: Callable[..., Any],
+    tmp_path: Path,
+    sglang_oracle: Callable[[str], ModuleType],
 ) -> None:
     faulty = reference_server(*GEOMETRY, *FAULT)
     healthy = reference_server(*GEOMETRY)
@@ -52,6 +58,33 @@ def test_explore_finds_the_fault_shrinks_it_and_hands_back_a_suite_that_fails_on
     )
     assert (
         cli(["run", suite, "--base-url", healthy.url, "--out", str(tmp_path / "h")]).returncode == 0
+    )
+    _assert_unittest_fails_only_on(out / finding["unittest_file"], faulty.url, healthy.url)
+
+
+def _assert_unittest_fails_only_on(test_file: Path, faulty: str, healthy: str) -> None:
+    """The handed-back sglang-style file, run as sglang's CI runs its tests (sglang's own
+    helpers from its wheel), against each server by KL_BITEXACT_BASE_URL."""
+    failed = _unittest(test_file, faulty)
+    assert failed.returncode == 1, failed.stdout[-3000:]
+    assert "1 failed" in failed.stdout
+    passed = _unittest(test_file, healthy)
+    assert passed.returncode == 0, passed.stdout[-3000:]
+    assert "1 passed" in passed.stdout
+
+
+def _unittest(test_file: Path, url: str) -> subprocess.CompletedProcess[str]:
+    scratch = test_file.parent / f"unittest-{url.rsplit(':', 1)[1]}"
+    env = {**sglang_wheel.child_env(scratch), "KL_BITEXACT_BASE_URL": url}
+    command = ["pytest", "--out", str(scratch / "out"), "--", "-p", "sglang_wheel"]
+    return subprocess.run(
+        [sys.executable, "-m", "kl_bitexact", *command, test_file.name],
+        cwd=test_file.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
 
 
@@ -159,7 +192,10 @@ MISCOUNT = ["--fault", "cached-tokens-off-by-one"]
 
 
 def test_explore_judges_cached_tokens_and_finds_a_miscount_no_token_shows(
-    cli: Cli, reference_server: Callable[..., Any], tmp_path: Path
+    cli: Cli,
+    reference_server: Callable[..., Any],
+    tmp_path: Path,
+    sglang_oracle: Callable[[str], ModuleType],
 ) -> None:
     """cached-tokens-off-by-one changes no token: only judging the count against the
     geometry finds it; the handed-back multiturn file fails there and passes on a healthy
@@ -174,7 +210,7 @@ def test_explore_judges_cached_tokens_and_finds_a_miscount_no_token_shows(
     assert found.returncode == 1, found.stderr
     [finding] = json.loads((out / "results.json").read_text())["findings"]
     seen = finding["divergence"]
-    assert seen["kind"] == "cached_tokens" and finding["requests"] <= 4, finding["workload"]
+    assert seen["kind"] == "cached_tokens" and finding["requests"] <= 6, finding["workload"]
     expected, observed = seen["expected_cached_tokens"], seen["cached_tokens"]
     assert expected % 64 == 0 and observed == expected - 1  # on a chunk boundary, one short
     assert f"at most {expected}" in seen["located"] and f"got {observed}" in seen["located"]
@@ -186,6 +222,11 @@ def test_explore_judges_cached_tokens_and_finds_a_miscount_no_token_shows(
     assert (
         cli(["run", suite, "--base-url", healthy.url, "--out", str(tmp_path / "h")]).returncode == 0
     )
+    test_file = out / finding["unittest_file"]
+    _assert_unittest_fails_only_on(test_file, faulty.url, healthy.url)
+    # sglang's own assertion, in the words of sglang PR 24910's CI log
+    said = _unittest(test_file, faulty.url).stdout
+    assert f"expected cached_tokens={expected}, got {observed}" in said
 
 
 def _served(prompt: tuple[int, ...], cached: int | None) -> Served:

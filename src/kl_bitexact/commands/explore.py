@@ -17,9 +17,9 @@ from typing import Any
 
 from kl_bitexact.commands import Command
 from kl_bitexact.errors import ConfigError, ExitCode, Interrupted, ServerError
-from kl_bitexact.explore import handback
+from kl_bitexact.explore import handback, unittest_file
 from kl_bitexact.explore.examples import Examples, open_examples
-from kl_bitexact.explore.execute import execute, handed_back_fails
+from kl_bitexact.explore.execute import Outcome, execute, handed_back_fails
 from kl_bitexact.explore.geometry import Geometry, GeometryError, read_geometry
 from kl_bitexact.explore.hits import Miscount
 from kl_bitexact.explore.search import Found, Search, Tally
@@ -255,10 +255,13 @@ def _finding(
         if execute(engine, found.workload, search.tokens, geometry).findings
     )
     server = _server_block(spec, url)
+    as_sent = execute(engine, found.workload, search.tokens, geometry)
+    test_file = unittest_file.file_name(1)
+    (out / test_file).write_text(_unittest_text(found, as_sent, geometry))
     if isinstance(found.divergence, Miscount):
         handed = _hand_back_miscount(engine, geometry, found, server, out)
     else:
-        handed = _hand_back_batch(engine, geometry, search, server, out)
+        handed = _hand_back_batch(engine, geometry, found, as_sent, server, out)
     return {
         "workload": found.workload.as_list(),
         "requests": found.workload.requests,
@@ -267,18 +270,39 @@ def _finding(
         "repeats": f"{again}/{REPEATS}",
         "deterministic": again == REPEATS,
         "suite_file": SUITE_FILE,
+        "unittest_file": test_file,
         **handed,
     }
 
 
+def _unittest_text(found: Found, as_sent: Outcome, geometry: Geometry) -> str:
+    """The workload with the token ids explore sent, as an sglang-style unittest file."""
+    steps = []
+    for index, step in enumerate(found.workload.steps):
+        if not isinstance(step, Batch):
+            steps.append(unittest_file.ConcreteStep(None))
+            continue
+        prompts = tuple(s.prompt for s in as_sent.served if s.step == index)
+        steps.append(unittest_file.ConcreteStep(prompts, step.max_new_tokens))
+    seen = found.divergence
+    expected = (
+        {(seen.served.step, seen.served.slot): seen.allowed} if isinstance(seen, Miscount) else {}
+    )
+    return unittest_file.unittest_text(
+        index=1, located=seen.as_dict(geometry)["located"], steps=steps, expected_cached=expected
+    )
+
+
 def _hand_back_batch(
-    engine: Engine, geometry: Geometry, search: Search, server: dict[str, Any], out: Path
+    engine: Engine,
+    geometry: Geometry,
+    found: Found,
+    outcome: Outcome,
+    server: dict[str, Any],
+    out: Path,
 ) -> dict[str, Any]:
     """The failing batch as a `prefill_cache_hit` test, run here to say whether it fails."""
-    found = search.tally.found
-    assert found is not None
     step = found.divergence.served.step
-    outcome = execute(engine, found.workload, search.tokens, geometry)
     prompts = [s.prompt for s in outcome.served if s.step == step]
     max_new = max(len(s.generation.output_ids) for s in outcome.served if s.step == step)
     fails, cached = handed_back_fails(engine, prompts, max_new)
