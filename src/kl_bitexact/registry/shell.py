@@ -18,6 +18,7 @@ as a marker so the caller can report it instead of taking it for a literal.
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
 from collections.abc import Collection, Mapping
@@ -174,8 +175,8 @@ class _Follower:
         for line, statement in _statements(text):
             if not self._matters(statement, variables):
                 continue  # tokenizing every echo of a long script is most of the cost
-            for command in _commands(_tokens_or_none(statement)):
-                directory = self.run(command, variables, directory, first + line, depth)
+            for command in _simple_commands(statement):
+                directory = self.run(list(command), variables, directory, first + line, depth)
 
     def _matters(self, statement: str, variables: Mapping[str, str]) -> bool:
         """Whether a logical line can start a runner or a test file (its text, or a
@@ -332,9 +333,15 @@ class _Follower:
         return UNKNOWN_MARK + absolute
 
 
-def _statements(text: str) -> list[tuple[int, str]]:
+@functools.lru_cache(maxsize=1024)
+def _statements(text: str) -> tuple[tuple[int, str], ...]:
     """(0-based first line, text) per logical line: `\\` continuations joined, and a
-    quote left open continued on the next lines (`bash -c "` over several lines)."""
+    quote left open continued on the next lines (`bash -c "` over several lines). Cached:
+    a step's script is followed once per caller and matrix combination."""
+    return tuple(_logical_lines(text))
+
+
+def _logical_lines(text: str) -> list[tuple[int, str]]:
     found: list[tuple[int, str]] = []
     lines = text.splitlines()
     index = 0
@@ -392,6 +399,12 @@ def tokens(line: str) -> list[str]:
         elif match.lastgroup == "word":
             found.append(_unquoted(match.group()))
     return found
+
+
+@functools.lru_cache(maxsize=4096)
+def _simple_commands(statement: str) -> tuple[tuple[str, ...], ...]:
+    """The simple commands of a logical line, each as its words (cached, as `_statements`)."""
+    return tuple(tuple(command) for command in _commands(_tokens_or_none(statement)))
 
 
 def _tokens_or_none(statement: str) -> list[str]:

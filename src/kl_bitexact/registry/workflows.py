@@ -223,6 +223,9 @@ class _Reader:
         # what a script that can run a suite runner or a registered file has in its text
         self.names = re.compile("|".join(map(re.escape, words)) if words else "(?!)")
         self.followed: dict[tuple[str, tuple[tuple[str, str], ...], str], shell.Followed] = {}
+        self.facts: dict[str, tuple[bool, bool, frozenset[str]]] = {}
+        self.named_contexts: dict[tuple[int, int], tuple[Any, Any, bool]] = {}
+        self.expanded: dict[str, frozenset[str]] = {}
         self.contexts: dict[tuple[str, int], list[_Inputs]] = {}
         self.checkout = checkout
         self.out = _Collector()
@@ -389,7 +392,7 @@ class _Reader:
         if not self._may_start_runner(text, context["env"]):
             return
         env = {}
-        for key in _referenced(text, context["env"]):
+        for key in _referenced(self._expands(text), context["env"]):
             value = context["env"][key]
             if isinstance(value, str):
                 env[key] = value
@@ -425,19 +428,47 @@ class _Reader:
         name in (a matrix or input value holding one, or any `env.`), or a variable it
         expands is set in `env:`. Most steps install, build or upload: they are skipped
         without evaluating anything."""
-        if self.names.search(script) or "kl-bitexact" in script or "kl_bitexact" in script:
+        named, expressions_may_name, referenced = self._script_facts(script)
+        if named:
             return True
-        if "${{" in script and ("env." in script or self._names_in(context)):
+        if expressions_may_name and ("env." in script or self._names_in(context)):
             return True
         env = context["env"]
         if "$" not in script or not isinstance(env, _LazyEnv):
             return "$" in script
-        referenced = {plain or braced for braced, _, plain in shell.VARIABLE.findall(script)}
         return bool(referenced & env.raw_keys())
 
+    def _script_facts(self, script: str) -> tuple[bool, bool, frozenset[str]]:
+        """What `_worth_reading` reads from the script alone, once per distinct script (a
+        step is read once per caller and matrix combination): whether it names a runner,
+        a registered path or kl-bitexact; whether it has an expression; the variables it
+        expands."""
+        facts = self.facts.get(script)
+        if facts is None:
+            named = bool(self.names.search(script)) or "kl-bitexact" in script
+            named = named or "kl_bitexact" in script
+            facts = self.facts[script] = (named, "${{" in script, self._expands(script))
+        return facts
+
+    def _expands(self, text: str) -> frozenset[str]:
+        """The variables a script expands (`$NAME`, `${NAME}`, ...), once per text."""
+        found = self.expanded.get(text)
+        if found is None:
+            variables = shell.VARIABLE.findall(text) if "$" in text else []
+            found = frozenset(plain or braced for braced, _, plain in variables)
+            self.expanded[text] = found
+        return found
+
     def _names_in(self, context: Any) -> bool:
-        """Whether an input or matrix value holds a runner's or a registered path's name."""
-        return any(_holds(values, self.names) for values in (context["inputs"], context["matrix"]))
+        """Whether an input or matrix value holds a runner's or a registered path's name
+        (once per job context: its steps share the same inputs and matrix)."""
+        inputs, matrix = context["inputs"], context["matrix"]
+        key = (id(inputs), id(matrix))
+        known = self.named_contexts.get(key)
+        if known is None or known[0] is not inputs or known[1] is not matrix:
+            found = any(_holds(values, self.names) for values in (inputs, matrix))
+            known = self.named_contexts[key] = (inputs, matrix, found)  # kept: ids stay theirs
+        return known[2]
 
     def _may_start_runner(self, text: str, env: Mapping[str, Any]) -> bool:
         """Whether the script can start a suite runner at all: the runner's file name is in
@@ -450,7 +481,7 @@ class _Reader:
             return False
         # Only a variable the script expands can bring a name in; an environment none of
         # whose keys the script names is never evaluated.
-        referenced = {plain or braced for braced, _, plain in shell.VARIABLE.findall(text)}
+        referenced = self._expands(text)
         if isinstance(env, _LazyEnv) and not referenced & env.raw_keys():
             return False
         values = [env.get(key) for key in referenced]
@@ -851,15 +882,18 @@ class _LazyEnv(Mapping[str, Any]):
         self._inputs = inputs
         self._matrix = matrix
         self._values: dict[str, Any] = {}
+        self._keys: frozenset[str] | None = None
 
-    def raw_keys(self) -> set[str]:
+    def raw_keys(self) -> frozenset[str]:
         """The names the environment sets, without evaluating a value."""
-        keys: set[str] = set()
-        for node in self._levels:
-            values = node.get("env") if isinstance(node, dict) else None
-            if isinstance(values, dict):
-                keys.update(str(key) for key in values)
-        return keys
+        if self._keys is None:
+            keys: set[str] = set()
+            for node in self._levels:
+                values = node.get("env") if isinstance(node, dict) else None
+                if isinstance(values, dict):
+                    keys.update(str(key) for key in values)
+            self._keys = frozenset(keys)
+        return self._keys
 
     def __getitem__(self, key: str) -> Any:
         if key not in self._values:
@@ -884,9 +918,8 @@ class _LazyEnv(Mapping[str, Any]):
         return len(self.raw_keys())
 
 
-def _referenced(text: str, env: Mapping[str, Any]) -> list[str]:
-    """The environment's names the script expands (`$NAME`, `${NAME}`, ...)."""
-    named = {plain or braced for braced, _, plain in shell.VARIABLE.findall(text)}
+def _referenced(named: frozenset[str], env: Mapping[str, Any]) -> list[str]:
+    """The environment's names among those a script expands."""
     keys = env.raw_keys() if isinstance(env, _LazyEnv) else set(env)
     return sorted(named & keys)
 
