@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import Any
 
 import process_groups
 import pytest
-import sglang_wheel
+from explore_unittest import assert_unittest_fails_only_on, run_unittest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -59,33 +58,7 @@ def test_explore_finds_the_fault_shrinks_it_and_hands_back_a_suite_that_fails_on
     assert (
         cli(["run", suite, "--base-url", healthy.url, "--out", str(tmp_path / "h")]).returncode == 0
     )
-    _assert_unittest_fails_only_on(out / finding["unittest_file"], faulty.url, healthy.url)
-
-
-def _assert_unittest_fails_only_on(test_file: Path, faulty: str, healthy: str) -> None:
-    """The handed-back sglang-style file, run as sglang's CI runs its tests (sglang's own
-    helpers from its wheel), against each server by KL_BITEXACT_BASE_URL."""
-    failed = _unittest(test_file, faulty)
-    assert failed.returncode == 1, failed.stdout[-3000:]
-    assert "1 failed" in failed.stdout
-    passed = _unittest(test_file, healthy)
-    assert passed.returncode == 0, passed.stdout[-3000:]
-    assert "1 passed" in passed.stdout
-
-
-def _unittest(test_file: Path, url: str) -> subprocess.CompletedProcess[str]:
-    scratch = test_file.parent / f"unittest-{url.rsplit(':', 1)[1]}"
-    env = {**sglang_wheel.child_env(scratch), "KL_BITEXACT_BASE_URL": url}
-    command = ["pytest", "--out", str(scratch / "out"), "--", "-p", "sglang_wheel"]
-    return subprocess.run(
-        [sys.executable, "-m", "kl_bitexact", *command, test_file.name],
-        cwd=test_file.parent,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    assert_unittest_fails_only_on(out / finding["unittest_file"], faulty.url, healthy.url)
 
 
 def test_a_healthy_server_reports_nothing(
@@ -223,9 +196,9 @@ def test_explore_judges_cached_tokens_and_finds_a_miscount_no_token_shows(
         cli(["run", suite, "--base-url", healthy.url, "--out", str(tmp_path / "h")]).returncode == 0
     )
     test_file = out / finding["unittest_file"]
-    _assert_unittest_fails_only_on(test_file, faulty.url, healthy.url)
+    assert_unittest_fails_only_on(test_file, faulty.url, healthy.url)
     # sglang's own assertion, in the words of sglang PR 24910's CI log
-    said = _unittest(test_file, faulty.url).stdout
+    said = run_unittest(test_file, faulty.url).stdout
     assert f"expected cached_tokens={expected}, got {observed}" in said
 
 

@@ -17,13 +17,19 @@ from typing import Any
 
 from kl_bitexact.commands import Command
 from kl_bitexact.errors import ConfigError, ExitCode, Interrupted, ServerError
-from kl_bitexact.explore import handback, unittest_file
+from kl_bitexact.explore import handback, pressure, unittest_file
 from kl_bitexact.explore.examples import Examples, open_examples
-from kl_bitexact.explore.execute import Outcome, execute, handed_back_fails
+from kl_bitexact.explore.execute import (
+    Divergence,
+    Outcome,
+    execute,
+    handed_back_fails,
+    pressure_prompts,
+)
 from kl_bitexact.explore.geometry import Geometry, GeometryError, read_geometry
 from kl_bitexact.explore.hits import Miscount
 from kl_bitexact.explore.search import Found, Search, Tally
-from kl_bitexact.explore.workload import Batch
+from kl_bitexact.explore.workload import Batch, Pressure, Tokens
 from kl_bitexact.results.model import Status
 from kl_bitexact.run import engines
 from kl_bitexact.run.checks import run_check
@@ -191,6 +197,10 @@ def _explore(args: argparse.Namespace, spec: ServerSpec, server: Server, report:
     if examples is not None:
         report.examples = {"path": str(examples.path), "replayed_first": examples.saved()}
         _say(f"explore: example database {examples.path}: {examples.saved()} saved failure(s)")
+    unfillable = pressure.unfillable(geometry)
+    if unfillable:
+        report.notes.append(unfillable)
+        _say(f"explore: {unfillable}")
     search = Search(
         engine,
         geometry,
@@ -257,9 +267,11 @@ def _finding(
     server = _server_block(spec, url)
     as_sent = execute(engine, found.workload, search.tokens, geometry)
     test_file = unittest_file.file_name(1)
-    (out / test_file).write_text(_unittest_text(found, as_sent, geometry))
+    (out / test_file).write_text(_unittest_text(found, as_sent, search.tokens, geometry))
     if isinstance(found.divergence, Miscount):
         handed = _hand_back_miscount(engine, geometry, found, server, out)
+    elif _pressure_before(found) and found.divergence.served.generation.cached_tokens:
+        handed = _hand_back_pressure(engine, geometry, found, server, out)
     else:
         handed = _hand_back_batch(engine, geometry, found, as_sent, server, out)
     return {
@@ -275,10 +287,16 @@ def _finding(
     }
 
 
-def _unittest_text(found: Found, as_sent: Outcome, geometry: Geometry) -> str:
+def _unittest_text(found: Found, as_sent: Outcome, tokens: Tokens, geometry: Geometry) -> str:
     """The workload with the token ids explore sent, as an sglang-style unittest file."""
     steps = []
     for index, step in enumerate(found.workload.steps):
+        if isinstance(step, Pressure):
+            # The pressure prompts as one batch; one new token each (their pages are the
+            # same: a request's last token is never cached) keeps the file's replay simple.
+            filled = tuple(pressure_prompts(step, index, tokens, geometry))
+            steps.append(unittest_file.ConcreteStep(filled, 1))
+            continue
         if not isinstance(step, Batch):
             steps.append(unittest_file.ConcreteStep(None))
             continue
@@ -343,6 +361,48 @@ def _hand_back_miscount(
             located=miscount.locate(geometry),
         )
     )
+    [test] = suite_file.load(out / SUITE_FILE)[0].tests
+    result = run_check(engine, test)
+    fails = result.status is Status.FAILED
+    verdict = "fails here, as explored" if fails else "does NOT fail here"
+    return {"handback": f"{verdict}: {result.message}", "handback_fails": fails}
+
+
+def _pressure_before(found: Found) -> float | None:
+    """The most pressure the workload sent before the step that diverged (as a multiple of
+    the pool); None when it sent none there."""
+    step = found.divergence.served.step
+    sent = [s.quarters for s in found.workload.steps[:step] if isinstance(s, Pressure)]
+    return max(sent) / 4 if sent else None
+
+
+def _hand_back_pressure(
+    engine: Engine, geometry: Geometry, found: Found, server: dict[str, Any], out: Path
+) -> dict[str, Any]:
+    """A divergence after pressure as a `pressure_restore` test whose shared prefix is the
+    hit that diverged; the written file's test is run here by the check `run` uses."""
+    divergence = found.divergence
+    assert isinstance(divergence, Divergence)
+    cached = divergence.served.generation.cached_tokens or geometry.page_size
+    step = found.workload.steps[divergence.served.step]
+    assert isinstance(step, Batch)
+    (out / SUITE_FILE).write_text(
+        handback.pressure_suite_text(
+            name="explore-finding-1",
+            server=server,
+            prefix_tokens=cached,
+            # Two pages past the prefix: each branch leaves it with a page of its own.
+            suffix_tokens=2 * geometry.page_size,
+            pressure=_pressure_before(found) or 1.0,
+            max_new_tokens=step.max_new_tokens,
+            geometry=geometry,
+            located=divergence.as_dict(geometry)["located"],
+        )
+    )
+    return _run_handed_back(engine, out)
+
+
+def _run_handed_back(engine: Engine, out: Path) -> dict[str, Any]:
     [test] = suite_file.load(out / SUITE_FILE)[0].tests
     result = run_check(engine, test)
     fails = result.status is Status.FAILED

@@ -20,7 +20,7 @@ from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 from kl_bitexact.explore.geometry import Geometry
 
 # Changed whenever the workload strategy changes shape, so old entries are not misread.
-STRATEGY_VERSION = 1
+STRATEGY_VERSION = 2  # 2: Pressure steps
 
 
 @dataclass(frozen=True)

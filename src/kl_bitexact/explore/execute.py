@@ -6,13 +6,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kl_bitexact.explore import pressure
 from kl_bitexact.explore.geometry import Geometry
 from kl_bitexact.explore.hits import Miscount, miscounts
-from kl_bitexact.explore.workload import Batch, Tokens, Workload
+from kl_bitexact.explore.workload import Batch, Pressure, Tokens, Workload
 from kl_bitexact.run.engines.base import Engine, Generation, SamplingParams
 
 # Sequences are cut to this many tokens (prompt and answer), well inside any context.
 MAX_SEQUENCE = 2048
+# Pressure prompts go to the server this many to a request.
+PRESSURE_BATCH = 16
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,9 @@ def locate(divergence: Divergence, geometry: Geometry) -> str:
     hit = "no cached_tokens reported" if cached is None else f"cached prefix {cached} tokens"
     if cached:
         hit += f" ({geometry.describe(cached)})"
+    host = served.generation.cached_from_host
+    if host:
+        hit += f", {host} of them restored from the host tier"
     others = [c for i, c in enumerate(served.batch_cached) if i != served.slot]
     cold = sum(1 for c in others if c == 0)
     warm = len(others) - cold
@@ -93,6 +99,9 @@ def execute(engine: Engine, workload: Workload, tokens: Tokens, geometry: Geomet
     cached_since_flush: list[tuple[int, ...]] = []
     wrong: list[Miscount] = []
     for step_index, step in enumerate(workload.steps):
+        if isinstance(step, Pressure):
+            cached_since_flush += press(engine, step, step_index, tokens, geometry)
+            continue
         if not isinstance(step, Batch):
             engine.flush()
             cached_since_flush = []
@@ -105,6 +114,25 @@ def execute(engine: Engine, workload: Workload, tokens: Tokens, geometry: Geomet
         cached_since_flush += answered
     divergences = tuple(_compare(engine, served, sequences))
     return Outcome(tuple(served), divergences, tuple(wrong))
+
+
+def press(
+    engine: Engine, step: Pressure, step_index: int, tokens: Tokens, geometry: Geometry
+) -> list[tuple[int, ...]]:
+    """Send the step's pressure prompts (fresh tokens, no new ones); the prompts sent."""
+    sent = pressure_prompts(step, step_index, tokens, geometry)
+    params = SamplingParams(max_new_tokens=0, temperature=0.0, seed=0)
+    for first in range(0, len(sent), PRESSURE_BATCH):
+        engine.generate(sent[first : first + PRESSURE_BATCH], params)
+    return sent
+
+
+def pressure_prompts(
+    step: Pressure, step_index: int, tokens: Tokens, geometry: Geometry
+) -> list[tuple[int, ...]]:
+    """The prompts a Pressure step sends (the same for the same seed)."""
+    lengths = pressure.prompt_lengths(geometry, step.quarters)
+    return [tuple(tokens.filler(step_index, i, n)) for i, n in enumerate(lengths)]
 
 
 def _serve(

@@ -24,6 +24,10 @@ class Geometry:
     window: int | None
     vocab_size: int
     deterministic: bool
+    # The device pool in tokens (sglang's max_total_tokens) and whether evicted pages go to
+    # a host tier (enable_hierarchical_cache): what pressure is sized from and what it hits.
+    pool_tokens: int | None = None
+    host_tier: bool = False
 
     def boundaries(self) -> dict[str, int]:
         """Each named boundary size the server reported."""
@@ -70,6 +74,8 @@ class Geometry:
             "sliding_window_size": self.window,
             "vocab_size": self.vocab_size,
             "enable_deterministic_inference": self.deterministic,
+            "max_total_tokens": self.pool_tokens,
+            "enable_hierarchical_cache": self.host_tier,
         }
 
 
@@ -86,7 +92,22 @@ def read_geometry(info: Mapping[str, Any], source: str) -> Geometry:
         window=_size(info, "sliding_window_size", source),
         vocab_size=_size(info, "vocab_size", source) or DEFAULT_VOCAB,
         deterministic=info.get("enable_deterministic_inference") is True,
+        pool_tokens=_pool(info, source),
+        host_tier=info.get("enable_hierarchical_cache") is True,
     )
+
+
+def _pool(info: Mapping[str, Any], source: str) -> int | None:
+    """The device pool: `max_total_tokens` as the server resolved it, else sglang's
+    scheduler's `max_total_num_tokens` (top level or its first `internal_states` entry)."""
+    states = info.get("internal_states")
+    scheduler = states[0] if isinstance(states, list) and states else {}
+    for where in (info, scheduler if isinstance(scheduler, Mapping) else {}):
+        for key in ("max_total_tokens", "max_total_num_tokens"):
+            size = _size(where, key, source)
+            if size is not None:
+                return size
+    return None
 
 
 def _size(info: Mapping[str, Any], key: str, source: str) -> int | None:

@@ -108,3 +108,47 @@ def _expected_facts(geometry: Geometry) -> dict[str, Any]:
     }
     expect["disable_radix_cache"] = False
     return expect
+
+
+def pressure_suite_text(
+    *,
+    name: str,
+    server: Mapping[str, Any],
+    prefix_tokens: int,
+    suffix_tokens: int,
+    pressure: float,
+    max_new_tokens: int,
+    geometry: Geometry,
+    located: str,
+) -> str:
+    """The suite file's YAML for a divergence after pressure: one `pressure_restore` test
+    whose shared prefix is the hit that diverged, two branches from it, the pressure the
+    workload sent (as a multiple of the pool), and a probe that must come back from the
+    host tier and match its replay."""
+    expect = _expected_facts(geometry)
+    # The pool the pressure is sized from, and the host tier it sends the prefix to.
+    expect["enable_hierarchical_cache"] = True
+    if geometry.pool_tokens is not None:
+        expect["max_total_tokens"] = {"at_most": geometry.pool_tokens}
+    suite = {
+        "name": name,
+        "server": {**server, "expect": expect},
+        "tests": [
+            {
+                "name": "explored_pressure",
+                "check": "pressure_restore",
+                "groups": 1,
+                "branches": 2,
+                "prefix_tokens": prefix_tokens,
+                "turn_suffix_tokens": [suffix_tokens],
+                "pressure": pressure,
+                "max_new_tokens": max_new_tokens,
+                "vocab_size": geometry.vocab_size,
+                "temperature": 0.0,
+                "exact": True,
+                "min_cache_hit_ratio": 1.0,
+            }
+        ],
+    }
+    header = f"# Found by `kl-bitexact explore`: {located}\n"
+    return header + yaml.safe_dump([suite], sort_keys=False)

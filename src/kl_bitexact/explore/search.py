@@ -30,7 +30,7 @@ PROGRESS_EVERY_S = 5.0
 # Shrinking may use what is left of the budget, but at least this share of it.
 SHRINK_SHARE = 0.3
 # The last part of the shrinking time is kept for leaving out steps and prompts one by one.
-LEAVE_OUT_SHARE = 0.1
+LEAVE_OUT_SHARE = 0.3
 
 
 @dataclass

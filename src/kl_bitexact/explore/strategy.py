@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
+from kl_bitexact.explore import pressure
 from kl_bitexact.explore.geometry import Geometry
-from kl_bitexact.explore.workload import ROOTS, Batch, Flush, Prompt, Step, Workload
+from kl_bitexact.explore.workload import ROOTS, Batch, Flush, Pressure, Prompt, Step, Workload
 
 MAX_STEPS = 6
 MAX_BATCH = 4
@@ -29,16 +30,31 @@ def prompts(geometry: Geometry, longest: int) -> st.SearchStrategy[Prompt]:
     )
 
 
-def steps(geometry: Geometry, longest: int) -> st.SearchStrategy[Step]:
+def steps(geometry: Geometry, longest: int) -> st.SearchStrategy[Step | tuple[Pressure, Batch]]:
     batch = st.builds(
         Batch,
         prompts=st.lists(prompts(geometry, longest), min_size=1, max_size=MAX_BATCH).map(tuple),
         max_new_tokens=st.integers(1, MAX_NEW_TOKENS),
     )
-    return st.one_of(batch, st.just(Flush()))
+    if pressure.unfillable(geometry):
+        return st.one_of(batch, st.just(Flush()))
+    # Pressure is drawn with the batch that follows it: a batch after pressure is what
+    # can reuse (and so restore) what the pressure evicted.
+    pressed = st.tuples(st.builds(Pressure, st.integers(*pressure.QUARTERS)), batch)
+    return st.one_of(batch, st.just(Flush()), pressed)
 
 
 def workloads(geometry: Geometry, longest: int) -> st.SearchStrategy[Workload]:
-    """Workloads of up to MAX_STEPS steps whose prompts sit on and beside the boundaries."""
+    """Workloads of up to MAX_STEPS batches or flushes (each batch perhaps after pressure)
+    whose prompts sit on and beside the boundaries."""
     listed = st.lists(steps(geometry, longest), min_size=1, max_size=MAX_STEPS)
-    return listed.map(lambda items: Workload(tuple(items)))
+    return listed.map(_flattened)
+
+
+def _flattened(items: list[Step | tuple[Pressure, Batch]]) -> Workload:
+    """The steps in order, a pressure and its batch as two steps."""
+    return Workload(tuple(step for item in items for step in _as_steps(item)))
+
+
+def _as_steps(item: Step | tuple[Pressure, Batch]) -> tuple[Step, ...]:
+    return item if isinstance(item, tuple) else (item,)

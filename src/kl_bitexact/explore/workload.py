@@ -47,7 +47,15 @@ class Flush:
     pass
 
 
-Step = Batch | Flush
+@dataclass(frozen=True)
+class Pressure:
+    """Fresh prompts of `quarters` / 4 x the server's device pool, no new tokens: everything
+    cached before them is evicted (to the host tier, where there is one)."""
+
+    quarters: int
+
+
+Step = Batch | Flush | Pressure
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,8 @@ class Workload:
 def _step_dict(step: Step) -> dict[str, Any]:
     if isinstance(step, Flush):
         return {"flush": True}
+    if isinstance(step, Pressure):
+        return {"pressure": step.quarters / 4}
     prompts = [prompt.as_dict() for prompt in step.prompts]
     return {"batch": prompts, "max_new_tokens": step.max_new_tokens}
 
@@ -81,6 +91,10 @@ class Tokens:
 
     def own(self, salt: int, index: int, length: int) -> list[int]:
         return self._draw(f"own-{salt}-{index}", length)
+
+    def filler(self, step: int, index: int, length: int) -> list[int]:
+        """Pressure prompt `index` of step `step`: tokens no workload prompt shares."""
+        return self._draw(f"fill-{step}-{index}", length)
 
     def _draw(self, name: str, length: int) -> list[int]:
         rng = random.Random(f"{self.seed}-{name}")
@@ -105,7 +119,7 @@ def smaller(workload: Workload) -> Iterator[Workload]:
     positions = _positions(workload)
     steps = workload.steps
     for index, step in enumerate(steps if len(steps) > 1 else ()):
-        if isinstance(step, Flush):
+        if not isinstance(step, Batch):
             yield Workload((*steps[:index], *steps[index + 1 :]))
         else:
             yield _without(workload, set(positions[index]))
@@ -130,7 +144,7 @@ def _without(workload: Workload, gone: set[int]) -> Workload:
     steps: list[Step] = []
     position = earlier = 0
     for step in workload.steps:
-        if isinstance(step, Flush):
+        if not isinstance(step, Batch):
             steps.append(step)
             continue
         kept = []
