@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -65,6 +67,26 @@ class RepoState:
 
 
 def read(root: Path, config: RegistryConfig) -> RepoState:
+    with _collector_paused():
+        return _read(root, config)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cycle collector paused while a repository is read: the read allocates a
+    few hundred thousand small objects and leaves no cycles behind (none were found after
+    a read of sglang), yet the collector ran ~110 times during it, 5-7% of a cold lint's
+    CPU. Every input is bounded, so the memory is too."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _read(root: Path, config: RegistryConfig) -> RepoState:
     if not root.is_dir():
         raise ConfigError(f"{root}: repository root not found", hint="pass --root DIR")
     semantics = _semantics(root, config)
