@@ -437,10 +437,36 @@ def _not_exercised() -> Scenario:
     return Scenario("not_exercised", head, base)
 
 
+def _not_judged() -> Scenario:
+    """`kl-bitexact pytest` of sglang's files on the reference engine: tests skipped for a
+    path the engine lacks are not judged (never red, never green), one of them run on the
+    base; a red test beside them gets pytest's command to run it again."""
+    real_model = "not judged on the reference engine: needs a real model (few_shot_gsm8k)"
+    flag = "not judged on the reference engine: needs --enable-int8-mamba-checkpoint"
+    skipped = r.Status.SKIPPED
+    unjudged = (
+        r.TestResult("test_gsm8k.py::TestEval::test_gsm8k", "pytest", skipped, message=real_model),
+        r.TestResult("test_gsm8k.py::TestEval::test_mmlu", "pytest", skipped, message=real_model),
+        r.TestResult("test_int8.py::TestInt8::test_decode_kl", "pytest", skipped, message=flag),
+    )
+    red = red_hicache("test_hicache.py::TestHiCache::test_decode_kl[page-128]")
+    head = results(*unjudged, red, *GREEN, suite="test_hicache.py")
+    suite = dataclasses.replace(
+        head.suites[0], file=None, rerun=("kl-bitexact", "pytest", "--exact", "--")
+    )
+    head = dataclasses.replace(head, suites=(suite,))
+    ran = check_result(unjudged[2].id)
+    base = results(
+        ran, check_result(red.id), *GREEN, suite="test_hicache.py", commit="0f9e8d7c6b5a"
+    )
+    return Scenario("not_judged", head, base)
+
+
 SCENARIOS: tuple[Callable[[], Scenario], ...] = (
     _all_green,
     _regression,
     _not_exercised,
+    _not_judged,
     _dead_server,
     _crashed_server,
     _expected_red,

@@ -44,6 +44,8 @@ from typing import Any
 import process_groups
 import requests
 
+from kl_bitexact.results import verdict
+
 SGLANG_VERSION = "0.5.23"
 # The wheel is platform-specific only for its compiled parts; the test helpers are pure Python.
 # These flags let pip fetch the published Linux wheel from any machine.
@@ -289,7 +291,8 @@ IMPLIED_VALUES: dict[str, frozenset[str]] = {
 # with --overlap-schedule, but which prefill positions they keep differs (measured on
 # sglang's August 2026 files: prefill hits 16/32 where sglang asserts more than half, with a
 # track interval of 2 on pages of 1 or 2): they stay "needs" until the engine models it.
-NOT_JUDGED = "not judged on the reference engine"
+# The skip reason kl-bitexact reads as "not judged" (results/verdict.py: one wording).
+NOT_JUDGED = verdict.NOT_JUDGED
 SERVED_CONTEXT_LENGTH = 32768
 # sglang's files draw random token ids up to 30000 (`rng.randint(1, 30000)`); real
 # tokenizers have 150k+ ids. The engine's extra ids cost memory, not time (reference-engine.md).

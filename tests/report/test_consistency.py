@@ -149,3 +149,30 @@ def test_every_state_has_its_words_and_no_two_states_share_a_word():
     assert {v.value for v in Verdict} <= {k.value for k in states.Kind}
     words = [w.one for w in states.WORDS.values()]
     assert len(set(words)) == len(words)
+
+
+def test_the_goldens_hold_every_outcome_of_issue_37():
+    """A golden per outcome, each read by the test above: all green, a regression, could not
+    run, flaky, a known failure let through, expected red, not exercised and not judged on the
+    reference engine; the base line's words for the last two are their own."""
+    seen = Counter[states.Kind]()
+    words: set[str] = set()
+    for scenario in SCENARIOS:
+        said = read(scenario.render())
+        seen += said.rows + said.counts
+        words |= set(said.base_words)
+    outcomes = {
+        states.Kind.OK,
+        states.Kind.REGRESSION,
+        states.Kind.COULD_NOT_RUN,
+        states.Kind.FLAKY,
+        states.Kind.KNOWN,
+        states.Kind.EXPECTED_RED,
+        states.Kind.NOT_EXERCISED,
+        states.Kind.NOT_JUDGED,
+    }
+    assert outcomes <= set(seen), outcomes - set(seen)
+    assert {"newly not exercised", "newly not judged"} <= words
+    assert "newly not run" not in {
+        said for s in SCENARIOS if s.name == "not_exercised" for said in read(s.render()).base_words
+    }

@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from kl_bitexact.compare.comparison import compare
 from kl_bitexact.errors import ConfigError, ExitCode
+from kl_bitexact.report import terminal
 from kl_bitexact.results import io as results_io
+from kl_bitexact.results import verdict as numbers
 from kl_bitexact.results.model import (
     Cause,
     PlannedTest,
@@ -57,8 +59,11 @@ def import_and_write(
         run = dataclasses.replace(imported.run, finished=complete)
         imported = dataclasses.replace(imported, run=run)
     write_and_list(imported, out_path)
-    # The gate's verdict of these results without a base, as `report` gives it.
-    code = compare(imported, None).decision.exit_code
+    # The gate's verdict of these results without a base, as `report` gives it, and its
+    # tally in the words of every report (`20 ok, 115 not judged on the reference engine`).
+    comparison = compare(imported, None)
+    code = comparison.decision.exit_code
+    print(terminal.tally(comparison))
     if code is ExitCode.COULD_NOT_RUN:
         print(f"kl-bitexact: {_could_not_run(imported, junit_path)}", file=sys.stderr)
     return int(code)
@@ -127,7 +132,8 @@ def write_and_list(results: Results, out_path: Path) -> None:
     results_io.write_atomic(results, out_path)
     for _, test in results.all_tests():
         print(f"{test.status.value:8} {test.id}{_metrics(test)}")
-        if test.status is Status.NOT_EXERCISED:  # which fact, and what the server said
+        # Which fact, and what the server said; what a test not judged needs.
+        if test.status is Status.NOT_EXERCISED or numbers.needs(test):
             print(f"  {escape.terminal(test.message, 1000)}")
     print(f"kl-bitexact: wrote {out_path}")
 

@@ -74,6 +74,8 @@ class Verdict(str, Enum):
     # passed, but its check is no KL check and it recorded nothing: a plain test whose own
     # assertions passed (`results.verdict.not_a_kl_check`); never shown as a KL pass
     NOT_A_KL_CHECK = "not_a_kl_check"
+    # skipped: the engine it ran on lacks a path it needs (`results.verdict.needs`)
+    NOT_JUDGED = "not_judged"
     SKIPPED = "skipped"
     OK = "ok"
 
@@ -165,7 +167,7 @@ def verdict(test: TestResult, states: Sequence[BlockerState]) -> Verdict:
     if test.status is Status.NOT_EXERCISED:
         return Verdict.NOT_EXERCISED
     if test.status is Status.SKIPPED:
-        return Verdict.SKIPPED
+        return Verdict.NOT_JUDGED if numbers.needs(test) else Verdict.SKIPPED
     if test.status is Status.FLAKY:
         return Verdict.FLAKY
     red = test.status in RED

@@ -20,6 +20,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, NamedTuple
 
 from kl_bitexact.compare.blockers import BlockerState, effective_state
+from kl_bitexact.results import verdict as numbers
 from kl_bitexact.results.model import Status
 
 if TYPE_CHECKING:  # gate.py words its reasons with this module; the deltas are built on it
@@ -44,6 +45,7 @@ class Kind(str, Enum):
     UNEXPECTED_GREEN = "unexpected_green"
     UNBLOCKED = "unblocked"
     NOT_A_KL_CHECK = "not_a_kl_check"  # passed, but a plain test: no KL was checked
+    NOT_JUDGED = "not_judged"  # skipped: the engine lacks a path it needs
     SKIPPED = "skipped"
     REMOVED = "removed"
     OK = "ok"
@@ -76,6 +78,9 @@ WORDS: dict[Kind, Word] = {
     Kind.UNEXPECTED_GREEN: Word("🟡", "unexpected green", "unexpected green"),
     Kind.UNBLOCKED: Word("🔓", "unblocked", "unblocked"),
     Kind.NOT_A_KL_CHECK: Word("☑️", "passed - not a KL check", "passed - not KL checks"),
+    Kind.NOT_JUDGED: Word(
+        "🧩", "not judged on the reference engine", "not judged on the reference engine"
+    ),
     Kind.SKIPPED: Word("⏭️", "skipped", "skipped"),
     Kind.REMOVED: Word("🗑️", "removed", "removed"),
     Kind.OK: Word("✅", "ok", "ok"),
@@ -100,20 +105,27 @@ class State:
     gating: bool
     known: str = ""  # `3 of the last 8 on main`
     blockers: tuple[Blocker, ...] = ()
+    needs: str = ""  # what a test not judged needs: `a real model (...)`
 
     @property
     def word(self) -> Word:
         return WORDS[self.kind]
 
-    def text(self, ref: Callable[[Blocker], str] = plain_ref) -> str:
+    def text(
+        self, ref: Callable[[Blocker], str] = plain_ref, outside: Callable[[str], str] = str
+    ) -> str:
         """`regression`, `expected red (blocked by owner/repo#1)`, `known failure (3 of the
-        last 8 on main) - let through`; `ref` writes a blocker (a link in Markdown)."""
-        return self.word.one + _detail(self, ref) + self.word.after
+        last 8 on main) - let through`, `not judged on the reference engine: needs a real
+        model`; `ref` writes a blocker (a link in Markdown), `outside` the words that came from
+        outside (a branch's name, a skip reason: escaped for Markdown)."""
+        return self.word.one + _detail(self, ref, outside) + self.word.after
 
 
-def _detail(state: State, ref: Callable[[Blocker], str]) -> str:
+def _detail(state: State, ref: Callable[[Blocker], str], outside: Callable[[str], str]) -> str:
+    if state.needs:
+        return f": needs {outside(state.needs)}"
     if state.known:
-        return f" ({state.known})"
+        return f" ({outside(state.known)})"
     if not state.blockers:
         return ""
     refs = ", ".join(ref(b) for b in state.blockers)
@@ -131,7 +143,8 @@ def of(delta: TestDelta, history: History | None = None) -> State:
         return State(Kind.REMOVED, False)
     if delta.known_let_through:
         return State(Kind.KNOWN, delta.gating, _known(delta.id, history))
-    return State(Kind(delta.verdict.value), delta.gating, blockers=delta.blockers)
+    needs = (delta.head and numbers.needs(delta.head)) or ""
+    return State(Kind(delta.verdict.value), delta.gating, blockers=delta.blockers, needs=needs)
 
 
 def _known(test_id: str, history: History | None) -> str:
@@ -167,6 +180,8 @@ AGAINST_BASE = (
     "newly flaky",
     "newly green",
     "newly not run",
+    "newly not exercised",
+    "newly not judged",
     "new",
     "removed",
     "unchanged",
@@ -183,7 +198,12 @@ def against_base(delta: TestDelta) -> str | None:
         return "newly flaky" if base.status is not Status.FLAKY else "unchanged"
     if moved == "newly red" and base.status is Status.FAILED:  # red there, far worse here
         return "worse (red on base too)"
+    if moved == "newly not run":  # it ran, but not measured: say how (its state's word)
+        return _UNMEASURED.get(delta.verdict.value if delta.verdict else "", moved)
     return moved
+
+
+_UNMEASURED = {"not_exercised": "newly not exercised", "not_judged": "newly not judged"}
 
 
 _MOVED = {

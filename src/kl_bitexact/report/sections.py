@@ -86,7 +86,8 @@ def _split_rows(deltas: Iterable[TestDelta]) -> tuple[list[TestDelta], list[Test
 def _needs_attention(delta: TestDelta) -> bool:
     if delta.transition in (Transition.REMOVED, Transition.NEWLY_NOT_RUN) or delta.knobs:
         return True
-    return delta.verdict not in (Verdict.OK, Verdict.NOT_A_KL_CHECK, Verdict.SKIPPED)
+    quiet = (Verdict.OK, Verdict.NOT_A_KL_CHECK, Verdict.NOT_JUDGED, Verdict.SKIPPED)
+    return delta.verdict not in quiet
 
 
 def _rank(delta: TestDelta) -> int:
@@ -259,9 +260,13 @@ def _hits_detail(hits: CacheHits) -> str:
     return f"cache hits {hits_long(hits)}"
 
 
+def _said(words: str) -> str:
+    return escape.text(words, 300)
+
+
 def _status_cell(comparison: Comparison, delta: TestDelta) -> str:
     """The test's state (`states`: the words of every other part), bold when it gates."""
-    words = comparison.state(delta).text(blocker_link)
+    words = comparison.state(delta).text(blocker_link, _said)
     if delta.head is not None and passed_yet_differs(delta.head):
         # Green by its own threshold while logprobs differ (the column beside says how many).
         words += " · under its threshold"
@@ -354,6 +359,7 @@ _BLOCKED_SENTENCE = {
     Verdict.NOT_EXERCISED: "blocked by {refs}, but the test did not exercise what it claims",
     Verdict.FLAKY: "blocked by {refs}, and its repeats disagree (flaky); {measured}",
     Verdict.NOT_A_KL_CHECK: "blocked by {refs}; passed - not a KL check",
+    Verdict.NOT_JUDGED: "blocked by {refs}; not judged on the reference engine",
     Verdict.SKIPPED: "blocked by {refs}; skipped",
     Verdict.OK: "blocked by {refs}; {measured}",
 }

@@ -48,7 +48,10 @@ def not_passed_lines(comparison: Comparison) -> list[Line]:
         state, test = comparison.state(delta), delta.head
         if state.kind in states.QUIET or test is None:
             continue
-        key = (escape.terminal(state.text(), 200), reason(test))
+        # A test not judged says what it needs where others say why they failed.
+        label = state.word.one if state.needs else state.text()
+        why = f"needs {escape.terminal(state.needs, MAX_REASON)}" if state.needs else reason(test)
+        key = (escape.terminal(label, 200), why)
         groups.setdefault(key, (test.status, []))[1].append(delta.id)
     return [
         Line(status, state, f"{_tests(ids)}: {why}")

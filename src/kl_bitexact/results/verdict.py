@@ -149,6 +149,21 @@ def impossible(test: TestResult) -> list[str]:
     return found
 
 
+# How a test skipped because the engine it ran on lacks a path it needs says so (the skip
+# reason `not judged on the reference engine: needs X`; the sglang shims of
+# docs/sglang-oracle.md raise it): never red and never green for it.
+NOT_JUDGED = "not judged on the reference engine"
+_NEEDS = f"{NOT_JUDGED}: needs "
+
+
+def needs(test: TestResult) -> str | None:
+    """What a test not judged on the reference engine needs (`a real model (...)`, a flag),
+    None for any other test."""
+    if test.status is Status.SKIPPED and test.message.startswith(_NEEDS):
+        return test.message[len(_NEEDS) :].strip() or None
+    return None
+
+
 def not_a_kl_check(test: TestResult) -> bool:
     """A pass whose check is no KL check and that recorded nothing to judge: a plain test
     (pytest's own assertions passed), "passed - not a KL check"."""
