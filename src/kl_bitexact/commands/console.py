@@ -12,7 +12,6 @@ seconds so far and the sequences the server has answered - redrawn in place ever
 from __future__ import annotations
 
 import os
-import secrets
 import sys
 import textwrap
 import threading
@@ -334,6 +333,8 @@ class ConsoleReporter:
         if not self.github:
             self._say_lines(lines)
             return
+        import secrets  # under Actions only: hashlib and hmac cost a small run 5% of its CPU
+
         token = secrets.token_hex(16)
         self.say(f"::stop-commands::{token}")
         self._say_lines(lines)

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -37,6 +38,12 @@ class Sample:
 
     def compared(self) -> tuple[tuple[int, float, float], ...]:
         """(token index, decode, replay) where both sides reported the position."""
+        return self._compared
+
+    @functools.cached_property
+    def _compared(self) -> tuple[tuple[int, float, float], ...]:
+        # Worked out once: judging a sample reads it three times (KL and exact counts, the
+        # positions not reported, the first divergence), a pass over every token each.
         return tuple(
             (index, a, b)
             for index, (a, b) in enumerate(zip(self.decode, self.replay, strict=True))

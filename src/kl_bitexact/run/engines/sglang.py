@@ -274,6 +274,8 @@ def _replay(answer: Mapping[str, Any], start: int, where: str) -> Replay:
 
 def _logprobs(entries: list[Any], where: str) -> tuple[float | None, ...]:
     """`[[logprob, token_id, text], ...]` -> logprobs (None where sglang sends null)."""
+    if all(type(entry) is list and entry for entry in entries):  # as JSON decodes them
+        return tuple([None if entry[0] is None else float(entry[0]) for entry in entries])
     values: list[float | None] = []
     for entry in entries:
         if not isinstance(entry, (list, tuple)) or not entry:
