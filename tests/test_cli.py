@@ -164,6 +164,9 @@ def test_a_command_loads_only_its_own_module():
         "kl_bitexact.compare.history_limits",
         "kl_bitexact.report.marker",
     ]
+    # Nor the standard library's costly modules the work needs: dataclasses (its inspect
+    # was a fifth of that help's CPU), pathlib, typing, shutil (three compression modules).
+    assert sorted(modules & {"dataclasses", "inspect", "pathlib", "typing", "shutil"}) == []
 
 
 def test_the_process_leaves_its_objects_to_reference_counts_at_exit(tmp_path):

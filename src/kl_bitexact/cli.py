@@ -119,6 +119,18 @@ def _formatter() -> type[argparse.HelpFormatter]:
     import textwrap
 
     class Wrapped(argparse.RawDescriptionHelpFormatter):
+        def __init__(
+            self,
+            prog: str,
+            indent_increment: int = 2,
+            max_help_position: int = 24,
+            width: int | None = None,
+        ) -> None:
+            # argparse's own default width, less shutil (its import loads three compression
+            # modules: a twentieth of `report --help`'s CPU).
+            width = _terminal_columns() - 2 if width is None else width
+            super().__init__(prog, indent_increment, max_help_position, width)
+
         def _fill_text(self, text: str, width: int, indent: str) -> str:
             lines = []
             for line in text.splitlines():
@@ -135,6 +147,22 @@ def _formatter() -> type[argparse.HelpFormatter]:
     return Wrapped
 
 
+def _terminal_columns() -> int:
+    """The terminal's width as argparse would ask shutil for it: $COLUMNS when it is a
+    positive number, else standard output's terminal, else 80."""
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        columns = 0
+    if columns > 0:
+        return columns
+    stdout = sys.__stdout__
+    try:
+        return (os.get_terminal_size(stdout.fileno()).columns or 80) if stdout else 80
+    except (ValueError, OSError):
+        return 80
+
+
 def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
     """The whole parser when `chosen` is None; otherwise only the chosen command's
     arguments (the others are listed with their summaries, their modules not loaded)."""
@@ -149,9 +177,14 @@ def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    # A known command chosen: the others' parsers would be built only to go unused (a
+    # parser is argparse's costliest object; eleven of them were a sixth of `report
+    # --help`'s CPU). None chosen, or a misspelt one: all, for the list and the error.
+    known = any(entry.name == chosen for entry in COMMANDS)
     for entry in COMMANDS:
         if chosen is not None and entry.name != chosen:
-            subparsers.add_parser(entry.name, help=entry.summary)
+            if not known:
+                subparsers.add_parser(entry.name, help=entry.summary)
             continue
         command = entry.load() if isinstance(entry, LazyCommand) else entry
         sub = subparsers.add_parser(

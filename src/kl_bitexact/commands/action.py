@@ -41,7 +41,7 @@ from kl_bitexact.untrusted import escape
 from kl_bitexact.untrusted.jsonfile import read_bounded, replace_text
 
 if TYPE_CHECKING:
-    from kl_bitexact.commands import publish, pytest_cmd, report, run, shard
+    from kl_bitexact.commands import publish, pytest_cmd, report_work, run, shard
     from kl_bitexact.compare.history import History
 
 _HINT = "fix the `with:` of the kl-bitexact step in your workflow"
@@ -310,7 +310,7 @@ def _write_report(results: results_model.Results, path: Path) -> None:
 
 def report_step(inputs: ActionInputs, history: History | None = None) -> StepResult:
     """`report` in process; `history`: the branch's, when the publish step fetched it."""
-    from kl_bitexact.commands import report
+    from kl_bitexact.commands import report_work
 
     inputs = _existing_findings(inputs)
     files = gather_results(inputs)
@@ -321,7 +321,7 @@ def report_step(inputs: ActionInputs, history: History | None = None) -> StepRes
     outputs = {"results-path": _lines(files)}
     with _in_process(StepResult(0, files, outputs)):
         options = report_options(inputs, files, out, summary, proof_files(inputs))
-        comparison = report.report(dataclasses.replace(options, history=history))
+        comparison = report_work.report(dataclasses.replace(options, history=history))
     return StepResult(int(comparison.decision.exit_code), files, outputs)
 
 
@@ -331,17 +331,17 @@ def report_options(
     out: Path,
     summary: str | None,
     proof: Sequence[Path],
-) -> report.Options:
+) -> report_work.Options:
     """`report`'s options from the inputs (`_parsed`): the comment Markdown to `out`, the job
     summary, the gate; no GitHub calls, so a baseline to fetch is left out."""
-    from kl_bitexact.commands import report
+    from kl_bitexact.commands import report, report_work
 
     values = {"results": list(files), "out": out, **_gate_values(inputs, proof)}
     if inputs.baseline and inputs.baseline != FETCH_BASELINE:
         values["baseline"] = Path(inputs.baseline)
     if summary:
         values["job_summary"] = Path(summary)
-    return report.Options.from_args(_parsed(report.COMMAND, values, inputs.args))
+    return report_work.Options.from_args(_parsed(report.COMMAND, values, inputs.args))
 
 
 @contextlib.contextmanager

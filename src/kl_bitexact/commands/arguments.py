@@ -4,19 +4,18 @@ An option's type is a parser here (`_argument_type`): its ValueError is the usag
 worded as it is. `policy` turns the policy group's options into the gate's `Policy`.
 
 Building the arguments imports nothing heavy: `report --help` is argparse alone (issue 40:
-it imported the whole compare and render stack, ten times `--version`'s CPU). A parser of
-another package is imported when an option that needs it is given (`_parser_in`), the gate's
-types when the policy is built.
+it imported the whole compare and render stack, ten times `--version`'s CPU; then
+`dataclasses` and `pathlib`, a third of what was left). A parser of another package is
+imported when an option that needs it is given (`_parser_in`), the gate's types when the
+policy is built, pathlib when a path is given (`path`); what the options become is
+`comment_inputs.CommentInputs`.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable
-from dataclasses import dataclass
 from importlib import import_module
-from pathlib import Path
 
 from kl_bitexact.commands import DEFAULT_OUT
 from kl_bitexact.compare.history_limits import DEFAULT_RUNS as DEFAULT_HISTORY_RUNS
@@ -27,9 +26,10 @@ from kl_bitexact.report.marker import DEFAULT_KEY
 # `typing` only for mypy: at run time it is a tenth of `report --help`'s CPU.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
     from typing import Any, TypeVar
 
-    from kl_bitexact.action import proof_jobs
     from kl_bitexact.compare.gate import FailOnChoice, Policy
 
     T = TypeVar("T")
@@ -40,7 +40,7 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "results",
         nargs="*",
-        type=Path,
+        type=path,
         metavar="RESULTS.json",
         help="results of this run (several shards are merged); none at all only with "
         "--expected-shards (every shard missing)",
@@ -57,14 +57,14 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--findings",
-        type=Path,
+        type=path,
         metavar="FILE",
         help="registration findings from `kl-bitexact lint-ci --format json`",
     )
     parser.add_argument(
         "--proof",
         action="append",
-        type=Path,
+        type=path,
         metavar="FILE",
         help="results of the proof run (`run --prove-base`: the new and changed tests on the "
         "base revision); each is shown as proven, not shown to detect anything, red on both "
@@ -89,37 +89,6 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("GITHUB_WORKFLOW") or DEFAULT_KEY,
         help="key of the hidden comment marker (default: the workflow name, else %(default)s)",
     )
-
-
-@dataclass(frozen=True)
-class CommentInputs:
-    """What `report` and `publish` both read and show (`add_input_arguments`,
-    `add_policy_arguments`): the results, findings and proofs, the marker's key, the gate's
-    policy and the repository of short #N blockers."""
-
-    results: tuple[Path, ...]
-    expected_shards: tuple[str, ...]
-    findings: Path | None
-    proof: tuple[Path, ...]
-    expected_proofs: tuple[proof_jobs.ProofJob, ...]
-    annotations: bool
-    key: str
-    policy: Policy
-    repo: str | None
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> CommentInputs:
-        return cls(
-            results=tuple(args.results),
-            expected_shards=tuple(args.expected_shards),
-            findings=args.findings,
-            proof=tuple(args.proof or ()),
-            expected_proofs=tuple(args.expected_proofs),
-            annotations=args.annotations,
-            key=args.key,
-            policy=policy(args),
-            repo=args.repo,
-        )
 
 
 def add_policy_arguments(parser: argparse.ArgumentParser, *, publishes: bool = False) -> None:
@@ -166,7 +135,7 @@ def add_history_arguments(parser: argparse.ArgumentParser) -> None:
     history)."""
     parser.add_argument(
         "--history-dir",
-        type=Path,
+        type=path,
         metavar="DIR",
         help="the base branch's recent runs, offline: one results file per run in DIR "
         "(ordered by their run.started_at; what `kl-bitexact history` caches is such a "
@@ -187,7 +156,7 @@ def add_history_fetch_arguments(parser: argparse.ArgumentParser) -> None:
     """Where fetched history is kept and how long a fetch may take (publish, history)."""
     parser.add_argument(
         "--history-cache",
-        type=Path,
+        type=path,
         metavar="DIR",
         help="keep the fetched runs' archives here, so a second fetch (another job on the "
         "same machine, a later publish) downloads only new runs; an archive is reused only "
@@ -203,6 +172,14 @@ def add_history_fetch_arguments(parser: argparse.ArgumentParser) -> None:
         help="stop downloading after this long and use the runs fetched so far, saying so "
         "(default: %(default)s)",
     )
+
+
+def path(text: str) -> Path:
+    """An option's file or directory, as argparse's `type` (pathlib is imported when a path
+    is given: `--help` needs none)."""
+    from pathlib import Path
+
+    return Path(text)
 
 
 def _seconds(text: str) -> float:
@@ -267,7 +244,7 @@ def add_common_arguments(parser: argparse.ArgumentParser, writes: str) -> None:
 
     parser.add_argument(
         "--out",
-        type=Path,
+        type=path,
         default=DEFAULT_OUT,
         metavar="DIR",
         help=f"where {writes} go (default: %(default)s)",

@@ -18,6 +18,7 @@ from github.PullRequest import PullRequest
 
 from kl_bitexact.commands import Command, arguments, handlers, input_files
 from kl_bitexact.commands.arguments import add_input_arguments, add_policy_arguments
+from kl_bitexact.commands.comment_inputs import CommentInputs
 from kl_bitexact.commands.output import say_notice, write_output
 from kl_bitexact.compare import baseline, excuses, history_dir
 from kl_bitexact.compare.baseline import Baseline
@@ -208,7 +209,7 @@ class HistorySource:
 class Options:
     """Everything `publish` was asked to do, read once from the command line."""
 
-    shown: arguments.CommentInputs  # what report and publish both read and show
+    shown: CommentInputs  # what report and publish both read and show
     pr: int | None
     sha: str | None
     baseline: BaselineSource
@@ -225,7 +226,7 @@ class Options:
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Options:
         return cls(
-            shown=arguments.CommentInputs.from_args(args),
+            shown=CommentInputs.from_args(args),
             pr=args.pr,
             sha=args.sha,
             baseline=BaselineSource(

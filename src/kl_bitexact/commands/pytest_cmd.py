@@ -111,7 +111,7 @@ class Options:
     inputs (handed to the child process as a values file, commands/values_file.py)."""
 
     pytest_args: tuple[str, ...] = ()
-    out: Path = DEFAULT_OUT
+    out: Path = Path(DEFAULT_OUT)
     min_cache_hit_ratio: float = SGLANG_MIN_CACHE_HIT_RATIO
     prove_base: Path | None = None
     prove_pythonpath: tuple[str, ...] = ()

@@ -154,7 +154,7 @@ class Options:
     (handed to the child process as a values file, commands/values_file.py)."""
 
     suites: tuple[Path, ...] = ()
-    out: Path = DEFAULT_OUT
+    out: Path = Path(DEFAULT_OUT)
     base_url: str | None = None
     select: tuple[str, ...] = ()
     exact: bool = False
