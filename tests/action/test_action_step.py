@@ -687,3 +687,42 @@ def test_the_lint_ci_step_lints_once_in_process(cli, tmp_path):
     assert finished.returncode in (0, 1)
     assert findings.read_text() == as_json.stdout
     assert finished.stdout.endswith(as_github.stdout)
+
+
+EXPLORED_SUITE = """\
+- name: explored
+  server:
+    engine: reference
+    args: [--enable-deterministic-inference, --page-size, "16", --mamba-track-interval, "16",
+           --fault, cached-tokens-off-by-one]
+  tests:
+    - {name: match, check: match, samples: 1, prompt_tokens: [4, 4], max_new_tokens: 1}
+"""
+
+
+def test_the_explore_step_launches_the_suite_s_server_and_writes_what_it_found(cli, tmp_path):
+    """The nightly job's step: explore in the token-free child, its summary.md as the job
+    summary, `failure` when it found something (docs/workflow.md)."""
+    (tmp_path / "explore.yaml").write_text(EXPLORED_SUITE)
+    out, summary, output = tmp_path / "found", tmp_path / "summary.md", tmp_path / "output"
+    values = env(
+        command="explore",
+        suites="explore.yaml",
+        results_dir=str(out),
+        args="--budget 15 --seed 1",
+        python=sys.executable,
+    )
+    finished = cli(
+        ["action"],
+        cwd=tmp_path,
+        env={**values, "GITHUB_OUTPUT": str(output), "GITHUB_STEP_SUMMARY": str(summary)},
+        timeout=300,
+    )
+    assert finished.returncode == 1, finished.stdout[-3000:] + finished.stderr[-2000:]
+    said = summary.read_text()
+    assert "**Found**: cached_tokens" in said and "got " in said
+    assert "\nfailure\n" in output.read_text().split("conclusion<<", 1)[1]
+    assert (out / "results.json").is_file() and (out / "test_explore_finding_1.py").is_file()
+    assert (out / "examples").is_dir()  # the database the nightly job caches
+    two = cli(["action"], cwd=tmp_path, env={**values, "INPUT_SUITES": "a.yaml b.yaml"})
+    assert two.returncode == 2 and "exactly one suite file" in two.stderr + two.stdout

@@ -3,7 +3,7 @@
 `report`, `publish`, `lint-ci`, `shard` and `prove-plan` run in this process, on values:
 their options built from the inputs (the `args` input parsed over them by the command's own
 parser), their results (the comment id, the findings, the matrices) read as values. `run`
-(and `pytest`) run in a child process whose environment holds no action input and no
+(and `pytest`, and `explore`) run in a child process whose environment holds no action input and no
 token: they execute suite commands from the PR.
 For `run` that is not enough: the PR's code can read the environment this process was
 started with (`/proc/<pid>/environ` of an ancestor), so before anything runs this process
@@ -542,6 +542,31 @@ def shard_step(inputs: ActionInputs) -> StepResult:
     return StepResult(0, outputs={"matrix": matrix})
 
 
+def explore_step(inputs: ActionInputs) -> StepResult:
+    """`kl-bitexact explore` of one suite file's server into results-dir (the `args` input:
+    explore's own options, e.g. `--budget 30m --seed 7`), in the token-free child process
+    (it launches the suite's command); its summary.md becomes the job summary."""
+    from kl_bitexact.commands import explore
+
+    files = expand_suites(inputs.suites)
+    if len(files) != 1 or files[0].endswith(".py"):
+        raise ConfigError(
+            "action input `suites`: `command: explore` needs exactly one suite file (YAML), "
+            f"got {len(files)}: {' '.join(files) or 'none'}",
+            hint=_HINT,
+        )
+    values = {"suite": Path(files[0]), "out": inputs.results_dir}
+    options = explore.Options.from_args(_parsed(explore.COMMAND, values, inputs.args))
+    try:
+        code = _in_child(explore.COMMAND, options)
+    except Interrupted as stop:  # a cancelled job: what was found is in results-dir
+        summary = _read_text(inputs.results_dir / "summary.md")
+        raise _StepFailed(StepResult(stop.exit_code, summary=summary), stop) from None
+    results = inputs.results_dir / "results.json"
+    outputs_ = {"results-path": str(results) if results.is_file() else ""}
+    return StepResult(code, outputs=outputs_, summary=_read_text(inputs.results_dir / "summary.md"))
+
+
 def prove_plan_step(inputs: ActionInputs) -> StepResult:
     """The proof matrix (`proof-matrix` output): suites with tests the PR adds or changes."""
     if not inputs.suites:
@@ -612,6 +637,7 @@ STEPS: dict[str, Callable[[ActionInputs], StepResult]] = {
     "shard": shard_step,
     "trust": trust_step,
     "prove-plan": prove_plan_step,
+    "explore": explore_step,
 }
 
 

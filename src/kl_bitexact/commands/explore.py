@@ -147,7 +147,42 @@ class Report:
         return "\n".join(lines + [f"- note: {note}" for note in self.notes]) + "\n"
 
 
+@dataclass(frozen=True)
+class Options:
+    """What `explore` was asked (the command line, or the action's inputs in a values file)."""
+
+    suite: Path | None = None
+    base_url: str | None = None
+    budget: float = 60.0
+    seed: int = 0
+    out: Path = DEFAULT_OUT
+    examples_db: Path | None = None
+    no_examples_db: bool = False
+
+    def __post_init__(self) -> None:
+        if self.budget <= 0:
+            raise ValueError(f"budget {self.budget}: give a positive number of seconds")
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Options:
+        return cls(
+            args.suite,
+            args.base_url,
+            args.budget,
+            args.seed,
+            args.out,
+            args.examples_db,
+            args.no_examples_db,
+        )
+
+
 def handle(args: argparse.Namespace) -> int:
+    return work(Options.from_args(args))
+
+
+def work(args: Options) -> int:
+    """The exploration with `args`: `kl-bitexact explore`, and the action's explore step
+    (in its token-free child process)."""
     if (args.suite is None) == (args.base_url is None):
         raise ConfigError(
             "explore needs one server: a suite file or --base-url, not both, not neither",
@@ -168,9 +203,10 @@ def handle(args: argparse.Namespace) -> int:
         server.stop(why="explore is done")
 
 
-def _server_spec(args: argparse.Namespace) -> ServerSpec:
+def _server_spec(args: Options) -> ServerSpec:
     if args.base_url:
         return ServerSpec(engine=EngineName.SGLANG, base_url=args.base_url)
+    assert args.suite is not None  # work() checked: a suite or a URL
     suites = suite_file.load(args.suite)
     spec = suites[0].server
     if spec.engine is EngineName.OPENAI:
@@ -188,7 +224,7 @@ def _reach(spec: ServerSpec, out: Path) -> Server:
     return launch(spec, out / "server.log", progress=say, label="explore")
 
 
-def _explore(args: argparse.Namespace, spec: ServerSpec, server: Server, report: Report) -> int:
+def _explore(args: Options, spec: ServerSpec, server: Server, report: Report) -> int:
     engine = engines.connect(spec.engine, server.base_url, request_timeout=spec.request_timeout)
     geometry = _geometry(engine, server.base_url)
     report.geometry = geometry
@@ -224,7 +260,7 @@ def _explore(args: argparse.Namespace, spec: ServerSpec, server: Server, report:
     return ExitCode.GATE_FAILED
 
 
-def _examples(args: argparse.Namespace, geometry: Geometry) -> Examples | None:
+def _examples(args: Options, geometry: Geometry) -> Examples | None:
     if args.no_examples_db:
         return None
     path = args.examples_db or args.out / "examples"
@@ -456,4 +492,6 @@ COMMAND = Command(
     add_arguments=add_arguments,
     handler=handle,
     clean_environment=True,
+    options=Options,
+    work=work,
 )
