@@ -29,10 +29,20 @@ from kl_bitexact.explore.execute import (
 from kl_bitexact.explore.geometry import Geometry, GeometryError, read_geometry
 from kl_bitexact.explore.hits import Miscount
 from kl_bitexact.explore.search import Found, Search, Tally
-from kl_bitexact.explore.workload import Batch, Pressure, Tokens
+from kl_bitexact.explore.workload import (
+    ABANDONED,
+    APART,
+    TOGETHER,
+    Batch,
+    Pressure,
+    Tokens,
+    Workload,
+)
 from kl_bitexact.results.model import Status
 from kl_bitexact.run import engines
 from kl_bitexact.run.checks import run_check
+from kl_bitexact.run.engines.abandon import HangsUp
+from kl_bitexact.run.engines.apart import SendsApart
 from kl_bitexact.run.engines.base import Engine
 from kl_bitexact.run.server import Server, attach, launch
 from kl_bitexact.suite import load as suite_file
@@ -65,6 +75,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="the same seed, the same workloads")
     parser.add_argument(
         "--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})"
+    )
+    parser.add_argument(
+        "--concurrent",
+        action="store_true",
+        help="also send batches apart: each prompt its own request on its own connection, all "
+        "at once (what the server serves first then decides its cache hits, so a finding may "
+        "not reproduce: explore re-runs it and says how often)",
     )
     examples = parser.add_mutually_exclusive_group()
     examples.add_argument(
@@ -245,6 +262,7 @@ def _explore(args: Options, spec: ServerSpec, server: Server, report: Report) ->
         progress=_say,
         kept=report.write,
         examples=examples,
+        sends=_sends(engine, concurrent=args.concurrent),
     )
     report.tally = search.tally
     report.write()
@@ -271,6 +289,19 @@ def _examples(args: Options, geometry: Geometry) -> Examples | None:
             f"--examples-db {path}: cannot use it as a directory ({error.strerror})",
             hint="give a writable directory, or --no-examples-db",
         ) from None
+
+
+def _sends(engine: Engine, *, concurrent: bool) -> tuple[str, ...]:
+    """How batches may be sent: in one call always; hung up on mid-prefill where the adapter
+    can (sglang's native API); apart (concurrent requests) with --concurrent: their order of
+    arrival decides which hits which, so such a finding may not reproduce."""
+    sends = [TOGETHER]
+    if isinstance(engine, HangsUp):
+        sends.append(ABANDONED)
+    if concurrent and isinstance(engine, SendsApart):
+        sends.append(APART)
+    _say(f"explore: batches sent {', '.join(sends)}")
+    return tuple(sends)
 
 
 def _geometry(engine: Engine, url: str) -> Geometry:
@@ -306,6 +337,8 @@ def _finding(
     (out / test_file).write_text(_unittest_text(found, as_sent, search.tokens, geometry))
     if isinstance(found.divergence, Miscount):
         handed = _hand_back_miscount(engine, geometry, found, server, out)
+    elif found.workload.abandoned:
+        handed = _hand_back_abandoned(engine, geometry, search, server, out)
     elif _pressure_before(found) and found.divergence.served.generation.cached_tokens:
         handed = _hand_back_pressure(engine, geometry, found, server, out)
     else:
@@ -320,6 +353,17 @@ def _finding(
         "suite_file": SUITE_FILE,
         "unittest_file": test_file,
         **handed,
+        **_unittest_note(found.workload),
+    }
+
+
+def _unittest_note(workload: Workload) -> dict[str, str]:
+    if not workload.abandoned:
+        return {}
+    return {
+        "unittest_note": "the unittest file leaves out the requests hung up on (sglang's "
+        "helpers send whole requests), so it does not reproduce a finding that needs them; "
+        "the suite file's abandoned_prefix_reuse test does"
     }
 
 
@@ -336,6 +380,8 @@ def _unittest_text(found: Found, as_sent: Outcome, tokens: Tokens, geometry: Geo
         if not isinstance(step, Batch):
             steps.append(unittest_file.ConcreteStep(None))
             continue
+        if not step.answered:
+            continue  # sglang's helpers send whole requests: a hang-up is left out (noted)
         prompts = tuple(s.prompt for s in as_sent.served if s.step == index)
         steps.append(unittest_file.ConcreteStep(prompts, step.max_new_tokens))
     seen = found.divergence
@@ -374,6 +420,36 @@ def _hand_back_batch(
     )
     verdict = "fails here, as explored" if fails else "does NOT fail here (shape not expressible)"
     return {"handback": f"{verdict} (cached_tokens {list(cached)})", "handback_fails": fails}
+
+
+def _hand_back_abandoned(
+    engine: Engine, geometry: Geometry, search: Search, server: dict[str, Any], out: Path
+) -> dict[str, Any]:
+    """A divergence after requests hung up on as an `abandoned_prefix_reuse` test over the
+    prompts hung up on; the written file's test is run here by the check `run` uses."""
+    found = search.tally.found
+    assert found is not None
+    outcome = execute(engine, found.workload, search.tokens, geometry)
+    step = found.workload.steps[found.divergence.served.step]
+    assert isinstance(step, Batch)
+    prompts = [list(prompt) for prompt in outcome.abandoned]
+    (out / "finding-1.prompts.json").write_text(handback.prompts_text(prompts))
+    (out / SUITE_FILE).write_text(
+        handback.abandoned_suite_text(
+            name="explore-finding-1",
+            server=server,
+            prompts_file="finding-1.prompts.json",
+            prompts=prompts,
+            max_new_tokens=step.max_new_tokens,
+            geometry=geometry,
+            located=found.divergence.as_dict(geometry)["located"],
+        )
+    )
+    [test] = suite_file.load(out / SUITE_FILE)[0].tests
+    result = run_check(engine, test)
+    fails = result.status is Status.FAILED
+    verdict = "fails here, as explored" if fails else "does NOT fail here"
+    return {"handback": f"{verdict}: {result.message}", "handback_fails": fails}
 
 
 def _hand_back_miscount(

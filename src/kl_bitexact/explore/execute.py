@@ -9,13 +9,17 @@ from typing import Any
 from kl_bitexact.explore import pressure
 from kl_bitexact.explore.geometry import Geometry
 from kl_bitexact.explore.hits import Miscount, miscounts
-from kl_bitexact.explore.workload import Batch, Pressure, Tokens, Workload
+from kl_bitexact.explore.workload import APART, TOGETHER, Batch, Pressure, Tokens, Workload
+from kl_bitexact.run.engines.abandon import HangsUp
+from kl_bitexact.run.engines.apart import SendsApart
 from kl_bitexact.run.engines.base import Engine, Generation, SamplingParams
 
 # Sequences are cut to this many tokens (prompt and answer), well inside any context.
 MAX_SEQUENCE = 2048
 # Pressure prompts go to the server this many to a request.
 PRESSURE_BATCH = 16
+# How long a request hung up on may keep the server busy before the next step goes out.
+HANG_UP_WAIT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,8 @@ class Served:
     prompt: tuple[int, ...]
     generation: Generation
     batch_cached: tuple[int | None, ...]  # cached_tokens of every request of its batch
+    sent: str = TOGETHER  # workload.SENDS: in one call, or apart
+    hung_up_before: int = 0  # requests hung up on mid-prefill since the last flush
 
 
 @dataclass(frozen=True)
@@ -67,9 +73,14 @@ def locate(divergence: Divergence, geometry: Geometry) -> str:
     others = [c for i, c in enumerate(served.batch_cached) if i != served.slot]
     cold = sum(1 for c in others if c == 0)
     warm = len(others) - cold
+    apart = " (sent apart, concurrently)" if served.sent == APART else ""
+    hung_up = ""
+    if served.hung_up_before:
+        hung_up = f", after {served.hung_up_before} request(s) hung up on mid-prefill"
     return (
         f"generated token {divergence.position} of a {len(served.prompt)}-token prompt, "
-        f"{hit}, in a batch with {cold} cold and {warm} cached other request(s)"
+        f"{hit}, in a batch{apart} with {cold} cold and {warm} cached other request(s)"
+        f"{hung_up}"
     )
 
 
@@ -83,6 +94,7 @@ class Outcome:
     served: tuple[Served, ...]
     divergences: tuple[Divergence, ...]
     miscounts: tuple[Miscount, ...] = ()
+    abandoned: tuple[tuple[int, ...], ...] = ()  # the prompts hung up on, in order
 
     @property
     def findings(self) -> tuple[Finding, ...]:
@@ -92,28 +104,41 @@ class Outcome:
 
 def execute(engine: Engine, workload: Workload, tokens: Tokens, geometry: Geometry) -> Outcome:
     """Run `workload` from an empty cache, judging each request's cached_tokens against the
-    geometry, then replay every sequence uncached and compare."""
+    geometry, then replay every answered sequence uncached and compare."""
     engine.flush()
     served: list[Served] = []
+    # Every prompt's sequence so far, in order (continuations name them): an abandoned
+    # prompt's is the prompt alone.
     sequences: list[tuple[int, ...]] = []
     cached_since_flush: list[tuple[int, ...]] = []
     wrong: list[Miscount] = []
+    hung_up = 0
+    abandoned: list[tuple[int, ...]] = []
     for step_index, step in enumerate(workload.steps):
         if isinstance(step, Pressure):
             cached_since_flush += press(engine, step, step_index, tokens, geometry)
             continue
         if not isinstance(step, Batch):
             engine.flush()
-            cached_since_flush = []
+            cached_since_flush, hung_up = [], 0
             continue
-        batch = _serve(engine, step, step_index, tokens, sequences)
+        prompts = _prompts(step, tokens, sequences)
+        if not step.answered:
+            _hang_up(engine, prompts, step.max_new_tokens)
+            sequences += prompts
+            cached_since_flush += prompts  # the server may keep what it computed
+            hung_up += len(prompts)
+            abandoned += prompts
+            continue
+        batch = _serve(engine, step, step_index, prompts, hung_up)
         wrong += miscounts(geometry, batch, cached_since_flush)
         served += batch
         answered = [s.prompt + s.generation.output_ids for s in batch]
         sequences += answered
         cached_since_flush += answered
-    divergences = tuple(_compare(engine, served, sequences))
-    return Outcome(tuple(served), divergences, tuple(wrong))
+    replayed = [s.prompt + s.generation.output_ids for s in served]
+    divergences = tuple(_compare(engine, served, replayed))
+    return Outcome(tuple(served), divergences, tuple(wrong), tuple(abandoned))
 
 
 def press(
@@ -135,22 +160,38 @@ def pressure_prompts(
     return [tuple(tokens.filler(step_index, i, n)) for i, n in enumerate(lengths)]
 
 
-def _serve(
-    engine: Engine,
-    step: Batch,
-    step_index: int,
-    tokens: Tokens,
-    earlier: list[tuple[int, ...]],
-) -> list[Served]:
+def _prompts(step: Batch, tokens: Tokens, earlier: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
     prompts: list[tuple[int, ...]] = []
     for prompt in step.prompts:
         built = tokens.prompt(prompt, len(earlier) + len(prompts), earlier)
         prompts.append(tuple(built[-(MAX_SEQUENCE - step.max_new_tokens) :]))
-    params = SamplingParams(max_new_tokens=step.max_new_tokens, temperature=0.0, seed=0)
-    answers = engine.generate(prompts, params)
+    return prompts
+
+
+def _params(max_new_tokens: int) -> SamplingParams:
+    return SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0, seed=0)
+
+
+def _hang_up(engine: Engine, prompts: list[tuple[int, ...]], max_new_tokens: int) -> None:
+    """Each prompt on its own connection, hung up on as soon as it is sent; each waited for
+    (bounded) until the server is done with it, so the next step meets what it cached."""
+    assert isinstance(engine, HangsUp), "abandoned batches are drawn only for such adapters"
+    for prompt in prompts:
+        engine.hang_up(prompt, _params(max_new_tokens), after_s=0.0, wait_s=HANG_UP_WAIT_S)
+
+
+def _serve(
+    engine: Engine, step: Batch, step_index: int, prompts: list[tuple[int, ...]], hung_up: int
+) -> list[Served]:
+    params = _params(step.max_new_tokens)
+    if step.sent == APART:
+        assert isinstance(engine, SendsApart), "batches apart are drawn only for such adapters"
+        answers = engine.generate_apart(prompts, params)
+    else:
+        answers = engine.generate(prompts, params)
     cached = tuple(answer.cached_tokens for answer in answers)
     return [
-        Served(step_index, slot, prompt, answer, cached)
+        Served(step_index, slot, prompt, answer, cached, step.sent, hung_up)
         for slot, (prompt, answer) in enumerate(zip(prompts, answers, strict=True))
     ]
 

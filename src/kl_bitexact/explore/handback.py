@@ -101,6 +101,40 @@ def cached_tokens_suite_text(
     return header + yaml.safe_dump([suite], sort_keys=False)
 
 
+def abandoned_suite_text(
+    *,
+    name: str,
+    server: Mapping[str, Any],
+    prompts_file: str,
+    prompts: Sequence[Sequence[int]],
+    max_new_tokens: int,
+    geometry: Geometry,
+    located: str,
+) -> str:
+    """The suite file's YAML for a divergence after requests hung up on mid-prefill: one
+    `abandoned_prefix_reuse` test over the prompts the workload hung up on (each hung up on
+    again, then asked for with one more token, so its whole prompt is a reusable prefix)."""
+    suite = {
+        "name": name,
+        "server": {**server, "expect": _expected_facts(geometry)},
+        "tests": [
+            {
+                "name": "explored_abandoned_prefill",
+                "check": "abandoned_prefix_reuse",
+                "samples": len(prompts),
+                "prompts": prompts_file,
+                "max_new_tokens": max_new_tokens,
+                "temperature": 0.0,
+                "exact": True,
+                # A healthy server may keep nothing of a dropped request: no hit is needed.
+                "min_cache_hit_ratio": 0.0,
+            }
+        ],
+    }
+    header = f"# Found by `kl-bitexact explore`: {located}\n"
+    return header + yaml.safe_dump([suite], sort_keys=False)
+
+
 def _expected_facts(geometry: Geometry) -> dict[str, Any]:
     facts = geometry.as_dict()
     expect: dict[str, Any] = {

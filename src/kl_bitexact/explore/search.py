@@ -22,7 +22,7 @@ from kl_bitexact.explore.examples import Examples
 from kl_bitexact.explore.execute import Divergence, Finding, Outcome, execute
 from kl_bitexact.explore.geometry import Geometry
 from kl_bitexact.explore.strategy import workloads
-from kl_bitexact.explore.workload import Tokens, Workload, smaller
+from kl_bitexact.explore.workload import TOGETHER, Tokens, Workload, smaller
 from kl_bitexact.run.engines.base import Engine
 
 ROUND_EXAMPLES = 20
@@ -66,6 +66,7 @@ class Search:
         progress: Callable[[str], None],
         kept: Callable[[], None] = lambda: None,
         examples: Examples | None = None,
+        sends: tuple[str, ...] = (TOGETHER,),
     ) -> None:
         self.engine = engine
         self.geometry = geometry
@@ -77,6 +78,8 @@ class Search:
         self.kept = kept
         # Failures found by earlier runs, replayed before anything new is generated.
         self.examples = examples
+        # How the adapter can send a batch (workload.SENDS): in one call, apart, hung up on.
+        self.sends = sends
         self.tokens = Tokens(geometry.vocab_size, seed)
         self.tally = Tally()
         self._said = 0.0
@@ -92,7 +95,7 @@ class Search:
     def run(self) -> Tally:
         """Search until a workload diverges (then shrink it) or the budget is spent."""
         draw = random.Random(self.seed)
-        strategy = workloads(self.geometry, self.longest())
+        strategy = workloads(self.geometry, self.longest(), self.sends)
         while self.tally.found is None and not self._out_of_time():
             try:
                 _find(strategy, self._diverges, _settings(self.examples), draw, self.examples)

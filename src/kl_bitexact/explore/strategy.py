@@ -11,7 +11,16 @@ from hypothesis import strategies as st
 
 from kl_bitexact.explore import pressure
 from kl_bitexact.explore.geometry import Geometry
-from kl_bitexact.explore.workload import ROOTS, Batch, Flush, Pressure, Prompt, Step, Workload
+from kl_bitexact.explore.workload import (
+    ROOTS,
+    TOGETHER,
+    Batch,
+    Flush,
+    Pressure,
+    Prompt,
+    Step,
+    Workload,
+)
 
 MAX_STEPS = 6
 MAX_BATCH = 4
@@ -30,11 +39,16 @@ def prompts(geometry: Geometry, longest: int) -> st.SearchStrategy[Prompt]:
     )
 
 
-def steps(geometry: Geometry, longest: int) -> st.SearchStrategy[Step | tuple[Pressure, Batch]]:
+def steps(
+    geometry: Geometry, longest: int, sends: tuple[str, ...] = (TOGETHER,)
+) -> st.SearchStrategy[Step | tuple[Pressure, Batch]]:
+    """A batch sent as `sends` allows (together first: what the shrinker moves toward), a
+    flush, or pressure with the batch that follows it."""
     batch = st.builds(
         Batch,
         prompts=st.lists(prompts(geometry, longest), min_size=1, max_size=MAX_BATCH).map(tuple),
         max_new_tokens=st.integers(1, MAX_NEW_TOKENS),
+        sent=st.sampled_from(sends),
     )
     if pressure.unfillable(geometry):
         return st.one_of(batch, st.just(Flush()))
@@ -44,10 +58,13 @@ def steps(geometry: Geometry, longest: int) -> st.SearchStrategy[Step | tuple[Pr
     return st.one_of(batch, st.just(Flush()), pressed)
 
 
-def workloads(geometry: Geometry, longest: int) -> st.SearchStrategy[Workload]:
+def workloads(
+    geometry: Geometry, longest: int, sends: tuple[str, ...] = (TOGETHER,)
+) -> st.SearchStrategy[Workload]:
     """Workloads of up to MAX_STEPS batches or flushes (each batch perhaps after pressure)
-    whose prompts sit on and beside the boundaries."""
-    listed = st.lists(steps(geometry, longest), min_size=1, max_size=MAX_STEPS)
+    whose prompts sit on and beside the boundaries; `sends`: how the adapter can send a
+    batch (workload.SENDS)."""
+    listed = st.lists(steps(geometry, longest, sends), min_size=1, max_size=MAX_STEPS)
     return listed.map(_flattened)
 
 

@@ -36,10 +36,23 @@ class Prompt:
         }
 
 
+# How a batch's prompts are sent: in one /generate call; each on its own connection, all at
+# once (real concurrent requests, which the server may or may not put in one step); or each
+# on its own connection that the client hangs up on at once, mid-prefill (nothing comes back,
+# but what the server cached of it is there for the steps after).
+TOGETHER, APART, ABANDONED = "together", "apart", "abandoned"
+SENDS = (TOGETHER, APART, ABANDONED)
+
+
 @dataclass(frozen=True)
 class Batch:
     prompts: tuple[Prompt, ...]
     max_new_tokens: int
+    sent: str = TOGETHER
+
+    @property
+    def answered(self) -> bool:
+        return self.sent != ABANDONED
 
 
 @dataclass(frozen=True)
@@ -66,6 +79,10 @@ class Workload:
     def requests(self) -> int:
         return sum(len(step.prompts) for step in self.steps if isinstance(step, Batch))
 
+    @property
+    def abandoned(self) -> bool:
+        return any(isinstance(step, Batch) and step.sent == ABANDONED for step in self.steps)
+
     def as_list(self) -> list[dict[str, Any]]:
         return [_step_dict(step) for step in self.steps]
 
@@ -76,7 +93,8 @@ def _step_dict(step: Step) -> dict[str, Any]:
     if isinstance(step, Pressure):
         return {"pressure": step.quarters / 4}
     prompts = [prompt.as_dict() for prompt in step.prompts]
-    return {"batch": prompts, "max_new_tokens": step.max_new_tokens}
+    shown: dict[str, Any] = {"batch": prompts, "max_new_tokens": step.max_new_tokens}
+    return shown if step.sent == TOGETHER else {**shown, "sent": step.sent}
 
 
 class Tokens:
@@ -154,7 +172,7 @@ def _without(workload: Workload, gone: set[int]) -> Workload:
             position += 1
         earlier += len(step.prompts)
         if kept:
-            steps.append(Batch(tuple(kept), step.max_new_tokens))
+            steps.append(replace(step, prompts=tuple(kept)))
     return Workload(tuple(steps))
 
 

@@ -6,7 +6,8 @@ four other checks never hang up, so none can see it.
 
 Phases: flush; for each prompt, a request on its own connection that the client hangs up on
 as soon as it is sent (the server, prefilling chunk by chunk, should drop it and keep only
-what it computed), each waited for until the server is done with it; then the same prompts
+what it computed), each waited for until the server is done with it; then the same prompts,
+each with `separator_ids` appended (so the whole abandoned prompt is a reusable prefix),
 generated in one batch (they may reuse what the abandoned requests left); replay (cold) and
 compare every generated token, as `prefill_cache_hit` does. Cannot tell (not_run) when the
 adapter cannot hang up, when the server was not done with a hung-up request within the wait
@@ -45,15 +46,17 @@ def run(phases: Phases, spec: TestSpec, test_id: str | None = None) -> TestResul
     unknown = _cannot_tell(ended, context.info.get("chunked_prefill_size"))
     if unknown:
         return scoring.not_run(context, unknown)
-    generations = engine.generate(batch, params)
+    # One more token, so the whole abandoned prompt is a prefix the next request may reuse.
+    again = [(*prompt, *spec.separator_ids) for prompt in batch]
+    generations = engine.generate(again, params)
     if scoring.unreported(generations):
         return scoring.not_run(context, scoring.NO_CACHED_TOKENS)
     kept = [i for i, g in enumerate(generations) if g.cached_tokens]
-    samples = scoring.replay_and_pair(phases, batch, generations, kept)
+    samples = scoring.replay_and_pair(phases, again, generations, kept)
     answered = sum(1 for end in ended if end.answered)
     measured = scoring.Measured(
         samples=samples,
-        floor=scoring.no_cache_floor(phases, batch, params, samples),
+        floor=scoring.no_cache_floor(phases, again, params, samples),
         hits=CacheHits(len(kept), len(batch), spec.min_cache_hit_ratio),
         hit_label="abandoned-prefix",
         warnings=(_answered_anyway(answered, len(batch)),) if answered else (),

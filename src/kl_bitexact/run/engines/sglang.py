@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kl_bitexact.errors import EngineError
-from kl_bitexact.run.engines import abandon, transport
+from kl_bitexact.run.engines import abandon, apart, transport
 from kl_bitexact.run.engines.base import (
     Generation,
     Replay,
@@ -96,6 +96,20 @@ class SglangEngine:
             self.flush()
         answers = self._batched(prompts, _sampling(params), logprob_start_len=-1)
         return [_generation(answer, self.base_url) for answer in answers]
+
+    def generate_apart(
+        self, prompts: Sequence[TokenIds], params: SamplingParams
+    ) -> list[Generation]:
+        """Each prompt its own /generate on its own connection (a session each), all at once."""
+
+        def alone(prompt: TokenIds) -> Generation:
+            solo = SglangEngine(self.base_url, request_timeout=self.request_timeout)
+            try:
+                return solo.generate([prompt], params)[0]
+            finally:
+                solo._connection.close()
+
+        return apart.at_once(prompts, alone)
 
     def hang_up(
         self, prompt: TokenIds, params: SamplingParams, *, after_s: float, wait_s: float
