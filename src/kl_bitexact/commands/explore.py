@@ -175,6 +175,7 @@ class Options:
     out: Path = DEFAULT_OUT
     examples_db: Path | None = None
     no_examples_db: bool = False
+    concurrent: bool = False  # also send batches apart (concurrent requests)
 
     def __post_init__(self) -> None:
         if self.budget <= 0:
@@ -190,6 +191,7 @@ class Options:
             args.out,
             args.examples_db,
             args.no_examples_db,
+            args.concurrent,
         )
 
 
