@@ -75,6 +75,8 @@ def test_a_healthy_server_under_pressure_reports_nothing(
     result = _explore(cli, reference_server(*TIGHT_POOL).url, tmp_path / "out", budget=8)
     assert result["rc"] == 0 and result["findings"] == [], result["stderr"]
     assert result["geometry"]["max_total_tokens"] == 512 and result["notes"] == []
+    # Nothing found, and the pressure did what it is for: hits came back from the host tier.
+    assert result["restored_from_host"] > 0
 
 
 def test_a_pool_too_large_to_fill_is_said_and_not_pressed(

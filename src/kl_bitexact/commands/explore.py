@@ -126,6 +126,7 @@ class Report:
             "geometry": self.geometry.as_dict() if self.geometry else None,
             "workloads": tally.examples if tally else 0,
             "requests": tally.requests if tally else 0,
+            "restored_from_host": tally.restored if tally else 0,
             "elapsed_s": round(tally.elapsed(), 3) if tally else 0.0,
             "first_found_s": tally.first_found_s if tally else None,
             "first_found_workloads": tally.first_found_workloads if tally else None,
@@ -141,7 +142,8 @@ class Report:
             "# kl-bitexact explore",
             "",
             f"seed {self.seed}, budget {self.budget_s:.0f} s: {data['workloads']} workloads, "
-            f"{data['requests']} requests in {data['elapsed_s']:.1f} s",
+            f"{data['requests']} requests in {data['elapsed_s']:.1f} s "
+            f"({data['restored_from_host']} reused a prefix restored from the host tier)",
         ]
         if self.stopped:
             lines.append(f"stopped early: {self.stopped}")

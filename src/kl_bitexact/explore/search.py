@@ -45,6 +45,8 @@ class Tally:
 
     examples: int = 0
     requests: int = 0
+    # Requests the server reported served partly from its host tier (what pressure is for).
+    restored: int = 0
     found: Found | None = None
     shrinks: int = 0
     first_found_s: float | None = None
@@ -132,6 +134,7 @@ class Search:
     def _count(self, workload: Workload, outcome: Outcome) -> None:
         self.tally.examples += 1
         self.tally.requests += workload.requests
+        self.tally.restored += sum(1 for s in outcome.served if s.generation.cached_from_host)
         if time.monotonic() - self._said >= PROGRESS_EVERY_S:
             self._said = time.monotonic()
             self.progress(self._line())
