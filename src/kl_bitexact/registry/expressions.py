@@ -48,15 +48,31 @@ def substitute(
 
 
 def evaluate(expression: str, context: Context) -> Any:
+    return _compiled(expression)(context)
+
+
+# An expression parsed once into a function of the context: a workflow evaluates the same
+# few hundred expressions once per caller, matrix combination and step.
+Node = Callable[[Context], Any]
+
+
+def _unknown(context: Context) -> Any:
+    return UNKNOWN
+
+
+@functools.lru_cache(maxsize=4096)
+def _compiled(expression: str) -> Node:
+    """The expression as a function of the context; UNKNOWN whatever the context when it
+    does not parse (what parses never depends on the values)."""
     tokens = _tokens(expression)
     if any(kind == "other" for kind, _ in tokens):
-        return UNKNOWN
-    parser = _Parser(tokens, context)
+        return _unknown
+    parser = _Parser(tokens)
     try:
-        value = parser.parse_or()
+        node = parser.parse_or()
     except _Unparsable:
-        return UNKNOWN
-    return value if parser.position == len(tokens) else UNKNOWN
+        return _unknown
+    return node if parser.position == len(tokens) else _unknown
 
 
 def to_text(value: Any) -> str:
@@ -88,10 +104,12 @@ class _Unparsable(Exception):
 
 
 class _Parser:
-    def __init__(self, tokens: Sequence[tuple[str, str]], context: Context) -> None:
+    """Recursive descent over the tokens, building a `Node` per rule; every operand is
+    evaluated, left to right, as the runner does before combining them."""
+
+    def __init__(self, tokens: Sequence[tuple[str, str]]) -> None:
         self.tokens = tokens
         self.position = 0
-        self.context = context
 
     def peek(self) -> str | None:
         return self.tokens[self.position][1] if self.position < len(self.tokens) else None
@@ -102,60 +120,53 @@ class _Parser:
         self.position += 1
         return self.tokens[self.position - 1]
 
-    def parse_or(self) -> Any:
-        value = self.parse_and()
+    def parse_or(self) -> Node:
+        node = self.parse_and()
         while self.peek() == "||":
             self.take()
-            right = self.parse_and()
-            value = UNKNOWN if value is UNKNOWN else (value if _truthy(value) else right)
-        return value
+            node = _either(node, self.parse_and())
+        return node
 
-    def parse_and(self) -> Any:
-        value = self.parse_not()
+    def parse_and(self) -> Node:
+        node = self.parse_not()
         while self.peek() == "&&":
             self.take()
-            right = self.parse_not()
-            value = UNKNOWN if value is UNKNOWN else (right if _truthy(value) else value)
-        return value
+            node = _both(node, self.parse_not())
+        return node
 
-    def parse_not(self) -> Any:
+    def parse_not(self) -> Node:
         if self.peek() == "!":
             self.take()
-            value = self.parse_not()
-            return UNKNOWN if value is UNKNOWN else not _truthy(value)
+            return _negated(self.parse_not())
         return self.parse_compare()
 
-    def parse_compare(self) -> Any:
+    def parse_compare(self) -> Node:
         left = self.parse_primary()
         if self.peek() in ("==", "!="):
             operator = self.take()[1]
-            right = self.parse_primary()
-            if left is UNKNOWN or right is UNKNOWN:
-                return UNKNOWN
-            equal = _loose(left) == _loose(right)
-            return equal if operator == "==" else not equal
+            return _compared(left, operator, self.parse_primary())
         return left
 
-    def parse_primary(self) -> Any:
+    def parse_primary(self) -> Node:
         kind, text = self.take()
         if kind == "string":
-            return text[1:-1].replace("''", "'")
+            return _constant(text[1:-1].replace("''", "'"))
         if kind == "number":
-            return float(text)
+            return _constant(float(text))
         if text == "(":
-            value = self.parse_or()
+            node = self.parse_or()
             if self.take()[1] != ")":
                 raise _Unparsable
-            return value
+            return node
         if kind != "name":
             raise _Unparsable
         if self.peek() == "(":
             return self.call(text)
         if self.peek() == "[" or text.endswith(".*"):
-            return UNKNOWN
-        return self.reference(text)
+            return _unknown
+        return _reference(text)
 
-    def call(self, name: str) -> Any:
+    def call(self, name: str) -> Node:
         self.take()
         arguments = []
         while self.peek() != ")":
@@ -163,35 +174,92 @@ class _Parser:
             if self.peek() == ",":
                 self.take()
         self.take()
-        if name.lower() != "format" or not arguments or any(a is UNKNOWN for a in arguments):
-            return UNKNOWN
-        template = to_text(arguments[0])
-        values = [to_text(a) for a in arguments[1:]]
-        return re.sub(
-            r"\{(\d+)\}",
-            lambda m: values[int(m.group(1))] if int(m.group(1)) < len(values) else "",
-            template,
-        )
+        return _called(name, arguments)
 
-    def reference(self, name: str) -> Any:
-        lowered = name.lower()
-        if lowered in ("true", "false"):
-            return lowered == "true"
-        if lowered == "null":
-            return None
-        head, _, rest = name.partition(".")
-        values = self.context.get(head)
-        if values is None or not rest or "*" in rest:
+
+def _constant(value: Any) -> Node:
+    return lambda context: value
+
+
+def _either(left: Node, right: Node) -> Node:
+    def node(context: Context) -> Any:  # `a || b`: the first truthy operand
+        value, other = left(context), right(context)
+        return UNKNOWN if value is UNKNOWN else (value if _truthy(value) else other)
+
+    return node
+
+
+def _both(left: Node, right: Node) -> Node:
+    def node(context: Context) -> Any:  # `a && b`: the first falsy operand
+        value, other = left(context), right(context)
+        return UNKNOWN if value is UNKNOWN else (other if _truthy(value) else value)
+
+    return node
+
+
+def _negated(inner: Node) -> Node:
+    def node(context: Context) -> Any:
+        value = inner(context)
+        return UNKNOWN if value is UNKNOWN else not _truthy(value)
+
+    return node
+
+
+def _compared(left: Node, operator: str, right: Node) -> Node:
+    def node(context: Context) -> Any:
+        value, other = left(context), right(context)
+        if value is UNKNOWN or other is UNKNOWN:
             return UNKNOWN
-        key, _, deeper = rest.partition(".")
+        equal = _loose(value) == _loose(other)
+        return equal if operator == "==" else not equal
+
+    return node
+
+
+def _called(name: str, arguments: list[Node]) -> Node:
+    def node(context: Context) -> Any:
+        values = [argument(context) for argument in arguments]
+        if name.lower() != "format" or not values or any(v is UNKNOWN for v in values):
+            return UNKNOWN
+        return _format(to_text(values[0]), [to_text(v) for v in values[1:]])
+
+    return node
+
+
+def _format(template: str, values: list[str]) -> str:
+    return re.sub(
+        r"\{(\d+)\}",
+        lambda m: values[int(m.group(1))] if int(m.group(1)) < len(values) else "",
+        template,
+    )
+
+
+def _reference(name: str) -> Node:
+    lowered = name.lower()
+    if lowered in ("true", "false"):
+        return _constant(lowered == "true")
+    if lowered == "null":
+        return _constant(None)
+    head, _, rest = name.partition(".")
+    if not rest or "*" in rest:
+        return _unknown
+    key, _, deeper = rest.partition(".")
+    parts = deeper.split(".") if deeper else []
+
+    def node(context: Context) -> Any:
+        values = context.get(head)
+        if values is None:
+            return UNKNOWN
         # A matrix key an entry lacks is null; an input or env name nobody set is unknown.
         value = values.get(key, None) if head == "matrix" else values.get(key, UNKNOWN)
-        for part in deeper.split(".") if deeper else ():
+        for part in parts:
             # `matrix.config.path`: a property of an object value (missing: null)
             if not isinstance(value, Mapping):
                 return UNKNOWN
             value = value.get(part, None)
         return value
+
+    return node
 
 
 def _truthy(value: Any) -> bool:
