@@ -477,11 +477,7 @@ def _hand_back_miscount(
             located=miscount.locate(geometry),
         )
     )
-    [test] = suite_file.load(out / SUITE_FILE)[0].tests
-    result = run_check(engine, test)
-    fails = result.status is Status.FAILED
-    verdict = "fails here, as explored" if fails else "does NOT fail here"
-    return {"handback": f"{verdict}: {result.message}", "handback_fails": fails}
+    return _run_handed_back(engine, out)
 
 
 def _pressure_before(found: Found) -> float | None:
@@ -519,6 +515,7 @@ def _hand_back_pressure(
 
 
 def _run_handed_back(engine: Engine, out: Path) -> dict[str, Any]:
+    """The written suite file's test, run here by the check `run` uses: whether it fails."""
     [test] = suite_file.load(out / SUITE_FILE)[0].tests
     result = run_check(engine, test)
     fails = result.status is Status.FAILED
