@@ -48,7 +48,7 @@ class Cause(str, Enum):
     CHECK = "check"  # the check failed against a running server (its answer, a timeout)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ExactMatch:
     """Logprob pairs compared (decode vs replay) and how many differ in any bit."""
 
@@ -62,7 +62,7 @@ class ExactMatch:
     enforced: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CacheHits:
     """Samples that hit the cache out of those sent, against the required ratio."""
 
@@ -74,7 +74,7 @@ class CacheHits:
     expected: int | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Divergence:
     """Where one sample's decode and replay logprobs first differ."""
 
@@ -87,7 +87,7 @@ class Divergence:
     hint: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Repeats:
     """The same test run `count` times (`run --repeat`), compared with each other.
 
@@ -114,7 +114,7 @@ class Repeats:
         return self.changed == 0 and len(set(self.cache_hits)) <= 1 and len(set(self.statuses)) <= 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NoiseFloor:
     """A cache check's noise floor: the engine's drift on the same prompts with no cache
     involved (a cold generation of them against the same replay), measured in the same run.
@@ -167,7 +167,7 @@ class RanWhen(str, Enum):
     STARTUP = "startup"  # while the server the test ran on started
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FunctionReach:
     """One function a test names (`reach:`, `module:qualname`) and whether it ran: while
     the test ran, or while the server it ran on started (a constructor, a graph capture:
@@ -181,7 +181,7 @@ class FunctionReach:
     note: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Reach:
     """What the reach probes saw of a test (docs/reach.md). `measured` False: nothing is
     known (a server kl-bitexact did not launch, one not in Python), and `why_not` says why;
@@ -200,7 +200,7 @@ class Reach:
         return tuple(f for f in self.functions if not (self.measured and f.ran))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ChangedFunction:
     """A function of the engine's Python code that the PR changed (`run --reach-diff`), and
     what the run's suites executed of it."""
@@ -221,7 +221,7 @@ class ChangedFunction:
         return bool(self.tests) or self.at_startup
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Changes:
     """The PR's change in the engine's Python code, reached or not (`run --reach-diff`)."""
 
@@ -248,7 +248,7 @@ class FactState(str, Enum):
     UNKNOWN = "unknown"  # the server did not report it (or could not be asked)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Fact:
     """One fact a test states about its server (`expect`), against what the server itself
     reported (sglang's /server_info, llama.cpp's /props, vLLM's /server_info)."""
@@ -279,7 +279,7 @@ class Fact:
         return f"{self.name}: expected {self.expected}, {said}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TestResult:
     """One check of one suite."""
 
@@ -311,7 +311,7 @@ class TestResult:
     facts: tuple[Fact, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ServerInfo:
     engine: str
     args: tuple[str, ...] = ()
@@ -322,7 +322,7 @@ class ServerInfo:
     backend: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SuiteResult:
     name: str
     server: ServerInfo
@@ -338,7 +338,7 @@ class SuiteResult:
     rerun: tuple[str, ...] | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RunInfo:
     commit: str | None = None
     ref: str | None = None
@@ -349,7 +349,7 @@ class RunInfo:
     finished: bool | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PlannedTest:
     """One test the run meant to execute: enough to report it if it never got a verdict."""
 
@@ -362,13 +362,13 @@ class PlannedTest:
     unplanned: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ToolInfo:
     name: str = TOOL_NAME
     version: str = __version__
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Results:
     """A whole results.json document."""
 
