@@ -20,7 +20,7 @@ from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 from kl_bitexact.explore.geometry import Geometry
 
 # Changed whenever the workload strategy changes shape, so old entries are not misread.
-STRATEGY_VERSION = 2  # 2: Pressure steps
+STRATEGY_VERSION = 3  # 2: Pressure steps; 3: batches hung up on or sent apart
 
 
 @dataclass(frozen=True)
