@@ -118,3 +118,10 @@ def test_a_refused_connection_says_so_in_the_os_words() -> None:
         port = probe.getsockname()[1]
     with pytest.raises(transport.TransportError, match="Connection refused"):
         transport.Connection().request("GET", f"http://127.0.0.1:{port}/health", total_s=5)
+
+
+def test_a_tls_handshake_with_a_plain_server_is_said_in_its_own_words(server: Counting) -> None:
+    from kl_bitexact.run.server import health_problem
+
+    problem = health_problem(url(server, "").replace("http://", "https://"), 5)
+    assert problem is not None and "SSL" in problem

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kl_bitexact.errors import ConfigError, ServerError, network_reason
+from kl_bitexact.errors import ConfigError, ServerError
 from kl_bitexact.reach.probe_dir import Probe
 from kl_bitexact.run import startup_failure, watchdog
 from kl_bitexact.run.engines import transport
@@ -439,7 +439,7 @@ def health_problem(base_url: str, limit_s: float = HEALTH_REQUEST_TIMEOUT_S) -> 
     except transport.Timeout:
         return f"no complete answer within {limit_s:.1f} s"
     except transport.TransportError as error:
-        return network_reason(error)
+        return transport.reason(error)
     finally:
         connection.close()
     return None if response.status == 200 else f"HTTP {response.status}"

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from kl_bitexact.errors import network_reason
+
 # A batch of 64 prompts of 128k tokens with their logprobs is a few hundred megabytes.
 MAX_ANSWER_BYTES = 1024 * 1024 * 1024
 CONNECT_TIMEOUT_S = 10.0
@@ -37,6 +39,13 @@ _STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
 
 class TransportError(Exception):
     """No complete answer: refused, unreachable, cut off, too large, or too slow."""
+
+
+def reason(error: TransportError) -> str:
+    """In a few words: the OS's ("Connection refused") where it gave any, else the message
+    (an SSL error, a malformed answer)."""
+    words = network_reason(error)
+    return str(error) if words == type(error).__name__ else words
 
 
 class Timeout(TransportError):
