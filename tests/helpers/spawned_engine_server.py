@@ -59,7 +59,10 @@ class SpawnedEngine:
             raise RuntimeError(f"engine process: {value}")
         return value
 
-    def generate(self, requests: Any) -> Any:
+    def generate(self, requests: Any, gone: Any = None) -> Any:
+        # `gone` asks the HTTP process's socket whether the client hung up: it cannot cross
+        # to the child, so this server never drops an abandoned prefill (not what it is for).
+        del gone
         return self._call("generate", requests)
 
     def server_info(self) -> Any:

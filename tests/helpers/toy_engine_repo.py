@@ -16,9 +16,9 @@ LIMIT = {limit}
 
 
 class ToyEngine(ReferenceEngine):
-    def generate(self, requests):
+    def generate(self, requests, gone=None):
         self.admitted = self.admit(requests)
-        return super().generate(requests)
+        return super().generate(requests, gone)
 
     def admit(self, requests):
         count = len(requests)
