@@ -475,3 +475,67 @@ def test_a_push_to_main_saves_mains_history_for_the_next_pull_requests_first_run
     assert "gate passed" in body
     assert archive_downloads(fake_github) == 1 + 1  # the push's history, the PR's baseline
     assert {path.name for path in (run.artifacts / "_cache").iterdir()} == entries
+
+
+NIGHTLY = "nightly.yml"
+NIGHTLY_CALLER = """\
+name: nightly
+on:
+  workflow_dispatch:
+permissions: {}
+jobs:
+  nightly:
+    uses: org/kl-bitexact/.github/workflows/kl-bitexact.yml@v1
+    permissions:
+      {actions: read, contents: read, issues: read, pull-requests: write, statuses: write}
+    with:
+      suites: extra-a-test-4-gpu-b200
+      runs-on: '["self-hosted", "b200"]'
+      partitions: 1
+      history-runs: 0
+      explore: nightly/explore.yaml
+      explore-budget: "15"
+"""
+EXPLORED = """\
+- name: explored
+  server:
+    engine: reference
+    args: [--enable-deterministic-inference, --page-size, "16", --mamba-track-interval, "16",
+           --fault, cached-tokens-off-by-one]
+  tests:
+    - {name: match, check: match, samples: 1, prompt_tokens: [4, 4], max_new_tokens: 1}
+"""
+
+
+def test_the_nightly_job_explores_and_keeps_what_it_found(fake_github, tmp_path, venvs):
+    """The opt-in explore job under workflow_dispatch: it runs on the caller's runners,
+    finds the miscounted hit, fails, uploads what it found and caches the example database."""
+    repo, _ = engine_repository(tmp_path / "engine")
+    (repo / ".github" / "workflows" / NIGHTLY).write_text(NIGHTLY_CALLER)
+    (repo / "nightly").mkdir()
+    (repo / "nightly" / "explore.yaml").write_text(EXPLORED)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "nightly exploration")
+    head = git(repo, "rev-parse", "HEAD")
+    event = {"ref": "refs/heads/main", "inputs": {}, "repository": {"full_name": REPOSITORY}}
+    (tmp_path / "nightly").mkdir()
+    nightly = run_act(
+        repo,
+        {**event, "after": head},
+        fake_github,
+        tmp_path / "nightly",
+        venvs,
+        event_name="workflow_dispatch",
+        caller=NIGHTLY,
+    )
+
+    assert nightly.returncode != 0, nightly.excerpt()  # the explore job found something
+    explored = nightly.artifact("kl-bitexact-explore") / "results.json"
+    assert explored.is_file(), nightly.excerpt()
+    found = json.loads(explored.read_text())
+    [finding] = found["findings"]
+    assert finding["divergence"]["kind"] == "cached_tokens"
+    assert (nightly.artifact("kl-bitexact-explore") / "test_explore_finding_1.py").is_file()
+    entries = list((nightly.artifacts / "_cache").iterdir())
+    assert [e.name for e in entries if e.name.startswith("kl-bitexact-explore-main-")]
+    assert {entry["method"] for entry in fake_github.world.requests} <= {"GET"}
