@@ -166,3 +166,19 @@ def test_at_a_100_column_terminal_a_failing_run_is_coloured_and_fits(tmp_path: P
     ]
     assert [line for line in shown if len(line) > 100] == [], shown
     assert "1 failing (no base result), 5 ok" in shown
+
+
+def test_a_terminal_that_reports_no_width_is_read_as_no_limit():
+    """act runs steps on a pseudo-terminal nobody sized: 0 columns. Wrapping at 0 raised
+    ValueError in textwrap (act's runs of the action failed); such a terminal is unlimited."""
+    import pty
+
+    leader, follower = pty.openpty()
+    try:
+        with os.fdopen(follower, "w", closefd=False) as stream:
+            assert os.get_terminal_size(follower).columns == 0  # the case itself
+            assert console.line_width(stream, {}) is None
+            assert console.line_width(stream, {"COLUMNS": "120"}) == 120
+    finally:
+        os.close(leader)
+        os.close(follower)

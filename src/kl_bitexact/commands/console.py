@@ -58,16 +58,19 @@ def wants_colour(choice: str, stream: TextIO, env: Mapping[str, str]) -> bool:
 
 
 def line_width(stream: TextIO, env: Mapping[str, str]) -> int | None:
-    """COLUMNS when set, else the terminal's width, else None (a pipe or a file: no limit)."""
+    """COLUMNS when set, else the terminal's width, else None (a pipe or a file: no limit).
+    A terminal that reports no width (0 columns: act's, a container's pseudo-terminal before
+    it is sized) is one with no limit, as a pipe is."""
     columns = env.get("COLUMNS", "")
     if columns.isdigit() and int(columns) >= 40:
         return int(columns)
     if not _isatty(stream):
         return None
     try:
-        return os.get_terminal_size(stream.fileno()).columns
+        columns_of_terminal = os.get_terminal_size(stream.fileno()).columns
     except (OSError, ValueError):
         return None
+    return columns_of_terminal or None
 
 
 def _isatty(stream: TextIO) -> bool:
