@@ -1,6 +1,7 @@
 """explore sends batches apart and hangs up on requests mid-prefill (real sockets, real
 processes), finds reuse-after-abandoned-prefill, shrinks it and hands back a test of the
-abandoned_prefix_reuse kind that fails only on the faulty server."""
+abandoned_prefix_reuse kind, and an sglang-style unittest file that hangs up itself, each
+failing only on the faulty server."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from explore_unittest import assert_unittest_fails_only_on
 
 from kl_bitexact.explore.workload import ABANDONED, APART, Batch, Flush, Prompt, Workload, smaller
 from kl_bitexact.run.engines.base import SamplingParams
@@ -39,13 +42,19 @@ def test_explore_hangs_up_finds_the_abandoned_prefill_fault_and_hands_back_its_c
     assert any(step.get("sent") == "abandoned" for step in finding["workload"])
     assert "hung up on mid-prefill" in finding["divergence"]["located"]
     assert finding["deterministic"] and finding["handback_fails"], finding["handback"]
-    assert "leaves out the requests hung up on" in finding["unittest_note"]
+    assert "unittest_note" not in finding
     suite = out / finding["suite_file"]
     assert "check: abandoned_prefix_reuse" in suite.read_text()
     on_faulty = cli(["run", str(suite), "--base-url", faulty.url, "--out", str(tmp_path / "f")])
     on_healthy = cli(["run", str(suite), "--base-url", healthy.url, "--out", str(tmp_path / "h")])
     assert on_faulty.returncode == 1, on_faulty.stdout
     assert on_healthy.returncode == 0, on_healthy.stdout + on_healthy.stderr
+    # The unittest file hangs up itself (its own socket), then reuses through sglang's helpers.
+    test_file = out / finding["unittest_file"]
+    assert '"abandoned": true' in test_file.read_text()
+    hang_ups = faulty.stderr().count("client disconnected after prefill chunk")
+    assert_unittest_fails_only_on(test_file, faulty.url, healthy.url)
+    assert faulty.stderr().count("client disconnected after prefill chunk") > hang_ups
 
 
 def test_leaving_out_a_prompt_keeps_how_its_batch_is_sent() -> None:

@@ -36,7 +36,6 @@ from kl_bitexact.explore.workload import (
     Batch,
     Pressure,
     Tokens,
-    Workload,
 )
 from kl_bitexact.results.model import Status
 from kl_bitexact.run import engines
@@ -357,23 +356,13 @@ def _finding(
         "suite_file": SUITE_FILE,
         "unittest_file": test_file,
         **handed,
-        **_unittest_note(found.workload),
-    }
-
-
-def _unittest_note(workload: Workload) -> dict[str, str]:
-    if not workload.abandoned:
-        return {}
-    return {
-        "unittest_note": "the unittest file leaves out the requests hung up on (sglang's "
-        "helpers send whole requests), so it does not reproduce a finding that needs them; "
-        "the suite file's abandoned_prefix_reuse test does"
     }
 
 
 def _unittest_text(found: Found, as_sent: Outcome, tokens: Tokens, geometry: Geometry) -> str:
     """The workload with the token ids explore sent, as an sglang-style unittest file."""
     steps = []
+    hung_up = iter(as_sent.abandoned)  # the prompts hung up on, in the order sent
     for index, step in enumerate(found.workload.steps):
         if isinstance(step, Pressure):
             # The pressure prompts as one batch; one new token each (their pages are the
@@ -385,7 +374,9 @@ def _unittest_text(found: Found, as_sent: Outcome, tokens: Tokens, geometry: Geo
             steps.append(unittest_file.ConcreteStep(None))
             continue
         if not step.answered:
-            continue  # sglang's helpers send whole requests: a hang-up is left out (noted)
+            abandoned = tuple(next(hung_up) for _ in step.prompts)
+            steps.append(unittest_file.ConcreteStep(abandoned, step.max_new_tokens, True))
+            continue
         prompts = tuple(s.prompt for s in as_sent.served if s.step == index)
         steps.append(unittest_file.ConcreteStep(prompts, step.max_new_tokens))
     seen = found.divergence
