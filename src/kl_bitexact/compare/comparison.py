@@ -101,6 +101,12 @@ class Comparison:
     proofs: tuple[Proof, ...] | None = None
     # The base branch's recent runs (compare/history.py); None when none was asked for.
     history: History | None = None
+    # Each delta's state, worked out once (issue 40: every part of a report asks again, 3
+    # times per test at 100,000 tests): keyed by the delta's identity, kept with the delta
+    # so that an identity reused by another object is never read as its.
+    _states: dict[int, tuple[TestDelta, states.State]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @property
     def outcomes(self) -> Counter[Outcome]:
@@ -116,7 +122,12 @@ class Comparison:
 
     def state(self, delta: TestDelta) -> states.State:
         """The test's state: the one word every part of every report says it with."""
-        return states.of(delta, self.history)
+        known = self._states.get(id(delta))
+        if known is not None and known[0] is delta:
+            return known[1]
+        state = states.of(delta, self.history)
+        self._states[id(delta)] = (delta, state)
+        return state
 
     @property
     def suite_count(self) -> int:
