@@ -44,7 +44,7 @@ class Transition(str, Enum):
     NO_BASE = "no_base"  # no usable base to compare with
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Blocker:
     """One `blocked_by` reference as written, its canonical form and its resolved state."""
 
@@ -54,7 +54,7 @@ class Blocker:
     reason: str = ""  # why an unknown state is unknown (not looked up, lookup failed)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TestDelta:
     """One test id: head and base values, its transition and its gate verdict."""
 

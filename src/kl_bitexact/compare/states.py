@@ -96,7 +96,7 @@ def plain_ref(blocker: Blocker) -> str:
     return blocker.ref or blocker.text
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class State:
     """One test's state: its kind, whether it gates, and what qualifies it (the history's
     count for a known failure, the blockers of a blocked test)."""
