@@ -38,25 +38,18 @@ def suite_text(
     located: str,
 ) -> str:
     """The suite file's YAML: one `prefill_cache_hit` test over the failing batch."""
-    suite = {
-        "name": name,
-        "server": {**server, "expect": _expected_facts(geometry)},
-        "tests": [
-            {
-                "name": "explored_batch",
-                "check": "prefill_cache_hit",
-                "samples": len(prompts),
-                "prompts": prompts_file,
-                "max_new_tokens": max_new_tokens,
-                "temperature": 0.0,
-                "exact": True,
-                # Cold requests are part of the shape: only one hit is needed.
-                "min_cache_hit_ratio": 0.0,
-            }
-        ],
+    test = {
+        "name": "explored_batch",
+        "check": "prefill_cache_hit",
+        "samples": len(prompts),
+        "prompts": prompts_file,
+        "max_new_tokens": max_new_tokens,
+        "temperature": 0.0,
+        "exact": True,
+        # Cold requests are part of the shape: only one hit is needed.
+        "min_cache_hit_ratio": 0.0,
     }
-    header = f"# Found by `kl-bitexact explore`: {located}\n"
-    return header + yaml.safe_dump([suite], sort_keys=False)
+    return _suite_file(name, server, _expected_facts(geometry), located, test)
 
 
 def prompts_text(prompts: Sequence[Sequence[int]]) -> str:
@@ -77,28 +70,21 @@ def cached_tokens_suite_text(
     test of one conversation whose prefix is the expected hit, held to the exact rule
     (turn 1 must reuse exactly the page-aligned prefix, as sglang's multi-turn kits
     assert), so a count one short fails it though every token matches."""
-    suite = {
-        "name": name,
-        "server": {**server, "expect": _expected_facts(geometry)},
-        "tests": [
-            {
-                "name": "explored_cached_tokens",
-                "check": "multiturn",
-                "groups": 1,
-                "branches": 1,
-                "prefix_tokens": prefix_tokens,
-                "turn_suffix_tokens": [suffix_tokens],
-                "max_new_tokens": max_new_tokens,
-                "vocab_size": geometry.vocab_size,
-                "temperature": 0.0,
-                "exact": True,
-                "cache_assert": "exact",
-                "min_cache_hit_ratio": 1.0,
-            }
-        ],
+    test = {
+        "name": "explored_cached_tokens",
+        "check": "multiturn",
+        "groups": 1,
+        "branches": 1,
+        "prefix_tokens": prefix_tokens,
+        "turn_suffix_tokens": [suffix_tokens],
+        "max_new_tokens": max_new_tokens,
+        "vocab_size": geometry.vocab_size,
+        "temperature": 0.0,
+        "exact": True,
+        "cache_assert": "exact",
+        "min_cache_hit_ratio": 1.0,
     }
-    header = f"# Found by `kl-bitexact explore`: {located}\n"
-    return header + yaml.safe_dump([suite], sort_keys=False)
+    return _suite_file(name, server, _expected_facts(geometry), located, test)
 
 
 def abandoned_suite_text(
@@ -114,22 +100,33 @@ def abandoned_suite_text(
     """The suite file's YAML for a divergence after requests hung up on mid-prefill: one
     `abandoned_prefix_reuse` test over the prompts the workload hung up on (each hung up on
     again, then asked for with one more token, so its whole prompt is a reusable prefix)."""
+    test = {
+        "name": "explored_abandoned_prefill",
+        "check": "abandoned_prefix_reuse",
+        "samples": len(prompts),
+        "prompts": prompts_file,
+        "max_new_tokens": max_new_tokens,
+        "temperature": 0.0,
+        "exact": True,
+        # A healthy server may keep nothing of a dropped request: no hit is needed.
+        "min_cache_hit_ratio": 0.0,
+    }
+    return _suite_file(name, server, _expected_facts(geometry), located, test)
+
+
+def _suite_file(
+    name: str,
+    server: Mapping[str, Any],
+    expect: dict[str, Any],
+    located: str,
+    test: dict[str, Any],
+) -> str:
+    """A handed-back suite file: one suite of one test on the explored server, expecting the
+    facts it reported, under a comment saying what explore found."""
     suite = {
         "name": name,
-        "server": {**server, "expect": _expected_facts(geometry)},
-        "tests": [
-            {
-                "name": "explored_abandoned_prefill",
-                "check": "abandoned_prefix_reuse",
-                "samples": len(prompts),
-                "prompts": prompts_file,
-                "max_new_tokens": max_new_tokens,
-                "temperature": 0.0,
-                "exact": True,
-                # A healthy server may keep nothing of a dropped request: no hit is needed.
-                "min_cache_hit_ratio": 0.0,
-            }
-        ],
+        "server": {**server, "expect": expect},
+        "tests": [test],
     }
     header = f"# Found by `kl-bitexact explore`: {located}\n"
     return header + yaml.safe_dump([suite], sort_keys=False)
@@ -164,25 +161,18 @@ def pressure_suite_text(
     expect["enable_hierarchical_cache"] = True
     if geometry.pool_tokens is not None:
         expect["max_total_tokens"] = {"at_most": geometry.pool_tokens}
-    suite = {
-        "name": name,
-        "server": {**server, "expect": expect},
-        "tests": [
-            {
-                "name": "explored_pressure",
-                "check": "pressure_restore",
-                "groups": 1,
-                "branches": 2,
-                "prefix_tokens": prefix_tokens,
-                "turn_suffix_tokens": [suffix_tokens],
-                "pressure": pressure,
-                "max_new_tokens": max_new_tokens,
-                "vocab_size": geometry.vocab_size,
-                "temperature": 0.0,
-                "exact": True,
-                "min_cache_hit_ratio": 1.0,
-            }
-        ],
+    test = {
+        "name": "explored_pressure",
+        "check": "pressure_restore",
+        "groups": 1,
+        "branches": 2,
+        "prefix_tokens": prefix_tokens,
+        "turn_suffix_tokens": [suffix_tokens],
+        "pressure": pressure,
+        "max_new_tokens": max_new_tokens,
+        "vocab_size": geometry.vocab_size,
+        "temperature": 0.0,
+        "exact": True,
+        "min_cache_hit_ratio": 1.0,
     }
-    header = f"# Found by `kl-bitexact explore`: {located}\n"
-    return header + yaml.safe_dump([suite], sort_keys=False)
+    return _suite_file(name, server, expect, located, test)
