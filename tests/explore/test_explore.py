@@ -18,6 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kl_bitexact.commands.explore import parse_budget
+from kl_bitexact.explore import hits
 from kl_bitexact.explore.execute import Served
 from kl_bitexact.explore.geometry import Geometry, GeometryError, read_geometry
 from kl_bitexact.explore.hits import miscounts, most_reusable
@@ -256,3 +257,12 @@ def test_no_examples_db_keeps_none(
     assert cli([*argv, "--no-examples-db"]).returncode == 0
     assert json.loads((tmp_path / "results.json").read_text())["examples_db"] is None
     assert not (tmp_path / "examples").exists()
+
+
+def test_requests_that_report_no_cached_tokens_are_counted_as_unjudged():
+    """A server that leaves cached_tokens out gives `miscounts` nothing to judge: explore
+    counts those requests (results.json hits_unreported, a summary line) so that "nothing
+    found" does not read as "every hit was right"."""
+    batch = [_served((1, 2, 3), None), _served((1, 2, 4), 0), _served((5,), None)]
+    assert hits.unreported(batch) == 2
+    assert hits.unreported([_served((1,), 16)]) == 0

@@ -77,6 +77,8 @@ def test_a_healthy_server_under_pressure_reports_nothing(
     assert result["geometry"]["max_total_tokens"] == 512 and result["notes"] == []
     # Nothing found, and the pressure did what it is for: hits came back from the host tier.
     assert result["restored_from_host"] > 0
+    # The reference engine reports every hit, so every hit was judged.
+    assert result["requests"] > 0 and result["hits_unreported"] == 0
 
 
 def test_a_pool_too_large_to_fill_is_said_and_not_pressed(

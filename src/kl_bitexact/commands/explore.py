@@ -126,6 +126,7 @@ class Report:
             "workloads": tally.examples if tally else 0,
             "requests": tally.requests if tally else 0,
             "restored_from_host": tally.restored if tally else 0,
+            "hits_unreported": tally.hits_unreported if tally else 0,
             "elapsed_s": round(tally.elapsed(), 3) if tally else 0.0,
             "first_found_s": tally.first_found_s if tally else None,
             "first_found_workloads": tally.first_found_workloads if tally else None,
@@ -144,6 +145,11 @@ class Report:
             f"{data['requests']} requests in {data['elapsed_s']:.1f} s "
             f"({data['restored_from_host']} reused a prefix restored from the host tier)",
         ]
+        if data["hits_unreported"]:
+            lines.append(
+                f"{data['hits_unreported']} requests' answers reported no cached_tokens: "
+                "their cache hits were not judged (nothing found says nothing of them)"
+            )
         if self.stopped:
             lines.append(f"stopped early: {self.stopped}")
         if self.examples:

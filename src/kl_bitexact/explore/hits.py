@@ -60,6 +60,12 @@ class Miscount:
         )
 
 
+def unreported(batch: Sequence[Served]) -> int:
+    """How many of `batch` reported no cached_tokens: hits `miscounts` cannot judge, counted
+    so that "nothing found" does not stand for them."""
+    return sum(1 for item in batch if item.generation.cached_tokens is None)
+
+
 def miscounts(
     geometry: Geometry, batch: Sequence[Served], before: Sequence[Sequence[int]]
 ) -> list[Miscount]:

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import Flaky, NoSuchExample
 
+from kl_bitexact.explore import hits
 from kl_bitexact.explore.examples import Examples
 from kl_bitexact.explore.execute import Divergence, Finding, Outcome, execute
 from kl_bitexact.explore.geometry import Geometry
@@ -47,6 +48,8 @@ class Tally:
     requests: int = 0
     # Requests the server reported served partly from its host tier (what pressure is for).
     restored: int = 0
+    # Requests whose answer carried no cached_tokens: their hits could not be judged.
+    hits_unreported: int = 0
     found: Found | None = None
     shrinks: int = 0
     first_found_s: float | None = None
@@ -135,6 +138,7 @@ class Search:
         self.tally.examples += 1
         self.tally.requests += workload.requests
         self.tally.restored += sum(1 for s in outcome.served if s.generation.cached_from_host)
+        self.tally.hits_unreported += hits.unreported(outcome.served)
         if time.monotonic() - self._said >= PROGRESS_EVERY_S:
             self._said = time.monotonic()
             self.progress(self._line())
