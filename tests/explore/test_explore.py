@@ -73,15 +73,6 @@ def test_a_healthy_server_reports_nothing(
     assert results["findings"] == [] and results["workloads"] > 0
 
 
-def test_a_server_that_is_not_deterministic_cannot_be_explored(
-    cli: Cli, reference_server: Callable[..., Any], tmp_path: Path
-) -> None:
-    plain = reference_server("--page-size", "16")
-    result = cli(["explore", "--base-url", plain.url, "--budget", "5", "--out", str(tmp_path)])
-    assert result.returncode == 2
-    assert "--enable-deterministic-inference" in result.stderr
-
-
 def test_explore_needs_exactly_one_server(cli: Cli, tmp_path: Path) -> None:
     result = cli(["explore", "--budget", "5", "--out", str(tmp_path)])
     assert result.returncode == 2 and "--base-url" in result.stderr

@@ -17,7 +17,7 @@ from typing import Any
 
 from kl_bitexact.commands import Command
 from kl_bitexact.errors import ConfigError, ExitCode, Interrupted, ServerError
-from kl_bitexact.explore import handback, pressure, unittest_file
+from kl_bitexact.explore import floor, handback, pressure, unittest_file
 from kl_bitexact.explore.examples import Examples, open_examples
 from kl_bitexact.explore.execute import (
     Divergence,
@@ -127,6 +127,10 @@ class Report:
             "requests": tally.requests if tally else 0,
             "restored_from_host": tally.restored if tally else 0,
             "hits_unreported": tally.hits_unreported if tally else 0,
+            "rule": floor.rule(self.geometry.deterministic) if self.geometry else None,
+            "floor_judged": tally.floor_judged if tally else 0,
+            "not_judged": dict(tally.not_judged) if tally else {},
+            "floor_nearest": tally.floor_nearest if tally else None,
             "elapsed_s": round(tally.elapsed(), 3) if tally else 0.0,
             "first_found_s": tally.first_found_s if tally else None,
             "first_found_workloads": tally.first_found_workloads if tally else None,
@@ -150,6 +154,16 @@ class Report:
                 f"{data['hits_unreported']} requests' answers reported no cached_tokens: "
                 "their cache hits were not judged (nothing found says nothing of them)"
             )
+        if self.geometry:
+            lines.append(f"rule: {floor.rule_text(self.geometry.deterministic)}")
+        if data["floor_nearest"] is not None:
+            lines.append(
+                f"{data['floor_judged']} workloads judged by the noise floor; the nearest "
+                f"reached {data['floor_nearest']:.3g} of its bound (1 diverges)"
+            )
+        unjudged = floor.not_judged_text(data["floor_judged"], data["not_judged"])
+        if unjudged:
+            lines.append(unjudged)
         if self.stopped:
             lines.append(f"stopped early: {self.stopped}")
         if self.examples:
@@ -166,6 +180,11 @@ class Report:
                 f"- found again on {found['repeats']} re-runs",
                 f"- handed back as {found['suite_file']}: {found['handback']}",
             ]
+        elif self.geometry and not self.geometry.deterministic:
+            lines.append(
+                "\nnothing found: no judged workload's cached requests drifted past their "
+                "noise floor"
+            )
         else:
             lines.append("\nnothing found: every generated token matched its uncached replay")
         return "\n".join(lines + [f"- note: {note}" for note in self.notes]) + "\n"
@@ -279,12 +298,24 @@ def _explore(args: Options, spec: ServerSpec, server: Server, report: Report) ->
     if tally.found is None:
         report.write()
         _say(f"explore: nothing found in {tally.examples} workloads ({tally.requests} requests)")
-        return ExitCode.GATE_PASSED
+        return _nothing_found(geometry, tally)
     report.finding = _finding(engine, geometry, search, spec, server.base_url, args.out)
     report.write()
     _say(f"explore: found: {report.finding['divergence']['located']}")
     _say(f"explore: suite file {args.out / report.finding['suite_file']}")
     return ExitCode.GATE_FAILED
+
+
+def _nothing_found(geometry: Geometry, tally: Tally) -> int:
+    """0, unless the noise-floor rule judged no workload at all: then nothing was shown
+    (cannot tell is never a pass), and explore could not run."""
+    unjudged = floor.not_judged_text(tally.floor_judged, tally.not_judged)
+    if unjudged:
+        _say(f"explore: {unjudged}")
+    if geometry.deterministic or tally.floor_judged:
+        return ExitCode.GATE_PASSED
+    _say("explore: the noise-floor rule judged no workload: nothing is shown (exit 2)")
+    return ExitCode.COULD_NOT_RUN
 
 
 def _examples(args: Options, geometry: Geometry) -> Examples | None:
@@ -320,13 +351,7 @@ def _geometry(engine: Engine, url: str) -> Geometry:
         raise ServerError(
             str(error), hint="explore aims at the geometry the server reports"
         ) from None
-    if not geometry.deterministic:
-        raise ServerError(
-            f"{url} does not report enable_deterministic_inference: true; explore judges "
-            "every token exactly, which only a deterministic server supports",
-            hint="start the server with --enable-deterministic-inference "
-            "(the noise-floor rule is not built for explore yet)",
-        )
+    _say(f"explore: rule: {floor.rule_text(geometry.deterministic)}")
     return geometry
 
 
@@ -342,8 +367,7 @@ def _finding(
     )
     server = _server_block(spec, url)
     as_sent = execute(engine, found.workload, search.tokens, geometry)
-    test_file = unittest_file.file_name(1)
-    (out / test_file).write_text(_unittest_text(found, as_sent, search.tokens, geometry))
+    test_file, test_note = _write_unittest(found, as_sent, search.tokens, geometry, out)
     if isinstance(found.divergence, Miscount):
         handed = _hand_back_miscount(engine, geometry, found, server, out)
     elif found.workload.abandoned:
@@ -361,8 +385,24 @@ def _finding(
         "deterministic": again == REPEATS,
         "suite_file": SUITE_FILE,
         "unittest_file": test_file,
+        **({"unittest_note": test_note} if test_note else {}),
         **handed,
     }
+
+
+def _write_unittest(
+    found: Found, as_sent: Outcome, tokens: Tokens, geometry: Geometry, out: Path
+) -> tuple[str | None, str | None]:
+    """The sglang-style unittest file, on a deterministic server; its name, or why not."""
+    if not geometry.deterministic:
+        return None, (
+            "not written: the server is not deterministic, and the file asserts every "
+            "logprob equal to its replay's (sglang's helpers carry no noise-floor rule); "
+            "the suite file carries the rule (gate: noise-floor)"
+        )
+    test_file = unittest_file.file_name(1)
+    (out / test_file).write_text(_unittest_text(found, as_sent, tokens, geometry))
+    return test_file, None
 
 
 def _unittest_text(found: Found, as_sent: Outcome, tokens: Tokens, geometry: Geometry) -> str:
@@ -406,7 +446,6 @@ def _hand_back_batch(
     step = found.divergence.served.step
     prompts = [s.prompt for s in outcome.served if s.step == step]
     max_new = max(len(s.generation.output_ids) for s in outcome.served if s.step == step)
-    fails, cached = handed_back_fails(engine, prompts, max_new)
     (out / "finding-1.prompts.json").write_text(handback.prompts_text(prompts))
     (out / SUITE_FILE).write_text(
         handback.suite_text(
@@ -419,6 +458,10 @@ def _hand_back_batch(
             located=found.divergence.as_dict(geometry)["located"],
         )
     )
+    if not geometry.deterministic:
+        # The file's test judged by run's own check (its noise floor, as run measures it).
+        return _run_handed_back(engine, out)
+    fails, cached = handed_back_fails(engine, prompts, max_new)
     verdict = "fails here, as explored" if fails else "does NOT fail here (shape not expressible)"
     return {"handback": f"{verdict} (cached_tokens {list(cached)})", "handback_fails": fails}
 
@@ -559,7 +602,8 @@ COMMAND = Command(
     description="Read the server's cache geometry (page size, track interval, prefill chunk, "
     "window), generate workloads aimed at its boundaries - shared prefixes on and beside them, "
     "cached and cold prompts in one batch, multi-turn continuations, flushes - and check every "
-    "generated token against an uncached replay (exact: the server must be deterministic). "
+    "generated token against an uncached replay (bit for bit on a deterministic server; by "
+    "run's noise-floor rule, gate: noise-floor, on one that is not). "
     "The first divergence is shrunk with Hypothesis and written to --out as a suite file.\n\n"
     "exit codes: 0 nothing found, 1 found, 2 could not run; results.json and summary.md are "
     "written as it goes and kept on SIGINT/SIGTERM. Details: docs/explore.md",

@@ -1,12 +1,14 @@
 """Send a workload through an engine adapter and check every generated token against an
-uncached replay of the same sequence (exact: the server is deterministic)."""
+uncached replay of the same sequence: exactly on a deterministic server, by the noise-floor
+rule (`explore/floor.py`) on one that is not."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from kl_bitexact.explore import pressure
+from kl_bitexact.explore import floor, pressure
+from kl_bitexact.explore.floor import FloorVerdict
 from kl_bitexact.explore.geometry import Geometry
 from kl_bitexact.explore.hits import Miscount, miscounts
 from kl_bitexact.explore.workload import APART, TOGETHER, Batch, Pressure, Tokens, Workload
@@ -43,20 +45,31 @@ class Divergence:
     position: int  # index among the generated tokens
     decoded: float
     replayed: float
+    # On a server that is not deterministic: the workload's KL over its noise floor (this
+    # is the first differing token of the request with the largest KL).
+    rule: FloorVerdict | None = None
 
     def as_dict(self, geometry: Geometry) -> dict[str, Any]:
-        cached = self.served.generation.cached_tokens
+        located = locate(self, geometry)
+        if self.rule is not None:
+            return {
+                "kind": "noise_floor",
+                **self._where(),
+                "noise_floor": self.rule.as_dict(),
+                "located": f"{located}; {self.rule.failure}",
+            }
+        return {"kind": "tokens", **self._where(), "located": located}
+
+    def _where(self) -> dict[str, Any]:
         return {
-            "kind": "tokens",
             "step": self.served.step,
             "slot": self.served.slot,
             "prompt_tokens": len(self.served.prompt),
-            "cached_tokens": cached,
+            "cached_tokens": self.served.generation.cached_tokens,
             "batch_cached_tokens": list(self.served.batch_cached),
             "generated_token": self.position,
             "decoded_logprob": self.decoded,
             "replayed_logprob": self.replayed,
-            "located": locate(self, geometry),
         }
 
 
@@ -95,6 +108,8 @@ class Outcome:
     divergences: tuple[Divergence, ...]
     miscounts: tuple[Miscount, ...] = ()
     abandoned: tuple[tuple[int, ...], ...] = ()  # the prompts hung up on, in order
+    # The noise-floor rule's verdict (a server that is not deterministic); None: exact.
+    floor: FloorVerdict | None = None
 
     @property
     def findings(self) -> tuple[Finding, ...]:
@@ -136,9 +151,56 @@ def execute(engine: Engine, workload: Workload, tokens: Tokens, geometry: Geomet
         answered = [s.prompt + s.generation.output_ids for s in batch]
         sequences += answered
         cached_since_flush += answered
-    replayed = [s.prompt + s.generation.output_ids for s in served]
-    divergences = tuple(_compare(engine, served, replayed))
-    return Outcome(tuple(served), divergences, tuple(wrong), tuple(abandoned))
+    divergences, verdict = _judge(engine, served, geometry)
+    return Outcome(tuple(served), divergences, tuple(wrong), tuple(abandoned), verdict)
+
+
+def _judge(
+    engine: Engine, served: list[Served], geometry: Geometry
+) -> tuple[tuple[Divergence, ...], FloorVerdict | None]:
+    """Every answered sequence replayed uncached: each request's first differing token on
+    a deterministic server; the noise-floor rule's verdict on one that is not."""
+    replays = _replays(engine, served)
+    differing = _differences(served, replays)
+    if geometry.deterministic:
+        return tuple(differing), None
+    return _by_floor(engine, served, replays, differing)
+
+
+def _by_floor(
+    engine: Engine,
+    served: list[Served],
+    replays: list[tuple[float | None, ...]],
+    differing: list[Divergence],
+) -> tuple[tuple[Divergence, ...], FloorVerdict]:
+    """The requests that reused a prefix (or did not say) against their noise floor: one
+    divergence, on the request with the largest KL, when the workload is over the rule."""
+    judged = [i for i, s in enumerate(served) if s.generation.cached_tokens != 0]
+    cached = [(served[i].generation.output_logprobs, replays[i]) for i in judged]
+    cold = _cold_pairs(engine, [served[i] for i in judged], [replays[i] for i in judged])
+    verdict = floor.judge(cached, cold)
+    if verdict.failure is None:
+        return (), verdict
+    largest = max(range(len(judged)), key=lambda j: floor.request_kl(cached[j]) or 0.0)
+    # Its KL is above 0, so one of its tokens differs from the replay.
+    first = next(d for d in differing if d.served is served[judged[largest]])
+    return (replace(first, rule=verdict),), verdict
+
+
+def _cold_pairs(
+    engine: Engine, served: list[Served], replays: list[tuple[float | None, ...]]
+) -> list[tuple[tuple[float | None, ...], tuple[float | None, ...]]]:
+    """The floor: each request's prompt generated again cold and alone (explore's prompts
+    share prefixes, which a cold batch could still serve one another), paired with the
+    replay of what it generated (the cached path's replay when the output is the same)."""
+    colds = [
+        engine.generate([s.prompt], _params(len(s.generation.output_ids), cold=True))[0]
+        for s in served
+    ]
+    changed = [i for i, c in enumerate(colds) if c.output_ids != served[i].generation.output_ids]
+    again = iter(_replays(engine, [replace(served[i], generation=colds[i]) for i in changed]))
+    fresh = {i: next(again) for i in changed}
+    return [(c.output_logprobs, fresh.get(i, replays[i])) for i, c in enumerate(colds)]
 
 
 def press(
@@ -168,8 +230,8 @@ def _prompts(step: Batch, tokens: Tokens, earlier: list[tuple[int, ...]]) -> lis
     return prompts
 
 
-def _params(max_new_tokens: int) -> SamplingParams:
-    return SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0, seed=0)
+def _params(max_new_tokens: int, *, cold: bool = False) -> SamplingParams:
+    return SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0, seed=0, cold=cold)
 
 
 def _hang_up(engine: Engine, prompts: list[tuple[int, ...]], max_new_tokens: int) -> None:
@@ -196,17 +258,25 @@ def _serve(
     ]
 
 
-def _compare(
-    engine: Engine, served: list[Served], sequences: list[tuple[int, ...]]
-) -> list[Divergence]:
+def _replays(engine: Engine, served: list[Served]) -> list[tuple[float | None, ...]]:
+    """Each request's sequence (prompt + answer) replayed uncached in one call: the logprobs
+    aligned with its decoded tokens."""
     if not served:
         return []
+    sequences = [s.prompt + s.generation.output_ids for s in served]
     last = max(len(s.generation.output_ids) for s in served)
     replays = engine.replay(sequences, last=last)
+    return [
+        replay.last(len(s.generation.output_logprobs))
+        for s, replay in zip(served, replays, strict=True)
+    ]
+
+
+def _differences(served: list[Served], replays: list[tuple[float | None, ...]]) -> list[Divergence]:
+    """Each request's first generated token whose logprob differs from its replay's."""
     found = []
-    for item, replay in zip(served, replays, strict=True):
+    for item, replayed in zip(served, replays, strict=True):
         decoded = item.generation.output_logprobs
-        replayed = replay.last(len(decoded))
         for position, (ours, theirs) in enumerate(zip(decoded, replayed, strict=True)):
             if ours is not None and theirs is not None and ours != theirs:
                 found.append(Divergence(item, position, ours, theirs))
@@ -228,5 +298,4 @@ def handed_back_fails(
         Served(0, slot, prompt, answer, cached)
         for slot, (prompt, answer) in enumerate(zip(prompts, answers, strict=True))
     ]
-    sequences = [s.prompt + s.generation.output_ids for s in served]
-    return bool(_compare(engine, served, sequences)), cached
+    return bool(_differences(served, _replays(engine, served))), cached

@@ -122,12 +122,13 @@ def _suite_file(
     test: dict[str, Any],
 ) -> str:
     """A handed-back suite file: one suite of one test on the explored server, expecting the
-    facts it reported, under a comment saying what explore found."""
-    suite = {
-        "name": name,
-        "server": {**server, "expect": expect},
-        "tests": [test],
-    }
+    facts it reported (under `gate: noise-floor` when it is not deterministic, the rule
+    explore judged it by), under a comment saying what explore found."""
+    block = {**server, "expect": expect}
+    if expect.get("enable_deterministic_inference") is False:
+        # Judged as explore judged it: the cache test's KL against its noise floor.
+        block["gate"] = "noise-floor"
+    suite = {"name": name, "server": block, "tests": [test]}
     header = f"# Found by `kl-bitexact explore`: {located}\n"
     return header + yaml.safe_dump([suite], sort_keys=False)
 

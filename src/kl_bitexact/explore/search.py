@@ -18,9 +18,10 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import Flaky, NoSuchExample
 
-from kl_bitexact.explore import hits
+from kl_bitexact.explore import floor, hits
 from kl_bitexact.explore.examples import Examples
 from kl_bitexact.explore.execute import Divergence, Finding, Outcome, execute
+from kl_bitexact.explore.floor import FloorVerdict
 from kl_bitexact.explore.geometry import Geometry
 from kl_bitexact.explore.strategy import workloads
 from kl_bitexact.explore.workload import TOGETHER, Tokens, Workload, smaller
@@ -50,6 +51,12 @@ class Tally:
     restored: int = 0
     # Requests whose answer carried no cached_tokens: their hits could not be judged.
     hits_unreported: int = 0
+    # A server that is not deterministic: workloads the noise-floor rule judged, and those
+    # it could not (why -> how many), never counted as passed.
+    floor_judged: int = 0
+    not_judged: dict[str, int] = field(default_factory=dict)
+    # The largest share of the rule's bound a judged workload's KL reached (1: diverged).
+    floor_nearest: float | None = None
     found: Found | None = None
     shrinks: int = 0
     first_found_s: float | None = None
@@ -139,9 +146,21 @@ class Search:
         self.tally.requests += workload.requests
         self.tally.restored += sum(1 for s in outcome.served if s.generation.cached_from_host)
         self.tally.hits_unreported += hits.unreported(outcome.served)
+        if outcome.floor is not None:
+            self._count_floor(outcome.floor)
         if time.monotonic() - self._said >= PROGRESS_EVERY_S:
             self._said = time.monotonic()
             self.progress(self._line())
+
+    def _count_floor(self, verdict: FloorVerdict) -> None:
+        tally = self.tally
+        if verdict.cannot_tell:
+            tally.not_judged[verdict.cannot_tell] = tally.not_judged.get(verdict.cannot_tell, 0) + 1
+            return
+        tally.floor_judged += 1
+        share = floor.share_of_bound(verdict)
+        if share is not None and (tally.floor_nearest is None or share > tally.floor_nearest):
+            tally.floor_nearest = share
 
     def _keep(self, workload: Workload, divergence: Finding) -> None:
         """Keep `workload` when it is the first or the smallest failing one so far; kept
