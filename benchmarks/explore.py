@@ -74,7 +74,8 @@ def server(*args: str) -> Iterator[str]:
 
 def explore(url: str, seed: int, budget: float, out: Path) -> dict[str, object]:
     argv = [*KL, "explore", "--base-url", url, "--seed", str(seed), "--budget", str(budget)]
-    argv += ["--out", str(out), "--no-examples-db"]
+    # Time to the first finding: stop there (a healthy server finds none either way).
+    argv += ["--out", str(out), "--no-examples-db", "--max-findings", "1"]
     subprocess.run(argv, stderr=subprocess.DEVNULL, check=False)
     data: dict[str, object] = json.loads((out / "results.json").read_text())
     return data

@@ -709,7 +709,7 @@ def test_the_explore_step_launches_the_suite_s_server_and_writes_what_it_found(c
         command="explore",
         suites="explore.yaml",
         results_dir=str(out),
-        args="--budget 15 --seed 1",
+        args="--budget 15 --seed 1 --max-findings 1",
         python=sys.executable,
     )
     finished = cli(

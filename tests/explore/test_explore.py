@@ -17,7 +17,7 @@ from explore_unittest import assert_unittest_fails_only_on, run_unittest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kl_bitexact.commands.explore import parse_budget
+from kl_bitexact.commands.explore import parse_budget, parse_max_findings
 from kl_bitexact.explore import hits
 from kl_bitexact.explore.execute import Served
 from kl_bitexact.explore.geometry import Geometry, GeometryError, read_geometry
@@ -29,6 +29,9 @@ from kl_bitexact.run.engines.base import Generation
 GEOMETRY = ["--enable-deterministic-inference", "--page-size", "16", "--mamba-track-interval", "16"]
 FAULT = ["--fault", "one-page-prefix-mixed-batch"]
 Cli = Callable[..., subprocess.CompletedProcess[str]]
+# One fault: stop at its first finding (handed back) rather than search on for the rest of
+# the budget, which a test of one fault would wait out for nothing.
+FIRST_ONLY = ["explore", "--max-findings", "1"]
 
 
 def test_explore_finds_the_fault_shrinks_it_and_hands_back_a_suite_that_fails_only_there(
@@ -41,7 +44,7 @@ def test_explore_finds_the_fault_shrinks_it_and_hands_back_a_suite_that_fails_on
     healthy = reference_server(*GEOMETRY)
     out = tmp_path / "out"
     found = cli(
-        ["explore", "--base-url", faulty.url, "--budget", "90", "--seed", "1", "--out", str(out)],
+        [*FIRST_ONLY, "--base-url", faulty.url, "--budget", "90", "--seed", "1", "--out", str(out)],
         timeout=300,
     )
     assert found.returncode == 1, found.stderr
@@ -87,6 +90,13 @@ def test_budgets(text: str, seconds: float) -> None:
 def test_bad_budgets_are_refused(text: str) -> None:
     with pytest.raises(Exception, match="budget"):
         parse_budget(text)
+
+
+@pytest.mark.parametrize("text", ["", "0", "21", "-1", "two", "1.5"])
+def test_a_cap_on_findings_outside_1_to_20_is_refused(text: str) -> None:
+    with pytest.raises(Exception, match="number of findings: give 1 to 20"):
+        parse_max_findings(text)
+    assert parse_max_findings("1") == 1 and parse_max_findings("20") == 20
 
 
 @given(st.integers(1, 256), st.integers(1, 256), st.integers(1, 4000))
@@ -169,7 +179,7 @@ def test_explore_judges_cached_tokens_and_finds_a_miscount_no_token_shows(
     healthy = reference_server(*GEOMETRY)
     out = tmp_path / "out"
     found = cli(
-        ["explore", "--base-url", faulty.url, "--budget", "45", "--seed", "1", "--out", str(out)],
+        [*FIRST_ONLY, "--base-url", faulty.url, "--budget", "45", "--seed", "1", "--out", str(out)],
         timeout=300,
     )
     assert found.returncode == 1, found.stderr
@@ -230,6 +240,7 @@ def test_failures_found_are_replayed_first_by_the_next_run(
     for seed in ("4", "5"):
         out = tmp_path / seed
         argv = ["explore", "--base-url", faulty.url, "--budget", "10", "--seed", seed]
+        argv += ["--max-findings", "1"]
         done = cli([*argv, "--out", str(out), "--examples-db", str(database)], timeout=120)
         assert done.returncode == 1, done.stderr
         runs.append(json.loads((out / "results.json").read_text()))

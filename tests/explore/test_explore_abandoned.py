@@ -31,7 +31,7 @@ def test_explore_hangs_up_finds_the_abandoned_prefill_fault_and_hands_back_its_c
     out = tmp_path / "out"
     found = cli(
         ["explore", "--base-url", faulty.url, "--budget", "40", "--seed", "1", "--out", str(out),
-         "--no-examples-db"],
+         "--no-examples-db", "--max-findings", "1"],
         timeout=300,
     )  # fmt: skip
     assert found.returncode == 1, found.stderr

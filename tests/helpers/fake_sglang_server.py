@@ -3,7 +3,7 @@ the adapter and of the server lifecycle (crash, hang, never healthy, out of memo
 
 Run: python tests/helpers/fake_sglang_server.py --port P [--crash-after N] [--hang-after N]
      [--never-healthy] [--oom] [--page-size N] [--bad-logprob-after N] [--malformed FIELD]
-     [--trickle] [--drip PATH]...
+     [--trickle] [--drip PATH]... [--deterministic] [--no-cached-tokens]
 """
 
 from __future__ import annotations
@@ -45,7 +45,10 @@ def serve(args: argparse.Namespace) -> None:
             if self.path == "/health":
                 self._send(503 if args.never_healthy else 200, {})
             elif self.path in ("/server_info", "/get_server_info"):
-                self._send(200, engine.server_info())
+                info = engine.server_info()
+                if args.deterministic:  # its logprobs are a function of the prefix alone
+                    info["enable_deterministic_inference"] = True
+                self._send(200, info)
             else:
                 self._send(404, {"error": self.path})
 
@@ -74,6 +77,9 @@ def serve(args: argparse.Namespace) -> None:
                     key = "output_token_logprobs" if item["output_ids"] else "input_token_logprobs"
                     meta[key] = [["not-a-number", *entry[1:]] for entry in meta[key]]
             reply = answered
+            if args.no_cached_tokens:  # as a server that does not count its hits
+                for item in reply:
+                    del item["meta_info"]["cached_tokens"]
             if args.malformed:
                 spoil(reply, args.malformed)
             if args.trickle:
@@ -146,7 +152,10 @@ def spoil(reply: list[dict[str, Any]], field: str) -> None:
 def answer(engine: FakeEngine, body: dict[str, Any]) -> list[dict[str, Any]]:
     sampling = body["sampling_params"]
     prompts = body["input_ids"]
-    if sampling["max_new_tokens"] == 0 and body.get("logprob_start_len") == 0:
+    starts = body.get("logprob_start_len")
+    if sampling["max_new_tokens"] == 0 and starts not in (None, -1):
+        # A replay, scored from each prompt's logprob_start_len on (one for all, or one each).
+        starts = [starts] * len(prompts) if isinstance(starts, int) else starts
         replays = engine.replay(prompts)
         return [
             {
@@ -154,13 +163,13 @@ def answer(engine: FakeEngine, body: dict[str, Any]) -> list[dict[str, Any]]:
                 "meta_info": {
                     "input_token_logprobs": [
                         [lp, t, None] for lp, t in zip(r.input_logprobs, p, strict=True)
-                    ],
+                    ][start:],
                     "output_token_logprobs": [],
                     "cached_tokens": 0,
                     "prompt_tokens": len(p),
                 },
             }
-            for r, p in zip(replays, prompts, strict=True)
+            for r, p, start in zip(replays, prompts, starts, strict=True)
         ]
     params = SamplingParams(max_new_tokens=sampling["max_new_tokens"])
     return [
@@ -193,5 +202,7 @@ if __name__ == "__main__":
     parser.add_argument(
         "--drip", action="append", default=[], metavar="PATH", help="answer PATH at 4 bytes/s"
     )
+    parser.add_argument("--deterministic", action="store_true")
+    parser.add_argument("--no-cached-tokens", action="store_true")
     parser.add_argument("--slow-start", type=float, default=0.0, help="seconds before listening")
     serve(parser.parse_args())

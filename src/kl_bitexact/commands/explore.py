@@ -1,8 +1,9 @@
 """`kl-bitexact explore`: search a server for a cache bug no suite was written for.
 
 It reads the server's cache geometry, generates workloads aimed at its boundaries
-(explore/), checks every generated token against an uncached replay, shrinks the first
-divergence with Hypothesis and writes it as a suite file `kl-bitexact run` runs.
+(explore/), checks every generated token against an uncached replay, shrinks each
+divergence of a bug not reported yet with Hypothesis and writes it as a suite file
+`kl-bitexact run` runs (at most --max-findings a run).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from kl_bitexact.explore.execute import (
 )
 from kl_bitexact.explore.geometry import Geometry, GeometryError, read_geometry
 from kl_bitexact.explore.hits import Miscount
-from kl_bitexact.explore.search import Found, Search, Tally
+from kl_bitexact.explore.search import MAX_FINDINGS, Found, Search, Tally
+from kl_bitexact.explore.summary import summary_text
 from kl_bitexact.explore.workload import (
     ABANDONED,
     APART,
@@ -50,7 +52,7 @@ from kl_bitexact.untrusted.jsonfile import replace_text
 
 DEFAULT_OUT = Path("kl-bitexact-explore")
 REPEATS = 3
-SUITE_FILE = "finding-1.yaml"
+DEFAULT_FINDINGS = 5
 _BUDGET = re.compile(r"(\d+(?:\.\d+)?)([smh]?)")
 _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600}
 
@@ -61,6 +63,15 @@ def parse_budget(text: str) -> float:
     if match is None or float(match[1]) <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} is not a budget: give seconds or e.g. 5m")
     return float(match[1]) * _UNIT_S[match[2]]
+
+
+def parse_max_findings(text: str) -> int:
+    """argparse type: how many findings a run may report, 1 to MAX_FINDINGS."""
+    if not text.strip().isdigit() or not 1 <= int(text) <= MAX_FINDINGS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of findings: give 1 to {MAX_FINDINGS}"
+        )
+    return int(text)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -74,6 +85,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="the same seed, the same workloads")
     parser.add_argument(
         "--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})"
+    )
+    parser.add_argument(
+        "--max-findings",
+        type=parse_max_findings,
+        metavar="N",
+        default=DEFAULT_FINDINGS,
+        help=f"stop after this many different bugs (1 to {MAX_FINDINGS}, default "
+        f"{DEFAULT_FINDINGS}); 1 stops at the first, as a quick check would",
     )
     parser.add_argument(
         "--concurrent",
@@ -103,9 +122,11 @@ class Report:
     out: Path
     seed: int
     budget_s: float
+    max_findings: int = DEFAULT_FINDINGS
     geometry: Geometry | None = None
     tally: Tally | None = None
-    finding: dict[str, Any] | None = None
+    # Each finding re-run and handed back, in the order found, with what results.json says.
+    handed: list[tuple[Found, dict[str, Any]]] = field(default_factory=list)
     stopped: str | None = None
     notes: list[str] = field(default_factory=list)
     # The example database and how many saved failures it replayed first; None: none kept.
@@ -113,8 +134,9 @@ class Report:
 
     def write(self) -> None:
         self.out.mkdir(parents=True, exist_ok=True)
-        replace_text(self.out / "results.json", json.dumps(self._data(), indent=2) + "\n")
-        replace_text(self.out / "summary.md", self._summary())
+        data = self._data()
+        replace_text(self.out / "results.json", json.dumps(data, indent=2) + "\n")
+        replace_text(self.out / "summary.md", summary_text(data))
 
     def _data(self) -> dict[str, Any]:
         tally = self.tally
@@ -136,58 +158,22 @@ class Report:
             "first_found_workloads": tally.first_found_workloads if tally else None,
             "stopped": self.stopped,
             "examples_db": self.examples,
-            "findings": [finding] if (finding := self.finding or _unverified(self)) else [],
+            "max_findings": self.max_findings,
+            "seen_again": tally.seen_again if tally else 0,
+            "findings": self._findings(),
             "notes": self.notes,
         }
 
-    def _summary(self) -> str:
-        data = self._data()
-        lines = [
-            "# kl-bitexact explore",
-            "",
-            f"seed {self.seed}, budget {self.budget_s:.0f} s: {data['workloads']} workloads, "
-            f"{data['requests']} requests in {data['elapsed_s']:.1f} s "
-            f"({data['restored_from_host']} reused a prefix restored from the host tier)",
-        ]
-        if data["hits_unreported"]:
-            lines.append(
-                f"{data['hits_unreported']} requests' answers reported no cached_tokens: "
-                "their cache hits were not judged (nothing found says nothing of them)"
-            )
-        if self.geometry:
-            lines.append(f"rule: {floor.rule_text(self.geometry.deterministic)}")
-        if data["floor_nearest"] is not None:
-            lines.append(
-                f"{data['floor_judged']} workloads judged by the noise floor; the nearest "
-                f"reached {data['floor_nearest']:.3g} of its bound (1 diverges)"
-            )
-        unjudged = floor.not_judged_text(data["floor_judged"], data["not_judged"])
-        if unjudged:
-            lines.append(unjudged)
-        if self.stopped:
-            lines.append(f"stopped early: {self.stopped}")
-        if self.examples:
-            lines.append(
-                f"example database {self.examples['path']}: "
-                f"{self.examples['replayed_first']} saved failure(s) replayed first"
-            )
-        if self.finding:
-            found = self.finding
-            lines += [
-                "",
-                f"**Found**: {found['divergence']['located']}",
-                f"- shrunk to {found['requests']} requests in {len(found['workload'])} steps",
-                f"- found again on {found['repeats']} re-runs",
-                f"- handed back as {found['suite_file']}: {found['handback']}",
-            ]
-        elif self.geometry and not self.geometry.deterministic:
-            lines.append(
-                "\nnothing found: no judged workload's cached requests drifted past their "
-                "noise floor"
-            )
-        else:
-            lines.append("\nnothing found: every generated token matched its uncached replay")
-        return "\n".join(lines + [f"- note: {note}" for note in self.notes]) + "\n"
+    def _findings(self) -> list[dict[str, Any]]:
+        """Each finding handed back, then the one being shrunk (not re-run, not handed
+        back), each with how many more failing workloads showed only its bug."""
+        seen = self.tally.reported if self.tally else {}
+        listed = [{**data, "seen_again": seen.get(found.kind, 0)} for found, data in self.handed]
+        current = self.tally.found if self.tally else None
+        if current is not None and all(current is not found for found, _ in self.handed):
+            assert self.geometry is not None  # a finding needs the geometry it was aimed at
+            listed.append(_unverified(current, self.geometry, self.tally))
+        return listed
 
 
 @dataclass(frozen=True)
@@ -202,6 +188,7 @@ class Options:
     examples_db: Path | None = None
     no_examples_db: bool = False
     concurrent: bool = False  # also send batches apart (concurrent requests)
+    max_findings: int = DEFAULT_FINDINGS  # different bugs to report before stopping
 
     def __post_init__(self) -> None:
         if self.budget <= 0:
@@ -218,6 +205,7 @@ class Options:
             args.examples_db,
             args.no_examples_db,
             args.concurrent,
+            args.max_findings,
         )
 
 
@@ -233,15 +221,13 @@ def work(args: Options) -> int:
             "explore needs one server: a suite file or --base-url, not both, not neither",
             hint="kl-bitexact explore --base-url http://127.0.0.1:30000 --budget 5m",
         )
-    report = Report(args.out, args.seed, args.budget)
+    report = Report(args.out, args.seed, args.budget, args.max_findings)
     spec = _server_spec(args)
     server = _reach(spec, args.out)
     try:
         return _explore(args, spec, server, report)
     except Interrupted as stop:
         report.stopped = f"{stop.name} received; what was found so far is kept"
-        if report.finding is None:
-            report.finding = _unverified(report)
         report.write()
         raise
     finally:
@@ -291,18 +277,24 @@ def _explore(args: Options, spec: ServerSpec, server: Server, report: Report) ->
         kept=report.write,
         examples=examples,
         sends=_sends(engine, concurrent=args.concurrent),
+        max_findings=args.max_findings,
     )
     report.tally = search.tally
     report.write()
-    tally = search.run()
-    if tally.found is None:
+    while (found := search.run()) is not None:
+        files = Files(args.out, len(report.handed) + 1)
+        handed = _finding(engine, geometry, search, found, spec, server.base_url, files)
+        report.handed.append((found, handed))
         report.write()
+        _say(f"explore: found: {handed['divergence']['located']}")
+        _say(f"explore: suite file {files.path(files.suite)}")
+    report.write()
+    tally = search.tally
+    if not report.handed:
         _say(f"explore: nothing found in {tally.examples} workloads ({tally.requests} requests)")
         return _nothing_found(geometry, tally)
-    report.finding = _finding(engine, geometry, search, spec, server.base_url, args.out)
-    report.write()
-    _say(f"explore: found: {report.finding['divergence']['located']}")
-    _say(f"explore: suite file {args.out / report.finding['suite_file']}")
+    again = f"; {tally.seen_again} more failing workload(s) showed them again"
+    _say(f"explore: {len(report.handed)} finding(s){again if tally.seen_again else ''}")
     return ExitCode.GATE_FAILED
 
 
@@ -355,11 +347,43 @@ def _geometry(engine: Engine, url: str) -> Geometry:
     return geometry
 
 
+@dataclass(frozen=True)
+class Files:
+    """The files finding number `index` is handed back as, under `out`."""
+
+    out: Path
+    index: int
+
+    @property
+    def suite(self) -> str:
+        return f"finding-{self.index}.yaml"
+
+    @property
+    def prompts(self) -> str:
+        return f"finding-{self.index}.prompts.json"
+
+    @property
+    def name(self) -> str:
+        return f"explore-finding-{self.index}"
+
+    @property
+    def unittest(self) -> str:
+        return unittest_file.file_name(self.index)
+
+    def path(self, name: str) -> Path:
+        return self.out / name
+
+
 def _finding(
-    engine: Engine, geometry: Geometry, search: Search, spec: ServerSpec, url: str, out: Path
+    engine: Engine,
+    geometry: Geometry,
+    search: Search,
+    found: Found,
+    spec: ServerSpec,
+    url: str,
+    files: Files,
 ) -> dict[str, Any]:
-    found = search.tally.found
-    assert found is not None
+    """Re-run `found`, hand it back as `files`, and say so (results.json's finding)."""
     again = sum(
         1
         for _ in range(REPEATS)
@@ -367,31 +391,32 @@ def _finding(
     )
     server = _server_block(spec, url)
     as_sent = execute(engine, found.workload, search.tokens, geometry)
-    test_file, test_note = _write_unittest(found, as_sent, search.tokens, geometry, out)
+    test_file, test_note = _write_unittest(found, as_sent, search.tokens, geometry, files)
     if isinstance(found.divergence, Miscount):
-        handed = _hand_back_miscount(engine, geometry, found, server, out)
+        handed = _hand_back_miscount(engine, geometry, found, server, files)
     elif found.workload.abandoned:
-        handed = _hand_back_abandoned(engine, geometry, search, server, out)
+        handed = _hand_back_abandoned(engine, geometry, search, found, server, files)
     elif _pressure_before(found) and found.divergence.served.generation.cached_tokens:
-        handed = _hand_back_pressure(engine, geometry, found, server, out)
+        handed = _hand_back_pressure(engine, geometry, found, server, files)
     else:
-        handed = _hand_back_batch(engine, geometry, found, as_sent, server, out)
+        handed = _hand_back_batch(engine, geometry, found, as_sent, server, files)
     return {
         "workload": found.workload.as_list(),
         "requests": found.workload.requests,
+        "kind": str(found.kind),
         "divergence": found.divergence.as_dict(geometry),
         "shrinks": search.tally.shrinks,
         "repeats": f"{again}/{REPEATS}",
         "deterministic": again == REPEATS,
-        "suite_file": SUITE_FILE,
+        "suite_file": files.suite,
         "unittest_file": test_file,
-        **({"unittest_note": test_note} if test_note else {}),
         **handed,
+        **({"unittest_note": test_note} if test_note else {}),
     }
 
 
 def _write_unittest(
-    found: Found, as_sent: Outcome, tokens: Tokens, geometry: Geometry, out: Path
+    found: Found, as_sent: Outcome, tokens: Tokens, geometry: Geometry, files: Files
 ) -> tuple[str | None, str | None]:
     """The sglang-style unittest file, on a deterministic server; its name, or why not."""
     if not geometry.deterministic:
@@ -400,12 +425,14 @@ def _write_unittest(
             "logprob equal to its replay's (sglang's helpers carry no noise-floor rule); "
             "the suite file carries the rule (gate: noise-floor)"
         )
-    test_file = unittest_file.file_name(1)
-    (out / test_file).write_text(_unittest_text(found, as_sent, tokens, geometry))
-    return test_file, None
+    unittest = _unittest_text(found, as_sent, tokens, geometry, files.index)
+    files.path(files.unittest).write_text(unittest)
+    return files.unittest, None
 
 
-def _unittest_text(found: Found, as_sent: Outcome, tokens: Tokens, geometry: Geometry) -> str:
+def _unittest_text(
+    found: Found, as_sent: Outcome, tokens: Tokens, geometry: Geometry, index: int
+) -> str:
     """The workload with the token ids explore sent, as an sglang-style unittest file."""
     steps = []
     hung_up = iter(as_sent.abandoned)  # the prompts hung up on, in the order sent
@@ -430,7 +457,10 @@ def _unittest_text(found: Found, as_sent: Outcome, tokens: Tokens, geometry: Geo
         {(seen.served.step, seen.served.slot): seen.allowed} if isinstance(seen, Miscount) else {}
     )
     return unittest_file.unittest_text(
-        index=1, located=seen.as_dict(geometry)["located"], steps=steps, expected_cached=expected
+        index=index,
+        located=seen.as_dict(geometry)["located"],
+        steps=steps,
+        expected_cached=expected,
     )
 
 
@@ -440,18 +470,18 @@ def _hand_back_batch(
     found: Found,
     outcome: Outcome,
     server: dict[str, Any],
-    out: Path,
+    files: Files,
 ) -> dict[str, Any]:
     """The failing batch as a `prefill_cache_hit` test, run here to say whether it fails."""
     step = found.divergence.served.step
     prompts = [s.prompt for s in outcome.served if s.step == step]
     max_new = max(len(s.generation.output_ids) for s in outcome.served if s.step == step)
-    (out / "finding-1.prompts.json").write_text(handback.prompts_text(prompts))
-    (out / SUITE_FILE).write_text(
+    files.path(files.prompts).write_text(handback.prompts_text(prompts))
+    files.path(files.suite).write_text(
         handback.suite_text(
-            name="explore-finding-1",
+            name=files.name,
             server=server,
-            prompts_file="finding-1.prompts.json",
+            prompts_file=files.prompts,
             prompts=prompts,
             max_new_tokens=max_new,
             geometry=geometry,
@@ -460,44 +490,43 @@ def _hand_back_batch(
     )
     if not geometry.deterministic:
         # The file's test judged by run's own check (its noise floor, as run measures it).
-        return _run_handed_back(engine, out)
+        return _run_handed_back(engine, files)
     fails, cached = handed_back_fails(engine, prompts, max_new)
     verdict = "fails here, as explored" if fails else "does NOT fail here (shape not expressible)"
     return {"handback": f"{verdict} (cached_tokens {list(cached)})", "handback_fails": fails}
 
 
 def _hand_back_abandoned(
-    engine: Engine, geometry: Geometry, search: Search, server: dict[str, Any], out: Path
+    engine: Engine,
+    geometry: Geometry,
+    search: Search,
+    found: Found,
+    server: dict[str, Any],
+    files: Files,
 ) -> dict[str, Any]:
     """A divergence after requests hung up on as an `abandoned_prefix_reuse` test over the
     prompts hung up on; the written file's test is run here by the check `run` uses."""
-    found = search.tally.found
-    assert found is not None
     outcome = execute(engine, found.workload, search.tokens, geometry)
     step = found.workload.steps[found.divergence.served.step]
     assert isinstance(step, Batch)
     prompts = [list(prompt) for prompt in outcome.abandoned]
-    (out / "finding-1.prompts.json").write_text(handback.prompts_text(prompts))
-    (out / SUITE_FILE).write_text(
+    files.path(files.prompts).write_text(handback.prompts_text(prompts))
+    files.path(files.suite).write_text(
         handback.abandoned_suite_text(
-            name="explore-finding-1",
+            name=files.name,
             server=server,
-            prompts_file="finding-1.prompts.json",
+            prompts_file=files.prompts,
             prompts=prompts,
             max_new_tokens=step.max_new_tokens,
             geometry=geometry,
             located=found.divergence.as_dict(geometry)["located"],
         )
     )
-    [test] = suite_file.load(out / SUITE_FILE)[0].tests
-    result = run_check(engine, test)
-    fails = result.status is Status.FAILED
-    verdict = "fails here, as explored" if fails else "does NOT fail here"
-    return {"handback": f"{verdict}: {result.message}", "handback_fails": fails}
+    return _run_handed_back(engine, files)
 
 
 def _hand_back_miscount(
-    engine: Engine, geometry: Geometry, found: Found, server: dict[str, Any], out: Path
+    engine: Engine, geometry: Geometry, found: Found, server: dict[str, Any], files: Files
 ) -> dict[str, Any]:
     """A miscounted hit as a one-conversation `multiturn` test whose prefix is the hit the
     geometry allows; the written file's test is run here by the check `run` uses."""
@@ -506,9 +535,9 @@ def _hand_back_miscount(
     step = found.workload.steps[miscount.served.step]
     assert isinstance(step, Batch)
     prefix = miscount.allowed or geometry.page_size
-    (out / SUITE_FILE).write_text(
+    files.path(files.suite).write_text(
         handback.cached_tokens_suite_text(
-            name="explore-finding-1",
+            name=files.name,
             server=server,
             prefix_tokens=prefix,
             suffix_tokens=max(len(miscount.served.prompt) - prefix, 1),
@@ -517,7 +546,7 @@ def _hand_back_miscount(
             located=miscount.locate(geometry),
         )
     )
-    return _run_handed_back(engine, out)
+    return _run_handed_back(engine, files)
 
 
 def _pressure_before(found: Found) -> float | None:
@@ -529,7 +558,7 @@ def _pressure_before(found: Found) -> float | None:
 
 
 def _hand_back_pressure(
-    engine: Engine, geometry: Geometry, found: Found, server: dict[str, Any], out: Path
+    engine: Engine, geometry: Geometry, found: Found, server: dict[str, Any], files: Files
 ) -> dict[str, Any]:
     """A divergence after pressure as a `pressure_restore` test whose shared prefix is the
     hit that diverged; the written file's test is run here by the check `run` uses."""
@@ -538,9 +567,9 @@ def _hand_back_pressure(
     cached = divergence.served.generation.cached_tokens or geometry.page_size
     step = found.workload.steps[divergence.served.step]
     assert isinstance(step, Batch)
-    (out / SUITE_FILE).write_text(
+    files.path(files.suite).write_text(
         handback.pressure_suite_text(
-            name="explore-finding-1",
+            name=files.name,
             server=server,
             prefix_tokens=cached,
             # Two pages past the prefix: each branch leaves it with a page of its own.
@@ -551,30 +580,28 @@ def _hand_back_pressure(
             located=divergence.as_dict(geometry)["located"],
         )
     )
-    return _run_handed_back(engine, out)
+    return _run_handed_back(engine, files)
 
 
-def _run_handed_back(engine: Engine, out: Path) -> dict[str, Any]:
+def _run_handed_back(engine: Engine, files: Files) -> dict[str, Any]:
     """The written suite file's test, run here by the check `run` uses: whether it fails."""
-    [test] = suite_file.load(out / SUITE_FILE)[0].tests
+    [test] = suite_file.load(files.path(files.suite))[0].tests
     result = run_check(engine, test)
     fails = result.status is Status.FAILED
     verdict = "fails here, as explored" if fails else "does NOT fail here"
     return {"handback": f"{verdict}: {result.message}", "handback_fails": fails}
 
 
-def _unverified(report: Report) -> dict[str, Any] | None:
+def _unverified(found: Found, geometry: Geometry, tally: Tally | None) -> dict[str, Any]:
     """The smallest failing workload seen so far, before it is re-run and handed back: what
     results.json holds while shrinking, and after a stop signal (the server is then asked
     nothing more)."""
-    found = report.tally.found if report.tally else None
-    if found is None or report.geometry is None:
-        return None
     return {
         "workload": found.workload.as_list(),
         "requests": found.workload.requests,
-        "divergence": found.divergence.as_dict(report.geometry),
-        "shrinks": report.tally.shrinks if report.tally else 0,
+        "kind": str(found.kind),
+        "divergence": found.divergence.as_dict(geometry),
+        "shrinks": tally.shrinks if tally else 0,
         "repeats": "not re-run yet",
         "deterministic": None,
         "suite_file": None,
@@ -604,7 +631,8 @@ COMMAND = Command(
     "cached and cold prompts in one batch, multi-turn continuations, flushes - and check every "
     "generated token against an uncached replay (bit for bit on a deterministic server; by "
     "run's noise-floor rule, gate: noise-floor, on one that is not). "
-    "The first divergence is shrunk with Hypothesis and written to --out as a suite file.\n\n"
+    "Each divergence of a different bug (up to --max-findings) is shrunk with Hypothesis and "
+    "written to --out as a suite file.\n\n"
     "exit codes: 0 nothing found, 1 found, 2 could not run; results.json and summary.md are "
     "written as it goes and kept on SIGINT/SIGTERM. Details: docs/explore.md",
     add_arguments=add_arguments,
