@@ -140,11 +140,21 @@ def _detail(state: State, ref: Callable[[Blocker], str], outside: Callable[[str]
 def of(delta: TestDelta, history: History | None = None) -> State:
     """The state of one test, from its verdict, whether it gates and what let it through."""
     if delta.verdict is None:
-        return State(Kind.REMOVED, False)
+        return _PLAIN[Kind.REMOVED, False]
     if delta.known_let_through:
         return State(Kind.KNOWN, delta.gating, _known(delta.id, history))
     needs = (delta.head and numbers.needs(delta.head)) or ""
-    return State(Kind(delta.verdict.value), delta.gating, blockers=delta.blockers, needs=needs)
+    # A Verdict is a str enum: its value names its Kind (a dict, not `Kind(value)`'s walk).
+    kind = _KIND_OF[delta.verdict]
+    if not (delta.blockers or needs):
+        return _PLAIN[kind, delta.gating]
+    return State(kind, delta.gating, blockers=delta.blockers, needs=needs)
+
+
+_KIND_OF: dict[str, Kind] = {kind.value: kind for kind in Kind}
+# A state with nothing that qualifies it, one per kind and gating (issue 40: 100,000 tests
+# are mostly `ok`; a State is frozen, so one is shared by every test in it).
+_PLAIN = {(kind, gating): State(kind, gating) for kind in Kind for gating in (False, True)}
 
 
 def _known(test_id: str, history: History | None) -> str:

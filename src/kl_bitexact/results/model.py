@@ -400,6 +400,8 @@ class Results:
 
     def missing(self) -> tuple[PlannedTest, ...]:
         """Planned tests that have no result (the run stopped before reporting them)."""
+        if not self.plan:  # no plan, nothing missing: not worth a set of every test's id
+            return ()
         reported = {test.id for _, test in self.all_tests()}
         return tuple(item for item in self.plan or () if item.id not in reported)
 
