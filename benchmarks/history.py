@@ -288,10 +288,12 @@ def main() -> int:
             )
             for line in [*lines[:2], "...", *lines[-2:]]:
                 print(f"  {line}")
+            asked = len(server.world.requests)
             warm, cpu, lines = fetch(url, root / "cache", args.runs)
+            asked = len(server.world.requests) - asked
             print(
-                f"warm fetch: {warm:.2f} s wall, {cpu:.2f} s CPU in kl-bitexact, "
-                f"{len(lines)} progress lines (nothing downloaded)\n"
+                f"warm fetch: {warm:.2f} s wall, {cpu:.2f} s CPU in kl-bitexact, {asked} "
+                f"requests, {len(lines)} progress lines (nothing downloaded)\n"
             )
         finally:
             server.stop()

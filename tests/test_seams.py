@@ -122,9 +122,14 @@ def test_no_regular_expression_reads_a_command_s_output():
     assert "re" not in imported | modules
 
 
-# The one function that takes the GitHub token: where the session (client, token,
-# redaction) is built. The local GitHub of the tests (testing/) is the server side.
-TOKEN_TAKERS = {("publish/client.py", "connect")}
+# The functions that take the GitHub token: where the session (token, redaction) is built,
+# and the two clients only the session builds from it (`Session.client`, `Session.rest`).
+# The local GitHub of the tests (testing/) is the server side.
+TOKEN_TAKERS = {
+    ("publish/client.py", "connect"),
+    ("publish/pygithub_client.py", "github_client"),
+    ("publish/rest.py", "__init__"),
+}
 
 
 def token_parameters() -> set[tuple[str, str]]:

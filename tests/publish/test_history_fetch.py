@@ -86,8 +86,8 @@ def test_a_second_fetch_downloads_nothing_and_the_cache_reads_offline(
     said: list[str] = []
     second = _fetch(target, tmp_path, said=said)
     assert _blob_requests(fake_github) == RUNS and said == []  # all cached: nothing to say
-    # Per fetch: the runs, each run's artifacts (their digest), and the branch's history
-    # once (no `compare` per run: every commit is among the branch's newest).
+    # Per fetch: the runs, the repository's artifacts of the name (their digests), and the
+    # branch's history once (no `compare` per run: every commit is among the branch's newest).
     paths = [entry["path"] for entry in fake_github.world.requests]
     assert sum("/compare/" in path for path in paths) == 0
     assert sum(path.endswith("/commits") for path in paths) == 2
@@ -362,3 +362,21 @@ def test_a_non_file_where_a_runs_file_goes_leaves_the_run_out_and_says_so(
     assert (tmp_path / "target.zip").read_text() == "kept" if kind == "symlink" else True
     _fetch(target, tmp_path, history_fetch.Bounds(runs=1))  # run 501 leaves the window
     assert blocker.is_symlink() or blocker.exists()  # still not ours to delete
+
+
+def test_an_unreadable_cached_archive_is_downloaded_again_never_read_as_no_runs(
+    fake_github: FakeGitHub, target: Target, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _seed(fake_github, 3)
+    cold = _fetch(target, tmp_path)
+    hashed = history_fetch._sha256
+
+    def refused(path: Path) -> str:  # what a file the fetch may not read answers
+        if path.name == "run-501.zip":
+            raise PermissionError(13, "Permission denied", str(path))
+        return hashed(path)
+
+    monkeypatch.setattr(history_fetch, "_sha256", refused)
+    warm = _fetch(target, tmp_path)
+    assert _blob_requests(fake_github) == 3 + 1  # that run, downloaded again
+    assert warm.runs == cold.runs and warm.of(FLAKY_ID) == cold.of(FLAKY_ID)

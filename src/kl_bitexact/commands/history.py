@@ -13,7 +13,7 @@ import json
 import os
 import sys
 
-from kl_bitexact.commands import Command, arguments, input_files
+from kl_bitexact.commands import Command, arguments
 from kl_bitexact.compare.history import History
 from kl_bitexact.errors import ConfigError
 
@@ -88,6 +88,9 @@ def handle(args: argparse.Namespace) -> int:
 
 def _history(args: argparse.Namespace) -> History:
     if args.history_dir is not None:
+        # Imported here: a fetch needs none of the results, proofs and shards it reads.
+        from kl_bitexact.commands import input_files
+
         found = input_files.history_from_dir(args.history_dir, args.history_runs)
         assert found is not None
         return found

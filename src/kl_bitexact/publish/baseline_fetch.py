@@ -20,19 +20,20 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
-
-from github import Github, GithubException
-from github.Artifact import Artifact
-from github.GithubObject import NotSet
-from github.PaginatedList import PaginatedList
-from github.Repository import Repository
-from github.WorkflowRun import WorkflowRun
+from typing import TYPE_CHECKING, Protocol
 
 from kl_bitexact.compare.baseline import Baseline
 from kl_bitexact.errors import ConfigError, GitHubError
-from kl_bitexact.publish.client import Session, blob_session
+from kl_bitexact.publish.client import Session
 from kl_bitexact.results import io as results_io
 from kl_bitexact.results import model as results
+
+if TYPE_CHECKING:  # PyGithub is imported where it is used: the history's fetch needs none of it
+    from github import Github
+    from github.Artifact import Artifact
+    from github.PaginatedList import PaginatedList
+    from github.Repository import Repository
+    from github.WorkflowRun import WorkflowRun
 
 DEFAULT_ARTIFACT = "kl-bitexact-results"
 # Runs to look through for one that still has the artifact (they expire).
@@ -123,6 +124,8 @@ def _none_found(wanted: Wanted, passed_over: list[str]) -> str:
 def listed_runs(repo: Repository, wanted: Wanted, status: str) -> PaginatedList[WorkflowRun]:
     """The workflow's runs on the branch, newest first, as GitHub lists them: still to be
     judged one by one (`distrust`, `off_branch`), since the filters are only GitHub's."""
+    from github.GithubObject import NotSet
+
     # One trusted event: let GitHub filter, so other events' runs cannot crowd the window.
     event = wanted.events[0] if len(wanted.events) == 1 else NotSet
     return repo.get_workflow(wanted.workflow).get_runs(
@@ -152,7 +155,25 @@ def named_artifact(run: WorkflowRun, name: str) -> Artifact | None:
     return None
 
 
-def distrust(run: WorkflowRun, wanted: Wanted) -> str | None:
+class _Origin(Protocol):
+    @property
+    def full_name(self) -> str: ...
+
+
+class ListedRunFields(Protocol):
+    """What `distrust` reads of a run: PyGithub's WorkflowRun, or the history's `ListedRun`."""
+
+    @property
+    def event(self) -> str: ...
+
+    @property
+    def head_branch(self) -> str: ...
+
+    @property
+    def head_repository(self) -> _Origin | None: ...
+
+
+def distrust(run: ListedRunFields, wanted: Wanted) -> str | None:
     """Why `run` is not the base branch's own run, from its fields alone (no request)."""
     if run.event not in wanted.events:
         return f"a {run.event} event"
@@ -167,6 +188,8 @@ def distrust(run: WorkflowRun, wanted: Wanted) -> str | None:
 
 def off_branch(repo: Repository, run: WorkflowRun, branch: str) -> str | None:
     """Why the run's commit is not on the branch's history, if it is not (one request)."""
+    from github import GithubException
+
     try:
         status = repo.compare(branch, run.head_sha).status
     except GithubException as error:
@@ -196,6 +219,8 @@ class BranchHistory:
         return off_branch(self.repo, run, self.branch)
 
     def _list(self) -> set[str]:
+        from github import GithubException
+
         try:
             return {c.sha for c in islice(self.repo.get_commits(sha=self.branch), self.LISTED)}
         except GithubException as error:
@@ -228,6 +253,8 @@ def fetch_archive(location: str, artifact: Artifact, session: Session) -> result
 
 def download(location: str, target: Path, name: str) -> None:
     """Stream the archive to disk, stopping at the size bound; no token is sent."""
+    from kl_bitexact.publish.pygithub_client import blob_session
+
     with blob_session().get(location, stream=True, timeout=60) as answer:
         answer.raise_for_status()
         with target.open("wb") as out:

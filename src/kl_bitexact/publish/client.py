@@ -1,52 +1,42 @@
-"""The one place that builds the PyGithub client, and the one that turns its errors into ours.
+"""The session with GitHub: where it talks to, the token, and the one wording of its errors.
 
 Where to talk to (API URL, repository, pull request) comes from options first, then the
 environment GitHub Actions sets (`GITHUB_API_URL`, `GITHUB_REPOSITORY`, the event file), so
-GitHub Enterprise Server works unchanged. Retries: 5xx with exponential backoff, secondary
-rate limits after `Retry-After`, the primary rate limit by waiting for its reset when that is
-short and failing clearly when it is not. The token never appears in a message: errors are
-rebuilt from status and GitHub's `message` field, and every message is scrubbed once more.
+GitHub Enterprise Server works unchanged. Retries (both clients): 5xx with exponential
+backoff, secondary rate limits after `Retry-After`, the primary rate limit by waiting for its
+reset when that is short and failing clearly when it is not. The token never appears in a
+message: errors are rebuilt from status and GitHub's `message` field, and every message is
+scrubbed once more.
 
-The token lives in one object, `Session` (built by `open_session` or `connect`): the client it
-authenticates, the target it talks to, and the redaction of its errors. Nothing else holds it.
+The token lives in one object, `Session` (built by `open_session` or `connect`), and the two
+clients it builds when first used: PyGithub's (`pygithub_client.py`) and the REST reader
+(`rest.py`, over http.client: a warm history fetch imports neither PyGithub nor requests,
+issue 40). Nothing else holds it.
 """
 
 from __future__ import annotations
 
-import logging
 import re
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from types import TracebackType
-from typing import Any
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any
 
-import requests
-from github import Auth, Github, GithubException, GithubRetry
-from github.GithubException import (
-    BadAttributeException,
-    RateLimitExceededExceedsMaxWait,
-    RateLimitExceededException,
-)
-from requests.adapters import HTTPAdapter
-from urllib3 import Retry
-from urllib3.exceptions import HTTPError as Urllib3Error
-from urllib3.exceptions import MaxRetryError, ResponseError
-
-from kl_bitexact.errors import ConfigError, GitHubError, network_reason
+from kl_bitexact.errors import ConfigError, GitHubError
 from kl_bitexact.results.commit import FULL_SHA, payload_head
 from kl_bitexact.untrusted import jsonfile
 
+if TYPE_CHECKING:
+    from github import Github
+
+    from kl_bitexact.publish.rest import Rest
+
 DEFAULT_API_URL = "https://api.github.com"
 
-# PyGithub sets its logger to INFO with a stderr handler when imported, and its retry logs
-# every 403 there: publish printed "Request GET /user failed with 403" on every success
-# (GET /user is how it tells an installation token, which is refused it). What we retry
-# and wait for is announced by us (`announce`); PyGithub keeps its warnings.
-logging.getLogger("github").setLevel(logging.WARNING)
 _REPOSITORY = re.compile(r"^[\w.-]+/[\w.-]+$")
 # GitHub caps list pages at 100; fewer round trips on a PR with hundreds of comments.
 PER_PAGE = 100
@@ -197,84 +187,7 @@ def announce(line: str) -> None:
     print(f"kl-bitexact: {line}", file=sys.stderr, flush=True)
 
 
-def _say_why_and_wait(retry: Retry, response: Any) -> None:
-    """Before urllib3 sleeps for a retry: what went wrong and how long it waits (issue 20:
-    a refused connection was 31 s of silence before "unreachable")."""
-    delay: float | None = None
-    if retry.respect_retry_after_header and response is not None:
-        delay = retry.get_retry_after(response)
-    if delay is None:
-        delay = retry.get_backoff_time()
-    last = retry.history[-1] if retry.history else None
-    why = "failed"
-    if last is not None:
-        why = f"answered {last.status}" if last.status else "unreachable"
-        why += " (rate limit)" if last.status in (403, 429) else ""
-        why += "" if last.status else f" ({network_reason(last.error)})"
-        why += f" for {last.method} {urlsplit(last.url or '').path}"
-    done = len(retry.history)
-    of = f" (retry {done} of {done + retry.total})" if isinstance(retry.total, int) else ""
-    wait = f"{delay:.1f} s" if delay < 10 else f"{delay:.0f} s"
-    announce(f"GitHub {why}; retrying in {wait}{of}")
-
-
-# POST .../issues/{n}/comments: creates a comment every time it takes effect.
-_CREATES_COMMENT = re.compile(r"/issues/\d+/comments(?:\?|$)")
-
-
-class _AnnouncedGithubRetry(GithubRetry):
-    """GithubRetry that says why it waits, and gives a 5xx answer to a comment's creation
-    back to the caller instead of posting again.
-
-    A 502 from a proxy can come after GitHub created the comment (a "ghost" 502): the
-    blind retry posted it again, four comments for one (issue 14, case 9). The caller
-    (`sticky.upsert`) looks at the comments before it posts again. A status posted twice
-    is harmless, so other POSTs keep their retries.
-    """
-
-    def sleep(self, response: Any = None) -> None:
-        _say_why_and_wait(self, response)
-        super().sleep(response)
-
-    def increment(  # type: ignore[override]
-        self,
-        method: str | None = None,
-        url: str | None = None,
-        response: Any = None,
-        error: Exception | None = None,
-        _pool: Any = None,
-        _stacktrace: Any = None,
-    ) -> Retry:
-        status = getattr(response, "status", 0) or 0
-        if method == "POST" and status >= 500 and _CREATES_COMMENT.search(url or ""):
-            # With raise_on_status=False, urllib3 hands the response itself to PyGithub.
-            raise MaxRetryError(_pool, url or "", ResponseError(f"{status}: not retried"))
-        return super().increment(method, url, response, error, _pool, _stacktrace)
-
-
-class _AnnouncedRetry(Retry):
-    def sleep(self, response: Any = None) -> None:
-        _say_why_and_wait(self, response)
-        super().sleep(response)
-
-
-def blob_session(settings: ClientSettings | None = None) -> requests.Session:
-    """A plain session for pre-signed download URLs (artifact blobs): retries on 5xx and
-    connection errors, and no token - the URL carries its own short-lived signature."""
-    settings = settings or ClientSettings()
-    retry = _AnnouncedRetry(
-        total=settings.retries,
-        backoff_factor=settings.backoff_factor,
-        status_forcelist=range(500, 600),
-        raise_on_status=False,
-    )
-    session = requests.Session()
-    session.mount("https://", HTTPAdapter(max_retries=retry))
-    session.mount("http://", HTTPAdapter(max_retries=retry))
-    return session
-
-
-_HINTS = {
+HINTS = {
     401: "the token is invalid or expired: check the GITHUB_TOKEN given to this step",
     403: "the token lacks a permission: the publish job needs `pull-requests: write`, "
     "`statuses: write`, `actions: read` and `issues: read`; on a pull request from a fork the "
@@ -283,9 +196,12 @@ _HINTS = {
 }
 
 
-# What reading fields off an answer of the wrong JSON type raises (see `translated`);
-# PyGithub's typed attributes raise BadAttributeException (a label that is a string).
-_WRONG_SHAPE = (TypeError, AttributeError, KeyError, IndexError, ValueError, BadAttributeException)
+# What reading fields off an answer of the wrong JSON type raises (see `translated`); PyGithub's
+# typed attributes raise its BadAttributeException too (a label that is a string).
+_WRONG_SHAPE = (TypeError, AttributeError, KeyError, IndexError, ValueError)
+# The libraries whose errors `pygithub_client.described` words: none of their errors can exist
+# before one of them is imported, so a command that never used them never loads those words.
+_LIBRARIES = ("github", "requests", "urllib3")
 
 
 def shaped(value: Any, kind: type, doing: str) -> Any:
@@ -295,45 +211,66 @@ def shaped(value: Any, kind: type, doing: str) -> Any:
     return value
 
 
-def _reason(error: GithubException) -> str:
-    data = error.data
-    if isinstance(data, dict) and isinstance(data.get("message"), str):
-        return str(data["message"])
-    return "no message"
+Words = tuple[str, str | None]
 
 
-def _described(error: Exception, doing: str) -> tuple[str, str | None]:
-    """What went wrong while `doing`, and what to do about it (`Session.translated`)."""
-    if isinstance(error, RateLimitExceededExceedsMaxWait):
-        wait = f"{error.wait:.0f} s" if error.wait is not None else "too long"
-        return (
-            f"GitHub rate limit reached while {doing}; it resets in {wait}",
-            "re-run the job after the reset, or raise KL_BITEXACT_GITHUB_MAX_RATE_WAIT",
-        )
-    if isinstance(error, RateLimitExceededException):  # still limited after every retry
-        return (
-            f"GitHub rate limit while {doing}: {_reason(error)}",
-            "re-run the job in a few minutes",
-        )
-    if isinstance(error, GithubException):
-        return f"GitHub answered {error.status} while {doing}: {_reason(error)}", _HINTS.get(
-            error.status
-        )
-    if isinstance(error, requests.HTTPError):  # a plain download (artifact blob) refused
-        status = error.response.status_code if error.response is not None else "an error"
-        return f"the download answered {status} while {doing}", None
-    if isinstance(error, (requests.RequestException, Urllib3Error)):
-        return (
-            f"GitHub unreachable while {doing}: {network_reason(error)}",
-            "check GITHUB_API_URL and the network; retries were exhausted",
-        )
-    # A 200 whose body is a string, or a list where an object belongs: PyGithub reads
-    # fields off it and fails with _WRONG_SHAPE. Only a proxy or a broken GitHub answers so.
+def answered(doing: str, status: int, reason: str) -> Words:
+    return f"GitHub answered {status} while {doing}: {reason}", HINTS.get(status)
+
+
+def rate_limit_far(doing: str, wait: str) -> Words:
+    """A primary rate limit whose reset is further off than we wait."""
     return (
-        f"GitHub answered something other than its API describes while {doing} "
-        f"({type(error).__name__})",
+        f"GitHub rate limit reached while {doing}; it resets in {wait}",
+        "re-run the job after the reset, or raise KL_BITEXACT_GITHUB_MAX_RATE_WAIT",
+    )
+
+
+def rate_limited(doing: str, reason: str) -> Words:
+    """Still limited after every retry."""
+    return f"GitHub rate limit while {doing}: {reason}", "re-run the job in a few minutes"
+
+
+def unreachable(doing: str, reason: str) -> Words:
+    return (
+        f"GitHub unreachable while {doing}: {reason}",
+        "check GITHUB_API_URL and the network; retries were exhausted",
+    )
+
+
+def wrong_shape(doing: str, what: str) -> Words:
+    """A 200 whose body is a string, or a list where an object belongs: only a proxy or a
+    broken GitHub answers so."""
+    return (
+        f"GitHub answered something other than its API describes while {doing} ({what})",
         "check GITHUB_API_URL: it must be the REST API root (a proxy in between?)",
     )
+
+
+class Trouble(Exception):
+    """A failure of talking to GitHub, worded (`words(doing)`) once `Session.translated`
+    knows what was being done; raised by the REST reader (`rest.py`). `status`: GitHub's
+    answer, when the failure is one (a caller may read a 404 as "no such commit")."""
+
+    def __init__(self, words: Callable[[str], Words], status: int | None = None) -> None:
+        super().__init__("a failure of talking to GitHub (see Session.translated)")
+        self.words, self.status = words, status
+
+
+def _described(error: Exception, doing: str) -> Words | None:
+    """What went wrong while `doing`, and what to do about it; None: not a failure of
+    talking to GitHub (`Session.translated` lets it through)."""
+    if isinstance(error, Trouble):
+        return error.words(doing)
+    if any(name in sys.modules for name in _LIBRARIES):
+        from kl_bitexact.publish.pygithub_client import described
+
+        found = described(error, doing)
+        if found is not None:
+            return found
+    if isinstance(error, _WRONG_SHAPE):
+        return wrong_shape(doing, type(error).__name__)
+    return None
 
 
 def open_session(
@@ -360,57 +297,56 @@ def open_session(
 
 
 def connect(target: Target, token: str, settings: ClientSettings | None = None) -> Session:
-    """The session with `target`: a PyGithub client, lazy (objects are fetched only when a
-    field is read), authenticated with `token`."""
-    settings = settings or ClientSettings()
-    retry = _AnnouncedGithubRetry(
-        total=settings.retries,
-        backoff_factor=settings.backoff_factor,
-        max_rate_limit_wait=settings.max_rate_limit_wait_s,
-        secondary_rate_wait=settings.secondary_rate_wait_s,
-        # GithubRetry adds 403 and reads its body; secondary limits may also come as 429.
-        status_forcelist=[*range(500, 600), 429],
-        # PATCH and DELETE are idempotent; POST is retried too (GithubRetry's default),
-        # but for a 5xx to a comment's creation, which the sticky comment looks into.
-        allowed_methods=frozenset({"GET", "HEAD", "POST", "PATCH", "PUT", "DELETE"}),
-        raise_on_status=False,  # after the last retry, PyGithub sees the real error
-    )
-    client = Github(
-        auth=Auth.Token(token),
-        base_url=target.api_url,
-        timeout=settings.timeout_s,
-        retry=retry,
-        per_page=PER_PAGE,
-        lazy=True,
-        seconds_between_requests=settings.seconds_between_requests or None,
-        seconds_between_writes=settings.seconds_between_writes or None,
-    )
-    return Session(target, client, token)
+    """The session with `target`, authenticated with `token`: its clients (PyGithub's, the
+    REST reader) are built when first used."""
+    return Session(target, settings or ClientSettings(), token)
 
 
 @dataclass(frozen=True, eq=False)
 class Session:
-    """One conversation with GitHub: where (`target`), the PyGithub `client`, and the token,
-    held here alone so that every error this session translates is scrubbed of it."""
+    """One conversation with GitHub: where (`target`), how (`settings`), and the token, held
+    here and by the two clients built from it alone, so that every error this session
+    translates is scrubbed of it: the PyGithub `client` (writes, and what the baseline and
+    blockers read) and the REST reader `rest` (the history's listing: issue 40), each built
+    when first used."""
 
     target: Target
-    client: Github
+    settings: ClientSettings
     _token: str = field(repr=False)
+
+    @cached_property
+    def client(self) -> Github:
+        from kl_bitexact.publish.pygithub_client import github_client
+
+        return github_client(self.target.api_url, self._token, self.settings)
+
+    @cached_property
+    def rest(self) -> Rest:
+        from kl_bitexact.publish.rest import Rest
+
+        return Rest(self.target.api_url, self._token, self.settings)
 
     @contextmanager
     def translated(self, doing: str) -> Iterator[None]:
-        """Re-raise PyGithub and network errors as GitHubError saying what we were doing."""
+        """Re-raise failures of talking to GitHub (PyGithub's, the network's, the REST
+        reader's) as GitHubError saying what we were doing."""
         try:
             yield
-        except (GithubException, requests.RequestException, Urllib3Error, *_WRONG_SHAPE) as error:
-            message, hint = _described(error, doing)
+        except Exception as error:
+            words = _described(error, doing)
+            if words is None:
+                raise
+            message, hint = words
             raise GitHubError(self.redact(message), hint=hint) from None
 
     def redact(self, text: str) -> str:
         return text.replace(self._token, "***") if self._token else text
 
     def close(self) -> None:
-        self.client.close()
+        built = vars(self)  # the clients built so far (cached_property keeps them here)
+        for name in ("client", "rest"):
+            if name in built:
+                built[name].close()
 
     def __enter__(self) -> Session:
         return self

@@ -33,20 +33,16 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from itertools import islice
 from pathlib import Path
-
-from github import Github
-from github.Artifact import Artifact
-from github.WorkflowRun import WorkflowRun
 
 from kl_bitexact.compare import history, history_dir
 from kl_bitexact.compare.history import Collector, History
 from kl_bitexact.compare.history_limits import DEFAULT_RUNS, FETCH_SECONDS, MAX_RUNS
 from kl_bitexact.errors import ConfigError, GitHubError
-from kl_bitexact.publish import baseline_fetch
+from kl_bitexact.publish import baseline_fetch, history_listing
 from kl_bitexact.publish.baseline_fetch import Wanted
 from kl_bitexact.publish.client import Session
+from kl_bitexact.publish.history_listing import Chosen, ListedRun
 from kl_bitexact.results import io as results_io
 from kl_bitexact.results.model import Results
 from kl_bitexact.untrusted.jsonfile import read_bounded, replace_text
@@ -92,18 +88,6 @@ def cache_dir(root: Path, wanted: Wanted) -> Path:
     return root.joinpath(*(_SAFE.sub("_", part) or "_" for part in parts))
 
 
-@dataclass
-class _Chosen:
-    run: WorkflowRun
-    artifact: Artifact
-
-
-@dataclass
-class _Search:
-    chosen: list[_Chosen] = field(default_factory=list)
-    passed_over: list[str] = field(default_factory=list)
-
-
 Say = Callable[[str], None]
 
 
@@ -127,7 +111,7 @@ def fetch(
     directory = cache_dir(cache_root, wanted)
     try:
         with session.translated(f"listing the runs of {wanted.workflow} on {wanted.branch}"):
-            search = _search(session.client, wanted, bounds)
+            search = history_listing.search(session.rest, wanted, bounds.runs, bounds.scan)
     except GitHubError as error:
         return History(wanted.branch, notes=(f"fetching the history failed: {error.message}",))
     refused = _own(cache_root, directory)
@@ -159,26 +143,6 @@ def _own(root: Path, directory: Path) -> str | None:
     return None
 
 
-def _search(client: Github, wanted: Wanted, bounds: Bounds) -> _Search:
-    repo = client.get_repo(wanted.repository)
-    branch = baseline_fetch.BranchHistory(repo, wanted.branch)
-    search = _Search()
-    for run in islice(baseline_fetch.listed_runs(repo, wanted, "completed"), bounds.scan):
-        why = baseline_fetch.distrust(run, wanted)
-        artifact = None if why else baseline_fetch.named_artifact(run, wanted.artifact)
-        if not why and artifact is None:
-            why = f"no {wanted.artifact} artifact (expired, or the run uploaded none)"
-        why = why or branch.off_branch(run)
-        if why:
-            search.passed_over.append(f"run {run.id}: {why}")
-            continue
-        assert artifact is not None
-        search.chosen.append(_Chosen(run, artifact))
-        if len(search.chosen) == bounds.runs:
-            break
-    return search
-
-
 class _Fetcher:
     """Each chosen run's results into the cache: reused when its archive's digest is
     GitHub's, else downloaded within the bounds, newest first (a deadline keeps the
@@ -193,7 +157,7 @@ class _Fetcher:
         self.manifest = _Manifest.read(directory)
         self.stopped: str | None = None
 
-    def fetch(self, chosen: list[_Chosen]) -> list[str]:
+    def fetch(self, chosen: list[Chosen]) -> list[str]:
         left_out: list[str] = []
         missing = []
         for item in chosen:
@@ -224,7 +188,7 @@ class _Fetcher:
             self.say(f"cached in {self.directory} (--history-dir reads it offline)")
         return left_out
 
-    def _foreign(self, item: _Chosen) -> str | None:
+    def _foreign(self, item: Chosen) -> str | None:
         """Why the cache cannot take this run: something where its files go that is not a
         file kl-bitexact wrote (left where it is, never followed, replaced or deleted)."""
         ours = item.run.id in self.manifest.runs
@@ -238,25 +202,33 @@ class _Fetcher:
                 )
         return None
 
-    def _adoptable(self, item: _Chosen, path: Path) -> bool:
+    def _adoptable(self, item: Chosen, path: Path) -> bool:
         """A file kl-bitexact's earlier versions wrote (no manifest yet): the run's archive
         as GitHub lists it, or the results decoded beside such an archive."""
-        archive, _ = _paths(self.directory, item.run.id)
-        digest = getattr(item.artifact, "digest", None)
-        return bool(digest) and archive.is_file() and _sha256(archive) == digest
+        return self._githubs(item)
 
-    def _cached(self, item: _Chosen) -> bool:
-        """The cached archive is GitHub's (its digest): read, once verified; verified and
-        decoded now if it never was (or its decoded file is gone)."""
-        archive, decoded = _paths(self.directory, item.run.id)
-        digest = getattr(item.artifact, "digest", None)
-        if not digest or not archive.is_file() or _sha256(archive) != digest:
+    def _githubs(self, item: Chosen) -> bool:
+        """The cached archive hashes to the digest GitHub lists for the artifact. One that
+        cannot be read is not: it is downloaded again, never read as a run without tests."""
+        archive, _ = _paths(self.directory, item.run.id)
+        digest = item.artifact.digest
+        try:
+            return bool(digest) and archive.is_file() and _sha256(archive) == digest
+        except OSError:
             return False
-        if self.manifest.runs.get(item.run.id) == digest and decoded.is_file():
+
+    def _cached(self, item: Chosen) -> bool:
+        """The cached archive is GitHub's (its digest): read, once verified; verified and
+        decoded now if it never was (or its decoded file is gone). Anything else, or a read
+        that fails, is a miss: the run is downloaded again."""
+        archive, decoded = _paths(self.directory, item.run.id)
+        if not self._githubs(item):
+            return False
+        if self.manifest.runs.get(item.run.id) == item.artifact.digest and decoded.is_file():
             return self._read(item, archive) is None
         return self._decode(item, archive) is None
 
-    def _read(self, item: _Chosen, archive: Path) -> str | None:
+    def _read(self, item: Chosen, archive: Path) -> str | None:
         """A verified archive's tests, as the history reads them: its members' fields the
         history uses, decoded from memory (no model built, nothing written)."""
         try:
@@ -266,10 +238,12 @@ class _Fetcher:
             ]
         except ConfigError as error:
             return error.message
+        except OSError as error:
+            return f"{archive.name}: {error.strerror or type(error).__name__}"
         self.collector.add(_run_of(item.run), _Members(views))
         return None
 
-    def _limit(self, item: _Chosen) -> str | None:
+    def _limit(self, item: Chosen) -> str | None:
         """Why no more runs are downloaded: once a bound is reached, the older runs all
         stay out (the history keeps the newest runs, with no gap)."""
         if self.stopped is None:
@@ -281,14 +255,14 @@ class _Fetcher:
                 self.stopped = f"left out: over the history's {_mb(self.bounds.max_total_bytes)}"
         return self.stopped
 
-    def _download(self, item: _Chosen) -> str | None:
+    def _download(self, item: Chosen) -> str | None:
         archive, _ = _paths(self.directory, item.run.id)
         name = item.artifact.name
         handle, scratch = tempfile.mkstemp(dir=self.directory, prefix=".download-", suffix=".zip")
         os.close(handle)
         try:
             with self.session.translated(f"downloading artifact {name} of run {item.run.id}"):
-                location = baseline_fetch.download_location(self.session.client, item.artifact)
+                location = history_listing.download_location(self.session.rest, item.artifact)
                 baseline_fetch.download(location, Path(scratch), name)
             self.downloaded += Path(scratch).stat().st_size
             self.manifest.record(item.run.id, None)  # ours from here on, verified or not
@@ -299,7 +273,7 @@ class _Fetcher:
             Path(scratch).unlink(missing_ok=True)
         return self._decode(item, archive)
 
-    def _decode(self, item: _Chosen, archive: Path) -> str | None:
+    def _decode(self, item: Chosen, archive: Path) -> str | None:
         """The archive's results validated in full, with GitHub's commit and time for the
         run, written as run-ID.json (for `--history-dir`) and into the history; the run is
         recorded as verified (its digest), so later fetches only read it."""
@@ -310,7 +284,7 @@ class _Fetcher:
         _, decoded = _paths(self.directory, item.run.id)
         self.manifest.record(item.run.id, None)
         results_io.write_atomic(results, decoded)
-        self.manifest.record(item.run.id, getattr(item.artifact, "digest", None))
+        self.manifest.record(item.run.id, item.artifact.digest)
         self.collector.add(_run_of(item.run), results)
         return None
 
@@ -339,13 +313,9 @@ class _Members:
             yield from view.all_tests()
 
 
-def _run_of(run: WorkflowRun) -> history.Run:
+def _run_of(run: ListedRun) -> history.Run:
     """The run as GitHub lists it (the history's time and commit are GitHub's)."""
-    return history.Run(run.head_sha, _created(run), run.id, f"run {run.id}")
-
-
-def _created(run: WorkflowRun) -> str:
-    return str(run.created_at.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    return history.Run(run.head_sha, run.created_at, run.id, f"run {run.id}")
 
 
 @dataclass
@@ -412,13 +382,13 @@ def _manifest_runs(document: object) -> dict[int, str | None]:
     return found
 
 
-def _as_run(results: Results, run: WorkflowRun) -> Results:
+def _as_run(results: Results, run: ListedRun) -> Results:
     """The run's identity as GitHub lists it, not as the files inside say."""
     info = dataclasses.replace(
         results.run,
         commit=run.head_sha,
         ref=f"{history_dir.BRANCH_REF}{run.head_branch}",
-        started_at=_created(run),
+        started_at=run.created_at,
     )
     return dataclasses.replace(results, run=info)
 

@@ -14,15 +14,17 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kl_bitexact.compare.comparison import Comparison, TestDelta
 from kl_bitexact.compare.gate import ALLOW_KNOWN
 from kl_bitexact.compare.history import History, Point, Run, Standing, TestHistory
-from kl_bitexact.report.budget import Block, Section
 from kl_bitexact.results.formats import fmt_kl, plural
 from kl_bitexact.results.model import Status
 from kl_bitexact.untrusted import escape
+
+if TYPE_CHECKING:  # `kl-bitexact history` prints the history alone: no comparison, no budget
+    from kl_bitexact.compare.comparison import Comparison, TestDelta
+    from kl_bitexact.report.budget import Section
 
 GLYPH = {
     Status.PASSED: "✓",
@@ -60,6 +62,8 @@ TERMINAL = Style(escape.terminal, escape.terminal, lambda word: word)
 
 def section(comparison: Comparison, rows: Sequence[TestDelta], gating: int, other: int) -> Section:
     """'On main': for each row needing attention, new or known, and its trend."""
+    from kl_bitexact.report.budget import Block, Section
+
     history = comparison.history
     if history is None:
         return Section([])

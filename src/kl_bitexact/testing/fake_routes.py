@@ -15,7 +15,16 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, quote, unquote
 
-from kl_bitexact.testing.fake_state import Comment, IssueEvent, Pull, Repo, Run, World, now_iso
+from kl_bitexact.testing.fake_state import (
+    Artifact,
+    Comment,
+    IssueEvent,
+    Pull,
+    Repo,
+    Run,
+    World,
+    now_iso,
+)
 from kl_bitexact.testing.openapi_spec import load_spec
 from kl_bitexact.testing.skeleton import component, merged
 
@@ -477,28 +486,50 @@ def list_run_artifacts(world: World, call: Call, match: re.Match[str]) -> Answer
         return not_found()
     run_id = int(match["run_id"])
     found = [artifact for artifact in repo.artifacts if artifact.run_id == run_id]
+    url = f"{_repo_url(call, repo)}/actions/runs/{run_id}/artifacts"
+    return _artifacts_page(call, repo, found, url)
+
+
+def list_repo_artifacts(world: World, call: Call, match: re.Match[str]) -> Answer:
+    """GET .../actions/artifacts: every run's, newest first (GitHub lists them so)."""
+    repo = _repo(world, match)
+    if repo is None:
+        return not_found()
+    newest_first = sorted(repo.artifacts, key=lambda artifact: artifact.id, reverse=True)
+    url = f"{_repo_url(call, repo)}/actions/artifacts"
+    return _artifacts_page(call, repo, newest_first, url)
+
+
+def _artifacts_page(call: Call, repo: Repo, artifacts: list[Artifact], url: str) -> Answer:
+    """One page of `artifacts` with the `name` filter applied, each with its run."""
     wanted = call.param("name")
-    found = [artifact for artifact in found if wanted in (None, artifact.name)]
-    base = _repo_url(call, repo)
-    chunk, links = _paged(call, found, f"{base}/actions/runs/{run_id}/artifacts")
-    artifacts = [
-        merged(
-            component(load_spec(), "artifact"),
-            {
-                "id": artifact.id,
-                "name": artifact.name,
-                "size_in_bytes": len(artifact.archive),
-                "expired": artifact.expired,
-                "url": f"{base}/actions/artifacts/{artifact.id}",
-                "archive_download_url": f"{base}/actions/artifacts/{artifact.id}/zip",
-                # GitHub's SHA-256 of the archive, as the download's bytes hash to.
-                "digest": "sha256:" + hashlib.sha256(artifact.archive).hexdigest(),
-            },
-        )
-        for artifact in chunk
-    ]
-    body = {"total_count": len(found), "artifacts": artifacts}
+    found = [artifact for artifact in artifacts if wanted in (None, artifact.name)]
+    chunk, links = _paged(call, found, url, _filters(call, ("name",)))
+    body = {"total_count": len(found), "artifacts": [_artifact_json(call, repo, a) for a in chunk]}
     return Answer(200, body, links)
+
+
+def _artifact_json(call: Call, repo: Repo, artifact: Artifact) -> Any:
+    base = _repo_url(call, repo)
+    run = next((run for run in repo.runs if run.id == artifact.run_id), None)
+    return merged(
+        component(load_spec(), "artifact"),
+        {
+            "id": artifact.id,
+            "name": artifact.name,
+            "size_in_bytes": len(artifact.archive),
+            "expired": artifact.expired,
+            "url": f"{base}/actions/artifacts/{artifact.id}",
+            "archive_download_url": f"{base}/actions/artifacts/{artifact.id}/zip",
+            # GitHub's SHA-256 of the archive, as the download's bytes hash to.
+            "digest": "sha256:" + hashlib.sha256(artifact.archive).hexdigest(),
+            "workflow_run": None if run is None else _artifact_run(run),
+        },
+    )
+
+
+def _artifact_run(run: Run) -> dict[str, Any]:
+    return {"id": run.id, "head_branch": run.branch, "head_sha": run.head_sha}
 
 
 def download_artifact(world: World, call: Call, match: re.Match[str]) -> Answer:
@@ -536,6 +567,7 @@ ROUTES: tuple[tuple[str, re.Pattern[str], Handler], ...] = tuple(
         ("POST", _REPO + r"/statuses/(?P<sha>[0-9a-fA-F]+)", create_status),
         ("GET", _REPO + r"/actions/workflows/(?P<workflow>[^/]+)/runs", list_workflow_runs),
         ("GET", _REPO + r"/actions/runs/(?P<run_id>\d+)/artifacts", list_run_artifacts),
+        ("GET", _REPO + r"/actions/artifacts", list_repo_artifacts),
         ("GET", _REPO + r"/compare/(?P<basehead>.+)", compare_commits),
         ("GET", _REPO + r"/commits", list_commits),
         (
