@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import functools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 _REGISTER = re.compile(r"register_\w+_ci\s*\(")
@@ -36,7 +37,7 @@ def locate(source: str, names: frozenset[str]) -> TopLevel | None:
     """The top-level calls to `names` and `if __name__ ==` blocks, or None when only a
     full parse can tell."""
     calls = []
-    for match in _REGISTER.finditer(source):
+    for match in _register_matches(source):
         start = match.start()
         before = source[start - 1] if start else "\n"
         if before.isalnum() or before in "_.":
@@ -56,6 +57,19 @@ def locate(source: str, names: frozenset[str]) -> TopLevel | None:
             return None
         blocks.append(statement)
     return TopLevel(tuple(calls), tuple(blocks))
+
+
+def _register_matches(source: str) -> Iterator[re.Match[str]]:
+    """`_REGISTER.finditer(source)`, found by the literal `register_` first: the regex
+    engine walks every character of the file (a tenth of a cold scan of sglang)."""
+    position = source.find("register_")
+    while position >= 0:
+        match = _REGISTER.match(source, position)
+        if match is None:
+            position = source.find("register_", position + 1)
+        else:
+            yield match
+            position = source.find("register_", match.end())
 
 
 def _statement_at(source: str, start: int, numbered: bool = True) -> ast.stmt | None:

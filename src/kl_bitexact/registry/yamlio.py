@@ -246,16 +246,39 @@ def _resolved(plain: str) -> Any:
     return convert(plain)
 
 
+# Plain scalars already resolved: a few hundred distinct ones (`name`, `true`, `60`) are
+# most of those a resolver looks at in sglang's workflows. Floats are not kept: each NaN
+# is its own key, as the checked reader builds them.
+_RESOLVED: dict[str, Any] = {}
+_MAX_RESOLVED = 10_000
+
+
+def _resolved_once(plain: str) -> Any:
+    found = _RESOLVED.get(plain, _NO_KEY)
+    if found is _NO_KEY:
+        found = _resolved(plain)
+        if not isinstance(found, float) and len(_RESOLVED) < _MAX_RESOLVED:
+            _RESOLVED[plain] = found
+    return found
+
+
 class _Open:
-    """A mapping or sequence being built, with its anchor and size for the bounds."""
+    """A mapping or sequence being built: its lines, anchor, the key waiting for its value,
+    and the node count when it started (its size for the bounds is the count since)."""
 
-    __slots__ = ("anchor", "block", "data", "key", "key_line", "size")
+    __slots__ = ("anchor", "block", "data", "is_list", "key", "key_line", "lines", "started")
 
-    def __init__(self, data: LineDict | LineList, anchor: str | None) -> None:
-        self.data, self.anchor, self.size = data, anchor, 1
+    def __init__(self, data: LineDict | LineList, anchor: str | None, started: int) -> None:
+        self.data: Any = data
+        self.anchor, self.started = anchor, started
+        self.is_list = isinstance(data, LineList)
+        self.lines: Any = data.item_lines if isinstance(data, LineList) else data.key_lines
         self.key: Any = _NO_KEY
         self.key_line = 0
         self.block: set[Any] = set()
+
+
+_BLOCK_STYLES = ("|", ">")
 
 
 class _OnePass:
@@ -264,7 +287,11 @@ class _OnePass:
     on every cold run). Anything unusual raises and the checked reader takes over: a bound
     crossed (so that it is named there), a syntax error, an explicit tag, a merge key, a
     duplicate key or anchor, an undefined alias, a key that is not a scalar, a second
-    document."""
+    document.
+
+    Scalars are most of the events (25,000 in sglang's workflows), so the loop handles
+    them itself, without a call per event; the node count is checked when a collection
+    ends or an alias is expanded (a scalar adds one node: only they can cross it fast)."""
 
     def __init__(self, text: str) -> None:
         self.parser = _FAST(text)
@@ -276,8 +303,16 @@ class _OnePass:
         self.documents = 0
 
     def document(self) -> Any:
+        try:
+            self._events()
+        finally:
+            self.parser.dispose()
+        if self.total > yamlbounds.MAX_NODES:
+            raise Unusual("too many nodes: the bounds name it")
+        return self.result
+
+    def _events(self) -> None:
         handlers = {
-            yaml.ScalarEvent: self._scalar,
             yaml.MappingStartEvent: self._start,
             yaml.SequenceStartEvent: self._start,
             yaml.MappingEndEvent: self._end,
@@ -285,36 +320,42 @@ class _OnePass:
             yaml.AliasEvent: self._alias,
             yaml.DocumentStartEvent: self._document,
         }
-        next_event, scalar = self.parser.get_event, self._scalar
-        try:
-            while (kind := type(event := next_event())) is not yaml.StreamEndEvent:
-                if kind is yaml.ScalarEvent:  # most events: looked for first
-                    scalar(event)
-                elif (handler := handlers.get(kind)) is not None:
+        next_event, stack, scalar_event = self.parser.get_event, self.open, yaml.ScalarEvent
+        resolvers, digits = _RESOLVERS, yamlbounds.MAX_NUMBER_DIGITS
+        while (kind := type(event := next_event())) is not yaml.StreamEndEvent:
+            if kind is not scalar_event:
+                if (handler := handlers.get(kind)) is not None:
                     handler(event)
-        finally:
-            self.parser.dispose()
-        return self.result
+                continue
+            value = event.value
+            if event.tag is not None:
+                raise Unusual("a tag")
+            if len(value) > digits and yamlbounds.number_too_long(value, event.style):
+                raise Unusual("a number the bounds refuse")
+            if event.implicit[0] and value[:1] in resolvers:  # plain, maybe not a string
+                value = _resolved_once(value)
+            self.total += 1
+            line, block = event.start_mark.line + 1, event.style in _BLOCK_STYLES
+            if event.anchor is not None:
+                self._anchor(event.anchor, value, line, block, 1)
+            if not stack:
+                self.result = value
+                continue
+            frame = stack[-1]
+            if frame.is_list:
+                frame.data.append(value)
+                frame.lines.append(line)
+            elif frame.key is _NO_KEY:
+                if value in frame.data:
+                    raise Unusual("a duplicate key")
+                frame.key, frame.key_line = value, line
+            else:
+                self._value(frame, value, line, block)
 
     def _document(self, event: Any) -> None:
         self.documents += 1
         if self.documents > 1:
             raise Unusual("a second document")
-
-    def _scalar(self, event: Any) -> None:
-        value = event.value
-        if event.tag is not None:
-            raise Unusual("a tag")
-        long = len(value) > yamlbounds.MAX_NUMBER_DIGITS  # the check is rarely needed
-        if long and yamlbounds.number_too_long(value, event.style):
-            raise Unusual("a number the bounds refuse")
-        if event.implicit[0] and value[:1] in _RESOLVERS:  # plain, maybe not a string
-            value = _resolved(value)
-        self._counted(1)
-        line, block = event.start_mark.line + 1, event.style in ("|", ">")
-        if event.anchor is not None:
-            self._anchor(event.anchor, value, line, block, 1)
-        self._add(value, line, block)
 
     def _start(self, event: Any) -> None:
         if event.tag is not None or len(self.open) >= yamlbounds.MAX_DEPTH:
@@ -327,36 +368,28 @@ class _OnePass:
             data = LineList()
             data.item_lines = []
         data.line = event.start_mark.line + 1
-        self.total += 1  # counted into its parent's size when it ends
-        self.open.append(_Open(data, event.anchor))
+        self.open.append(_Open(data, event.anchor, self.total))
+        self.total += 1  # itself: counted into its parent's size when it ends
 
     def _end(self, event: Any) -> None:
         frame = self.open.pop()
         data = frame.data
         if isinstance(data, LineDict):
             data.block_values = frozenset(frame.block)
-        if self.open:
-            self.open[-1].size += frame.size
-        self._anchor(frame.anchor, data, data.line, False, frame.size)
-        self._add(data, data.line, False)
         if self.total > yamlbounds.MAX_NODES:
             raise Unusual("too many nodes: the bounds name it")
+        self._anchor(frame.anchor, data, data.line, False, self.total - frame.started)
+        self._add(data, data.line, False)
 
     def _alias(self, event: Any) -> None:
         found = self.anchors.get(event.anchor)
         if found is None:  # undefined, or inside the node it names (a loop)
             raise Unusual("an alias the checked reader names")
         value, line, block, size = found
-        self._counted(size)
-        self._add(value, line, block)
-
-    def _counted(self, nodes: int) -> None:
-        """`nodes` more in the open collection, as `yamlbounds.check` counts them."""
-        self.total += nodes
-        if self.open:
-            self.open[-1].size += nodes
+        self.total += size
         if self.total > yamlbounds.MAX_NODES:
             raise Unusual("too many nodes: the bounds name it")
+        self._add(value, line, block)
 
     def _anchor(self, anchor: str | None, value: Any, line: int, block: bool, size: int) -> None:
         if anchor is None:
@@ -366,25 +399,31 @@ class _OnePass:
         self.anchors[anchor] = (value, line, block, size)
 
     def _add(self, value: Any, line: int, block: bool) -> None:
+        """A collection or an alias's value as the next item, key or value."""
         if not self.open:
             self.result = value
             return
         frame = self.open[-1]
-        data = frame.data
-        if isinstance(data, LineList):
-            data.append(value)
-            data.item_lines.append(line)
+        if frame.is_list:
+            frame.data.append(value)
+            frame.lines.append(line)
         elif frame.key is _NO_KEY:
-            if isinstance(value, (dict, list)) or value in data:
+            if isinstance(value, (dict, list)) or value in frame.data:
                 raise Unusual("a key that is not a scalar, or a duplicate key")
             frame.key, frame.key_line = value, line
         else:
-            data[frame.key] = value
-            data.key_lines[frame.key] = frame.key_line
-            data.value_lines[frame.key] = line
-            if block:
-                frame.block.add(frame.key)
-            frame.key = _NO_KEY
+            self._value(frame, value, line, block)
+
+    @staticmethod
+    def _value(frame: _Open, value: Any, line: int, block: bool) -> None:
+        """The value of the key `frame` holds."""
+        key = frame.key
+        frame.data[key] = value
+        frame.lines[key] = frame.key_line
+        frame.data.value_lines[key] = line
+        if block:
+            frame.block.add(key)
+        frame.key = _NO_KEY
 
 
 def _invalid(path: str, mark: Any, problem: Any) -> ConfigError:
