@@ -24,6 +24,8 @@ POSITIONAL = ("est_time", "suite", "nightly", "disabled")
 KEYWORD_ONLY = ("stage", "runner_config", "in_process_group")
 PARAMETERS = POSITIONAL + KEYWORD_ONLY
 _MISSING = object()
+# A top-level registration call: parsed, or read as keyword literals (`toplevel`).
+Call = ast.Call | toplevel.LiteralCall
 
 
 @dataclass(frozen=True)
@@ -79,14 +81,14 @@ def _scan(source: str, path: str) -> ScannedFile:
 
 
 def _scan_tree(tree: ast.Module, path: str) -> ScannedFile:
-    top_level = [call for call in _top_level_calls(tree) if _register_name(call)]
+    top_level: list[Call] = [call for call in _top_level_calls(tree) if _register_name(call)]
     nested = _nested_calls(tree, set(map(id, top_level)), path)
     has_main = any(_is_main_block(statement) for statement in tree.body)
     return _scan_calls(top_level, has_main, nested, path)
 
 
 def _scan_calls(
-    top_level: list[ast.Call], has_main: bool, findings: list[Finding], path: str
+    top_level: list[Call], has_main: bool, findings: list[Finding], path: str
 ) -> ScannedFile:
     registrations: list[Registration] = []
     findings = list(findings)
@@ -118,7 +120,9 @@ def _top_level_calls(tree: ast.Module) -> list[ast.Call]:
     ]
 
 
-def _register_name(call: ast.Call) -> str | None:
+def _register_name(call: Call) -> str | None:
+    if isinstance(call, toplevel.LiteralCall):
+        return call.name
     func = call.func
     if isinstance(func, ast.Name) and func.id in REGISTER_FUNCTIONS:
         return func.id
@@ -160,7 +164,7 @@ def _is_main_block(statement: ast.stmt) -> bool:
 
 
 def _file_checks(
-    path: str, calls: list[ast.Call], registrations: list[Registration], has_main: bool
+    path: str, calls: list[Call], registrations: list[Registration], has_main: bool
 ) -> list[Finding]:
     if not calls:
         return [
@@ -192,7 +196,7 @@ def _file_checks(
 # --- one call ---------------------------------------------------------------------------
 
 
-def _read_call(call: ast.Call, path: str) -> tuple[Registration | None, list[Finding]]:
+def _read_call(call: Call, path: str) -> tuple[Registration | None, list[Finding]]:
     name = _register_name(call) or ""
     values, findings = _bind_arguments(call, name, path)
     findings.extend(_type_problems(values, call, name, path))
@@ -215,10 +219,14 @@ def _read_call(call: ast.Call, path: str) -> tuple[Registration | None, list[Fin
     return registration, findings
 
 
-def _bind_arguments(call: ast.Call, name: str, path: str) -> tuple[dict[str, Any], list[Finding]]:
+def _bind_arguments(call: Call, name: str, path: str) -> tuple[dict[str, Any], list[Finding]]:
     """Map parameter names to literal values; non-literals map to _MISSING."""
     values: dict[str, Any] = {}
     findings: list[Finding] = []
+    if isinstance(call, toplevel.LiteralCall):  # keyword literals only, each given once
+        for parameter, value in call.keywords:
+            findings.extend(_bind_one(values, parameter, value, call, name, path))
+        return values, findings
     positional = [arg for arg in call.args if not isinstance(arg, ast.Starred)]
     if len(positional) != len(call.args) or any(kw.arg is None for kw in call.keywords):
         findings.append(_non_literal(path, call, name, "*args/**kwargs"))
@@ -229,12 +237,12 @@ def _bind_arguments(call: ast.Call, name: str, path: str) -> tuple[dict[str, Any
     pairs = list(zip(POSITIONAL, positional, strict=False))
     pairs += [(kw.arg, kw.value) for kw in call.keywords if kw.arg is not None]
     for parameter, node in pairs:
-        findings.extend(_bind_one(values, parameter, node, call, name, path))
+        findings.extend(_bind_one(values, parameter, _literal(node), call, name, path))
     return values, findings
 
 
 def _bind_one(
-    values: dict[str, Any], parameter: str, node: ast.expr, call: ast.Call, name: str, path: str
+    values: dict[str, Any], parameter: str, value: Any, call: Call, name: str, path: str
 ) -> list[Finding]:
     if parameter not in PARAMETERS:
         close = did_you_mean(parameter, PARAMETERS)
@@ -242,8 +250,8 @@ def _bind_one(
         return [_unknown(path, call, f"{name}() has no argument {parameter!r}{hint}")]
     if parameter in values:
         return [_unknown(path, call, f"{name}() gets {parameter!r} twice")]
-    values[parameter] = _literal(node)
-    if values[parameter] is _MISSING:
+    values[parameter] = value
+    if value is _MISSING:
         return [_non_literal(path, call, name, parameter)]
     return []
 
@@ -262,7 +270,7 @@ def _literal(node: ast.expr) -> Any:
     return _MISSING
 
 
-def _non_literal(path: str, call: ast.Call, name: str, what: str) -> Finding:
+def _non_literal(path: str, call: Call, name: str, what: str) -> Finding:
     return error(
         path,
         call.lineno,
@@ -273,7 +281,7 @@ def _non_literal(path: str, call: ast.Call, name: str, what: str) -> Finding:
     )
 
 
-def _unknown(path: str, call: ast.Call, message: str) -> Finding:
+def _unknown(path: str, call: Call, message: str) -> Finding:
     return error(
         path,
         call.lineno,
@@ -284,7 +292,7 @@ def _unknown(path: str, call: ast.Call, message: str) -> Finding:
     )
 
 
-def _type_problems(values: dict[str, Any], call: ast.Call, name: str, path: str) -> list[Finding]:
+def _type_problems(values: dict[str, Any], call: Call, name: str, path: str) -> list[Finding]:
     findings = []
     est_time = values.get("est_time")
     if est_time is not _MISSING and not _seconds(est_time):
@@ -314,7 +322,7 @@ def _type_problems(values: dict[str, Any], call: ast.Call, name: str, path: str)
 
 
 def _effective_suite(
-    values: dict[str, Any], call: ast.Call, name: str, path: str
+    values: dict[str, Any], call: Call, name: str, path: str
 ) -> tuple[str | None, list[Finding]]:
     suite, stage, runner = (_text(values.get(key)) for key in ("suite", "stage", "runner_config"))
     if suite is not None and (stage is not None or runner is not None):

@@ -225,6 +225,7 @@ class _Reader:
         self.followed: dict[tuple[str, tuple[tuple[str, str], ...], str], shell.Followed] = {}
         self.facts: dict[str, tuple[bool, bool, frozenset[str]]] = {}
         self.named_contexts: dict[tuple[int, int], tuple[Any, Any, bool]] = {}
+        self.step_plans: dict[int, tuple[Any, list[tuple[Any, bool, bool]]]] = {}
         self.expanded: dict[str, frozenset[str]] = {}
         self.contexts: dict[tuple[str, int], list[_Inputs]] = {}
         self.checkout = checkout
@@ -323,12 +324,43 @@ class _Reader:
         if callee is not None and callee in self.documents:
             return  # read with these inputs when the callee is read
         self._read_with(job, context, path, job_id, line)
-        for step in job.get("steps") or []:
-            if isinstance(step, dict):
-                env = _LazyEnv(self.documents[path], job, step, inputs.values, context["matrix"])
-                step_context = {**context, "env": env}
+        for step, reads_with, reads_run in self._steps_that_may_matter(path, job):
+            env = _LazyEnv(self.documents[path], job, step, inputs.values, context["matrix"])
+            step_context = {**context, "env": env}
+            if reads_with:
                 self._read_with(step, step_context, path, job_id, line, action=True)
+            if reads_run:
                 self._read_run(path, job_id, job, step, step_context, inputs, line)
+
+    def _steps_that_may_matter(self, path: str, job: Any) -> list[tuple[Any, bool, bool]]:
+        """The job's steps whose `with:` or `run:` may name a suite, a runner or a test file
+        under some inputs and matrix values, each with which of the two: worked out once per
+        job, not once per caller and matrix combination (sglang's nightly NPU job is read
+        172 times; most steps install, build or upload)."""
+        known = self.step_plans.get(id(job))
+        if known is None or known[0] is not job:
+            plan = []
+            for step in job.get("steps") or []:
+                if isinstance(step, dict):
+                    reads_with, reads_run = (
+                        _step_with_matters(step),
+                        self._run_may_matter(self.documents[path], job, step),
+                    )
+                    if reads_with or reads_run:
+                        plan.append((step, reads_with, reads_run))
+            known = self.step_plans[id(job)] = (job, plan)  # the job kept: its id stays its own
+        return known[1]
+
+    def _run_may_matter(self, document: Any, job: Any, step: Any) -> bool:
+        """Whether `_worth_reading` can be true for the step's script in any context: it
+        names a runner, or has an expression, or expands a variable the environment sets."""
+        script = step.get("run")
+        if not isinstance(script, str):
+            return False
+        named, expressions_may_name, referenced = self._script_facts(script)
+        if named or expressions_may_name:
+            return True
+        return "$" in script and bool(referenced & _env_keys(document, job, step))
 
     def _read_with(
         self,
@@ -344,11 +376,7 @@ class _Reader:
         if not isinstance(given, dict):
             return
         call = _kl_bitexact_call(node, given)
-        wanted = (
-            "runner_config",
-            *(SUITE_INPUTS if not action else ()),
-            *(("suites",) if call else ()),
-        )
+        wanted = _wanted_inputs(call, action)
         for key, value in given.items():
             if not isinstance(value, str) or key not in wanted:
                 continue  # only these can name a suite or a runner; the rest is not evaluated
@@ -867,6 +895,30 @@ def _declared_inputs(document: Any) -> dict[str, Any]:
 
 def _context(inputs: Mapping[str, Any] | None, matrix: Any, env: Mapping[str, Any]) -> Any:
     return {"inputs": inputs, "matrix": matrix, "env": env}
+
+
+def _wanted_inputs(call: str | None, action: bool) -> tuple[str, ...]:
+    """The `with:` keys that can name a suite or a runner: of an action (a step) or of a
+    reusable workflow the repository does not hold (a job); `call`: `_kl_bitexact_call`."""
+    return (
+        "runner_config",
+        *(SUITE_INPUTS if not action else ()),
+        *(("suites",) if call else ()),
+    )
+
+
+def _step_with_matters(step: Any) -> bool:
+    """Whether `_read_with` reads anything of the step's `with:`."""
+    given = step.get("with")
+    if not isinstance(given, dict):
+        return False
+    wanted = _wanted_inputs(_kl_bitexact_call(step, given), action=True)
+    return any(isinstance(value, str) and key in wanted for key, value in given.items())
+
+
+def _env_keys(document: Any, job: Any, step: Any) -> frozenset[str]:
+    """The names the workflow's, job's and step's `env:` set (`_LazyEnv.raw_keys`)."""
+    return _LazyEnv(document, job, step, None, None).raw_keys()
 
 
 class _LazyEnv(Mapping[str, Any]):
