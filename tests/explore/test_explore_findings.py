@@ -5,11 +5,13 @@ said."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import process_groups
 from fake_suites import suite_yaml
 from hypothesis import given
 from hypothesis import strategies as st
@@ -63,6 +65,35 @@ def test_one_run_reports_two_different_bugs_each_handed_back_failing_on_its_own_
             suite = str(out / finding["suite_file"])
             ran = cli(["run", suite, "--base-url", server.url, "--out", str(tmp_path / "r")])
             assert ran.returncode == rc, (finding["kind"], server.url, ran.stdout[-2000:])
+
+
+def test_a_sigkill_while_the_second_finding_is_shrunk_keeps_the_first_handed_back(
+    reference_server: Callable[..., Any], tmp_path: Path
+) -> None:
+    """Killed (SIGKILL: nothing can be written then) while the second finding is shrunk: the
+    first is on disk handed back, with its files, and the second as the smallest failing
+    workload seen, not re-run, not handed back. Costs the time to the second finding (about
+    17 s for seed 1)."""
+    both = reference_server(*GEOMETRY, *MISCOUNT, *ONE_PAGE)
+    out = tmp_path / "out"
+    argv = ["explore", "--base-url", both.url, "--budget", "120", "--seed", "1"]
+    with process_groups.run_cli([*argv, "--out", str(out)], stderr=subprocess.PIPE) as child:
+        assert child.stderr is not None
+        handed_back = False
+        for line in iter(child.stderr.readline, b""):
+            handed_back = handed_back or line.startswith(b"explore: suite file")
+            if handed_back and line.startswith(b"explore: found a "):
+                break  # the second finding, kept before this line was said
+        child.send_signal(signal.SIGKILL)
+        child.communicate(timeout=60)
+    assert handed_back and child.returncode == -signal.SIGKILL
+    first, second = json.loads((out / "results.json").read_text())["findings"]
+    assert first["suite_file"] == "finding-1.yaml" and first["deterministic"]
+    assert (out / "finding-1.yaml").is_file() and (out / first["unittest_file"]).is_file()
+    assert second["suite_file"] is None and second["deterministic"] is None
+    assert second["kind"] != first["kind"]
+    summary_md = (out / "summary.md").read_text()
+    assert "finding 2 of 2" in summary_md and "not handed back yet" in summary_md
 
 
 def test_hits_a_server_does_not_count_are_said_and_nothing_found_is_not_clean(
