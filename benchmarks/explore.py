@@ -1,13 +1,16 @@
 """Benchmark: `kl-bitexact explore` against the reference engine, whole processes.
 
-    python benchmarks/explore.py [--seeds 5] [--budget 120] [--fault NAME ...]
+    python benchmarks/explore.py [--seeds 5] [--budget 120] [--fault NAME ...] [--not-deterministic]
 
 For each fault explore is built to find (FAULTS: the fault and the server flags it needs),
 time to first finding for each seed, with no example database (each seed searches afresh;
 the median over seeds is issue 39's figure), what the finding was and the requests it shrank
 to; then the sequences per second explore pushes through a healthy server beside a plain
 `run` (a `match` suite: every sequence generated once and replayed once, as explore's are)
-on the same server.
+on the same server. `--not-deterministic` starts every server without
+--enable-deterministic-inference (plain float32: explore judges by the noise-floor rule) and
+prints, per finding, its KL against the floor and whether the handed-back file fails, and
+for the healthy server how many workloads the rule judged and how near the nearest came.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from processes import KL, machine
 
@@ -84,7 +88,7 @@ def explore(url: str, seed: int, budget: float, out: Path) -> dict[str, object]:
 def first_findings(fault: str, url: str, seeds: Sequence[int], budget: float, work: Path) -> str:
     """Each seed's first finding under `fault`; the summary line (median, found of seeds)."""
     print(f"\n{fault}")
-    print(f"{'seed':>4} {'first found s':>14} {'shrunk to':>10} {'workloads':>10}  kind")
+    print(f"{'seed':>4} {'first found s':>14} {'shrunk to':>10} {'workloads':>10}  kind, floor")
     found: list[float] = []
     for seed in seeds:
         data = explore(url, seed, budget, work / f"{fault}-{seed}")
@@ -92,13 +96,26 @@ def first_findings(fault: str, url: str, seeds: Sequence[int], budget: float, wo
         findings = data["findings"]
         assert isinstance(findings, list)
         shrunk = findings[0]["requests"] if findings else "-"
-        kind = findings[0]["divergence"].get("kind", "-") if findings else "-"
+        kind = _kind(findings[0]) if findings else "-"
         if isinstance(first, float):
             found.append(first)
         shown = f"{first:.1f}" if isinstance(first, float) else "not found"
         print(f"{seed:>4} {shown:>14} {shrunk!s:>10} {data['workloads']!s:>10}  {kind}")
     median = f"{statistics.median(found):.1f} s" if found else "-"
     return f"{fault}: median {median}, {len(found)}/{len(seeds)} seeds found it in {budget:.0f} s"
+
+
+def _kind(finding: dict[str, Any]) -> str:
+    """The finding's kind; under the noise floor its KL, floor and whether the handed-back
+    file failed."""
+    divergence = finding["divergence"]
+    judged = divergence.get("noise_floor")
+    if not judged:
+        return str(divergence.get("kind", "-"))
+    return (
+        f"{divergence['kind']}: KL {judged['kl']:.3g}, floor {judged['floor_kl']:.3g}, "
+        f"handed back fails: {finding.get('handback_fails')}"
+    )
 
 
 def throughput(url: str, work: Path, budget: float) -> None:
@@ -118,6 +135,12 @@ def throughput(url: str, work: Path, budget: float) -> None:
         f"explore (healthy, {budget:.0f} s): {requests / elapsed:.1f} sequences/s "
         f"({requests} in {elapsed:.1f} s; findings: {len(findings)})"
     )
+    rule = data.get("rule")
+    if isinstance(rule, dict) and rule.get("name") == "noise-floor":
+        print(
+            f"  noise floor: {data['floor_judged']} of {data['workloads']} workloads judged, "
+            f"nearest at {data['floor_nearest']} of its bound; not judged: {data['not_judged']}"
+        )
     print(
         f"run, match of {MATCH_SAMPLES} samples: {MATCH_SAMPLES / wall:.1f} sequences/s "
         f"(whole process, {wall:.1f} s)"
@@ -132,21 +155,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--fault", action="append", choices=sorted(FAULTS), help="only these (default: all)"
     )
+    parser.add_argument(
+        "--not-deterministic",
+        action="store_true",
+        help="servers without --enable-deterministic-inference (the noise-floor rule)",
+    )
     args = parser.parse_args(argv)
+    flags = _plain if args.not_deterministic else tuple
     print(machine())
     summaries = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for fault in args.fault or FAULTS:
-            with server(*FAULTS[fault], "--fault", fault) as url:
+            with server(*flags(FAULTS[fault]), "--fault", fault) as url:
                 seeds = range(1, args.seeds + 1)
                 summaries.append(first_findings(fault, url, seeds, args.budget, work))
         print("\ntime to first finding (median over seeds):")
         print("\n".join(summaries))
-        with server(*GEOMETRY) as url:
+        with server(*flags(GEOMETRY)) as url:
             throughput(url, work, args.throughput_budget)
     print(machine())
     return 0
+
+
+def _plain(flags: Sequence[str]) -> tuple[str, ...]:
+    """The server's flags without deterministic inference: plain float32."""
+    return tuple(flag for flag in flags if flag != "--enable-deterministic-inference")
 
 
 if __name__ == "__main__":

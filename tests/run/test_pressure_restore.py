@@ -47,9 +47,12 @@ SUITE = """
 """
 
 
-def _run(cli: Cli, url: str, tmp_path: Path, pressure: float = 1.5) -> dict[str, Any]:
+def _run(
+    cli: Cli, url: str, tmp_path: Path, pressure: float = 1.5, gate: str = ""
+) -> dict[str, Any]:
     path = tmp_path / f"{abs(hash((url, pressure)))}.yaml"
-    path.write_text(SUITE.replace("URL", url).replace("PRESSURE", f"pressure: {pressure}"))
+    options = f"pressure: {pressure}" + (f"\n      {gate}" if gate else "")
+    path.write_text(SUITE.replace("URL", url).replace("PRESSURE", options))
     out = tmp_path / path.stem
     done = cli(["run", str(path), "--out", str(out)])
     [test] = json.loads((out / "results.json").read_text())["suites"][0]["tests"]
@@ -66,6 +69,22 @@ def test_red_on_a_faulty_restore_and_green_on_a_healthy_one(
     faulty = _run(cli, faulty_server.url, tmp_path)
     assert faulty["rc"] == 1 and faulty["status"] == "failed"
     assert "logprobs differ" in faulty["message"] and faulty["exact"]["mismatched"] > 0
+
+
+def test_under_gate_noise_floor_it_is_judged_by_its_probes_floor(
+    cli: Cli, reference_server: Callable[..., Any], tmp_path: Path
+) -> None:
+    """A server that is not deterministic (plain float32): the probes generated again with
+    no cache are the floor, so the healthy server passes and the faulty restore fails."""
+    plain = [flag for flag in HOST_TIER if flag != "--enable-deterministic-inference"]
+    gate = "gate: noise-floor"
+    healthy = _run(cli, reference_server(*plain).url, tmp_path, gate=gate)
+    assert healthy["rc"] == 0 and healthy["status"] == "passed", healthy["message"]
+    assert healthy["noise_floor"]["factor"] == 4.0 and healthy["noise_floor"]["kl"] is not None
+    faulty_server = reference_server(*plain, "--fault", "restore-after-eviction")
+    faulty = _run(cli, faulty_server.url, tmp_path, gate=gate)
+    assert faulty["rc"] == 1 and faulty["status"] == "failed"
+    assert "noise floor" in faulty["message"], faulty["message"]
 
 
 def test_no_host_tier_is_not_run_saying_why(

@@ -59,8 +59,12 @@ def run(phases: Phases, spec: TestSpec, test_id: str | None = None) -> TestResul
     if scoring.unreported(generations):
         return scoring.not_run(context, scoring.NO_CACHED_TOKENS)
     kept = [i for i, g in enumerate(generations) if g.cached_tokens]
+    samples = scoring.replay_and_pair(phases, probes, generations, kept)
     measured = scoring.Measured(
-        samples=scoring.replay_and_pair(phases, probes, generations, kept),
+        samples=samples,
+        # The probes with no cache, so that gate: noise-floor judges this check as the
+        # other cache checks (an engine that is not deterministic drifts without a cache).
+        floor=scoring.no_cache_floor(phases, probes, scoring.sampling(spec), samples),
         hits=CacheHits(len(kept), len(probes), spec.min_cache_hit_ratio, len(probes)),
         hit_label="restored",
         problems=not_restored(generations, kept),
