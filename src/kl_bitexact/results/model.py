@@ -115,6 +115,39 @@ class Repeats:
 
 
 @dataclass(frozen=True, slots=True)
+class ConcurrentRound:
+    """One round of `concurrent_prefix_hit`: its requests sent at once, each on its own
+    connection, as the server answered them (request numbers are prompt order)."""
+
+    cached_tokens: tuple[int | None, ...]  # each request's, as the server reported it
+    completed: tuple[int, ...]  # the requests in the order their answers came back
+    # Requests that reused more than the warmed prompts allow: a prefix only another
+    # request of the same round could have left (which one the server served first decides).
+    concurrent_hits: int
+    reached: bool  # the round reached the shape the test asserts (`Concurrency.shape`)
+    diverged: tuple[int, ...] = ()  # requests with a logprob unlike its uncached replay's
+    miscounted: tuple[int, ...] = ()  # requests whose cached_tokens the geometry does not allow
+
+
+@dataclass(frozen=True, slots=True)
+class Concurrency:
+    """What `concurrent_prefix_hit` observed in each of its rounds: the order the server
+    served concurrent requests in decides their hits, so each round is kept as seen."""
+
+    shape: str  # what a round must show to exercise the test, in words
+    rounds: tuple[ConcurrentRound, ...] = ()
+
+    @property
+    def reached(self) -> int:
+        return sum(1 for one in self.rounds if one.reached)
+
+    @property
+    def failed(self) -> int:
+        """Rounds with a logprob unlike its replay's (any bit) or a miscounted hit."""
+        return sum(1 for one in self.rounds if one.diverged or one.miscounted)
+
+
+@dataclass(frozen=True, slots=True)
 class NoiseFloor:
     """A cache check's noise floor: the engine's drift on the same prompts with no cache
     involved (a cold generation of them against the same replay), measured in the same run.
@@ -309,6 +342,9 @@ class TestResult:
     # The facts the test states about its server, each as the server reported it (empty:
     # none stated). One that does not hold makes the test `not_exercised` (results.verdict).
     facts: tuple[Fact, ...] = ()
+    # concurrent_prefix_hit: each round of requests sent at once, as observed; None for the
+    # other checks. A pass whose rounds never reached its shape is `not_exercised`.
+    concurrency: Concurrency | None = None
 
 
 @dataclass(frozen=True, slots=True)

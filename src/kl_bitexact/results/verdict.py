@@ -25,7 +25,8 @@ Before any number, the test must have tested what it claims (issue 35): a fact i
 about its server that the server did not confirm (`TestResult.facts`: another value, or
 none reported) makes it `not_exercised`, whether its numbers passed or failed - they are
 not about the path it guards, so they are neither a pass nor a regression of it
-(`unexercised`, the one rule; a named function that never ran joins it there).
+(`unexercised`, the one rule; a named function that never ran joins it there, and a
+`concurrent_prefix_hit` none of whose rounds reached the shape it asserts).
 Numpy-free, beside `aggregate`, so that report and publish never import the checks.
 """
 
@@ -49,8 +50,11 @@ HIT_CHECKS = frozenset(
         "multiturn",
         "pressure_restore",
         "abandoned_prefix_reuse",
+        "concurrent_prefix_hit",
     }
 )
+# The check whose requests are sent at once and which records each round it observed.
+CONCURRENT_CHECK = "concurrent_prefix_hit"
 RUN_CHECKS = HIT_CHECKS | {"match"}
 # The avg KL is the plain mean of the per-sample KLs; printed values (sglang's logs) may have
 # been averaged in another order, so they agree to this relative difference.
@@ -196,6 +200,8 @@ def unproven(test: TestResult, *, planned: bool) -> list[str]:
         needs |= {"per-sample KLs": test.kl_per_sample or None, "compared logprobs": exact}
     if test.check in HIT_CHECKS:
         needs["cache hits"] = test.cache_hits
+    if test.check == CONCURRENT_CHECK:
+        needs["concurrent rounds"] = test.concurrency
     absent = [name for name, value in needs.items() if value is None]
     if absent:
         found.append(f"{test.check} recorded no {', no '.join(absent)}")
@@ -213,7 +219,16 @@ def unexercised(test: TestResult) -> list[str]:
     true, the server reported false (GET /server_info)"), and each function it names
     (`reach`) that never ran, or why its reach could not be measured."""
     facts = [fact.failure() for fact in test.facts if not fact.holds]
-    return facts + unreached(test.reach)
+    return facts + unreached(test.reach) + unconcurrent(test)
+
+
+def unconcurrent(test: TestResult) -> list[str]:
+    """Why a concurrency test did not reach the shape it asserts: none of its rounds did
+    (which request the server serves first decides it), so its numbers are not about it."""
+    seen = test.concurrency
+    if seen is None or not seen.rounds or seen.reached:
+        return []
+    return [f"none of {len(seen.rounds)} concurrent round(s) reached {seen.shape}"]
 
 
 NOT_MEASURED = "reach not measured"

@@ -91,6 +91,8 @@ _SHAPE_KEYS = (
     "cache_assert",
     "flow",
     "pressure",
+    "warm",
+    "rounds",
 )
 _MULTITURN_KEYS = (
     "groups",
@@ -104,6 +106,12 @@ _MULTITURN_KEYS = (
 _PRESSURE_KEYS = ("groups", "branches", "prefix_tokens", "turn_suffix_tokens", "pressure")
 # Multiturn builds its prompts from groups x branches, a shared prefix and suffixes.
 _SINGLE_TURN_KEYS = ("samples", "prompt_tokens", "prompts", "separator_ids")
+# concurrent_prefix_hit: its prompts (a file, or a shared prefix then their own tokens), what
+# is warmed before each round, and how many rounds of them are sent at once.
+_CONCURRENT_KEYS = ("samples", "prompt_tokens", "prompts", "prefix_tokens", "warm", "rounds")
+# Requests sent at once (a thread and a connection each), and rounds of them: bounded.
+MAX_CONCURRENT_REQUESTS = 64
+MAX_ROUNDS = 20
 # The most `pressure` asks: a few times the pool evicts everything older.
 MAX_PRESSURE = 4.0
 
@@ -332,7 +340,7 @@ class _SuiteReader(Reader):
             prompts=self.prompts(prompt_vocab) if self.has("prompts") else None,
             max_new_tokens=self.integer("max_new_tokens", 256),
             kl_threshold=self.number("kl_threshold", 1e-9),
-            min_cache_hit_ratio=self.number("min_cache_hit_ratio", 0.99, high=1.0),
+            min_cache_hit_ratio=self.number("min_cache_hit_ratio", _hit_ratio(check), high=1.0),
             exact=self.flag("exact", False),
             blocked_by=self.blockers(),
             seed=self.integer("seed", 0, minimum=0),
@@ -398,11 +406,15 @@ class _SuiteReader(Reader):
             return _MULTITURN_KEYS
         if check is CheckName.PRESSURE_RESTORE:
             return _PRESSURE_KEYS
+        if check is CheckName.CONCURRENT_PREFIX_HIT:
+            return _CONCURRENT_KEYS
         return _SINGLE_TURN_KEYS
 
     def shape(self, check: CheckName) -> dict[str, Any]:
         if check is CheckName.MULTITURN:
             return self.multiturn()
+        if check is CheckName.CONCURRENT_PREFIX_HIT:
+            return self.concurrent()
         if check is not CheckName.PRESSURE_RESTORE:
             return {}
         return {
@@ -413,6 +425,40 @@ class _SuiteReader(Reader):
             "pressure": self.number("pressure", 1.5, low=1.0, high=MAX_PRESSURE),
         }
 
+    def concurrent(self) -> dict[str, Any]:
+        if self.has("prompts") and self.has("prefix_tokens"):
+            raise self.fail(
+                "prefix_tokens", "shapes synthetic prompts only: the prompts file is sent as is"
+            )
+        samples = self.mapping.get("samples", 32)
+        if is_int(samples, 1) and samples > MAX_CONCURRENT_REQUESTS:
+            raise self.fail(
+                "samples",
+                f"{samples} requests at once: at most {MAX_CONCURRENT_REQUESTS} (a thread "
+                "and a connection each)",
+            )
+        rounds = self.integer("rounds", 3)
+        if rounds > MAX_ROUNDS:
+            raise self.fail("rounds", f"expected an integer from 1 to {MAX_ROUNDS}, got {rounds}")
+        vocab = self.integer("vocab_size", 32000, minimum=2) if self.has("vocab_size") else None
+        return {
+            "prefix_tokens": self.integer("prefix_tokens", 512, minimum=0),
+            "warm": self.token_lists("warm", vocab) if self.has("warm") else (),
+            "rounds": rounds,
+        }
+
+    def token_lists(self, key: str, vocab: int | None) -> tuple[tuple[int, ...], ...]:
+        """A JSON file (relative to the suite file) of token-id lists."""
+        path = (self.base_dir or Path.cwd()) / self.text(key)
+        try:
+            loaded = _prompts_file(path, vocab, _stamp(path))
+        except ConfigError as error:
+            raise self.fail(key, error.message, error.hint) from None
+        if loaded is None:
+            bound = f", ids < vocab_size {vocab}" if vocab is not None else ""
+            raise self.fail(key, f"{path} must be a JSON list of non-empty token-id lists{bound}")
+        return loaded
+
     def multiturn(self) -> dict[str, Any]:
         return {
             "groups": self.integer("groups", 3),
@@ -422,6 +468,12 @@ class _SuiteReader(Reader):
             "cache_assert": self.choice("cache_assert", CacheAssert, CacheAssert.EXACT),
             "flow": self.choice("flow", Flow, Flow.BRANCH_WAVES),
         }
+
+
+def _hit_ratio(check: CheckName) -> float:
+    """The default `min_cache_hit_ratio`: concurrent_prefix_hit needs only one hit in all
+    (the first request a round serves has nothing to reuse); its rounds judge the shape."""
+    return 0.0 if check is CheckName.CONCURRENT_PREFIX_HIT else 0.99
 
 
 def _samples(check: CheckName, shape: dict[str, Any]) -> int | None:

@@ -30,13 +30,20 @@ class CheckName(Name):
     MULTITURN = "multiturn"
     PRESSURE_RESTORE = "pressure_restore"
     ABANDONED_PREFIX_REUSE = "abandoned_prefix_reuse"
+    CONCURRENT_PREFIX_HIT = "concurrent_prefix_hit"
 
 
 # Checks the bundled example does not run: they exist to hand back what `explore` finds,
 # and would catch the faults kept hidden from the bundled suites for it to find
-# (tests/run/test_pressure_restore.py and test_abandoned_prefix_reuse.py run them against
-# real servers).
-NOT_BUNDLED = frozenset({CheckName.PRESSURE_RESTORE, CheckName.ABANDONED_PREFIX_REUSE})
+# (tests/run/test_pressure_restore.py, test_abandoned_prefix_reuse.py and
+# test_concurrent_prefix_hit.py run them against real servers).
+NOT_BUNDLED = frozenset(
+    {
+        CheckName.PRESSURE_RESTORE,
+        CheckName.ABANDONED_PREFIX_REUSE,
+        CheckName.CONCURRENT_PREFIX_HIT,
+    }
+)
 
 
 class EngineName(Name):
@@ -174,6 +181,10 @@ class TestSpec:
     # pressure_restore: prompts of this many times the server's device pool are sent
     # between seeding a shared prefix and reusing it, so that the prefix is evicted.
     pressure: float = 1.5
+    # concurrent_prefix_hit: the prompts sent before each round, together, no new tokens (what
+    # must be cached: explore's earlier steps), and how many rounds of requests sent at once.
+    warm: tuple[tuple[int, ...], ...] = ()
+    rounds: int = 3
     cache_assert: CacheAssert = CacheAssert.EXACT
     flow: Flow = Flow.BRANCH_WAVES
     gate: Gate = Gate.BIT_EXACT

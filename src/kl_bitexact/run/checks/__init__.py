@@ -42,6 +42,13 @@ def _pressure_restore(phases: Phases, spec: TestSpec, test_id: str | None) -> Te
     return pressure_restore.run(phases, spec, test_id)
 
 
+def _concurrent_prefix_hit(phases: Phases, spec: TestSpec, test_id: str | None) -> TestResult:
+    """Loaded for a suite that has such a test, as pressure_restore is."""
+    from kl_bitexact.run.checks import concurrent_prefix_hit
+
+    return concurrent_prefix_hit.run(phases, spec, test_id)
+
+
 # One per CheckName (tests/run/test_registries.py holds them equal).
 CHECKS: dict[CheckName, Check] = {
     CheckName.MATCH: match.run,
@@ -50,6 +57,7 @@ CHECKS: dict[CheckName, Check] = {
     CheckName.MULTITURN: _multiturn,
     CheckName.PRESSURE_RESTORE: _pressure_restore,
     CheckName.ABANDONED_PREFIX_REUSE: abandoned_prefix_reuse.run,
+    CheckName.CONCURRENT_PREFIX_HIT: _concurrent_prefix_hit,
 }
 
 

@@ -26,7 +26,14 @@ from typing import Any
 from kl_bitexact.errors import EngineError
 from kl_bitexact.results import verdict
 from kl_bitexact.results.formats import fmt_kl
-from kl_bitexact.results.model import CacheHits, ExactMatch, NoiseFloor, Status, TestResult
+from kl_bitexact.results.model import (
+    CacheHits,
+    Concurrency,
+    ExactMatch,
+    NoiseFloor,
+    Status,
+    TestResult,
+)
 from kl_bitexact.run.checks import metrics
 from kl_bitexact.run.checks.metrics import Geometry, Sample
 from kl_bitexact.run.checks.phases import Phases
@@ -98,6 +105,8 @@ class Measured:
     warnings: tuple[str, ...] = ()
     # Cache checks: the same samples generated with no cache (`no_cache_floor`).
     floor: tuple[Sample, ...] | None = None
+    # concurrent_prefix_hit: each round of requests sent at once, as observed.
+    concurrency: Concurrency | None = None
 
 
 def replay_and_pair(
@@ -215,6 +224,7 @@ def judge(context: Context, measured: Measured) -> TestResult:
         warnings=measured.warnings,
         max_abs_diff=_largest_difference(pairs),
         noise_floor=floor,
+        concurrency=measured.concurrency,
     )
     problems = _assertions(measured.problems)
     if exact.tokens == 0:  # too few hits still fail; else nothing was measured

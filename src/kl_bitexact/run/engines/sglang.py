@@ -101,6 +101,13 @@ class SglangEngine:
         self, prompts: Sequence[TokenIds], params: SamplingParams
     ) -> list[Generation]:
         """Each prompt its own /generate on its own connection (a session each), all at once."""
+        return self.send_apart(prompts, params).generations
+
+    def send_apart(
+        self, prompts: Sequence[TokenIds], params: SamplingParams, *, first: int = 0
+    ) -> apart.Apart:
+        """As `generate_apart`, with the order the answers came back (threads started from
+        prompt `first` on)."""
 
         def alone(prompt: TokenIds) -> Generation:
             solo = SglangEngine(self.base_url, request_timeout=self.request_timeout)
@@ -109,7 +116,7 @@ class SglangEngine:
             finally:
                 solo._connection.close()
 
-        return apart.at_once(prompts, alone)
+        return apart.at_once(prompts, alone, first=first)
 
     def hang_up(
         self, prompt: TokenIds, params: SamplingParams, *, after_s: float, wait_s: float
