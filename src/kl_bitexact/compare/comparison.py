@@ -201,7 +201,7 @@ def compare(
 def _index(results: Results | None) -> dict[str, tuple[str, TestResult]]:
     if results is None:
         return {}
-    return {test.id: (suite.name, test) for suite, test in results.all_tests()}
+    return {test.id: (suite.name, test) for suite in results.suites for test in suite.tests}
 
 
 @dataclass(frozen=True)
@@ -220,7 +220,7 @@ class _Judge:
         policy = self.policy
         base_test = base[1] if base else None
         test, contradicted = numbers.judged(test, planned=test.id in self.planned)
-        blockers = tuple(self.resolve(text) for text in test.blocked_by)
+        blockers = tuple(map(self.resolve, test.blocked_by))
         have_base = self.baseline.results is not None
         verdict = gate.verdict(test, [blocker.state for blocker in blockers])
         verdict = gate.by_base(verdict, test, base_test, have_base)
@@ -398,8 +398,7 @@ def transition_of(head: TestResult, base: TestResult | None, have_base: bool) ->
     if head.status is Status.ERROR:
         # Nothing measured: never "regressed" (issue 27), whatever the base showed.
         return Transition.UNCHANGED if base.status is Status.ERROR else Transition.NEWLY_NOT_RUN
-    unmeasured = (Status.NOT_RUN, Status.SKIPPED, Status.NOT_EXERCISED)
-    if head.status in unmeasured and base.status in gate.EXECUTED:
+    if head.status in _UNMEASURED and base.status in gate.EXECUTED:
         return Transition.NEWLY_NOT_RUN
     if head_red:
         still = base_red and not gate.worse_than_base(head, base)
@@ -407,6 +406,9 @@ def transition_of(head: TestResult, base: TestResult | None, have_base: bool) ->
     if base_red and head.status is Status.PASSED:
         return Transition.FIXED
     return Transition.UNCHANGED
+
+
+_UNMEASURED = frozenset({Status.NOT_RUN, Status.SKIPPED, Status.NOT_EXERCISED})
 
 
 def _gating(deltas: list[TestDelta]) -> Counter[Verdict]:

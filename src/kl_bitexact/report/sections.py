@@ -84,10 +84,13 @@ def _split_rows(deltas: Iterable[TestDelta]) -> tuple[list[TestDelta], list[Test
 
 
 def _needs_attention(delta: TestDelta) -> bool:
-    if delta.transition in (Transition.REMOVED, Transition.NEWLY_NOT_RUN) or delta.knobs:
+    if delta.transition in _MOVED_OUT or delta.knobs:
         return True
-    quiet = (Verdict.OK, Verdict.NOT_A_KL_CHECK, Verdict.NOT_JUDGED, Verdict.SKIPPED)
-    return delta.verdict not in quiet
+    return delta.verdict not in _QUIET
+
+
+_MOVED_OUT = frozenset({Transition.REMOVED, Transition.NEWLY_NOT_RUN})
+_QUIET = frozenset({Verdict.OK, Verdict.NOT_A_KL_CHECK, Verdict.NOT_JUDGED, Verdict.SKIPPED})
 
 
 def _rank(delta: TestDelta) -> int:
@@ -393,8 +396,10 @@ def _finding_row(finding: Finding) -> str:
 def _details_sections(comparison: Comparison) -> list[Section]:
     by_suite: dict[str, list[TestDelta]] = {}
     said = causes.unmeasured(comparison.deltas)
-    # A suite's gating tests first: the failure is what a reader opens the details for.
-    for delta in sorted(comparison.deltas, key=lambda d: not d.gating):
+    # A suite's gating tests first: the failure is what a reader opens the details for
+    # (in order otherwise, as a stable sort on `not gating` had them).
+    gating = [d for d in comparison.deltas if d.gating]
+    for delta in gating + [d for d in comparison.deltas if not d.gating]:
         test = delta.head
         # Tests that could not run for the cause the headline gives have nothing more to say.
         if (
