@@ -198,8 +198,8 @@ class Search:
             progressed = any(self._diverges(c) for c in smaller(self.tally.found.workload))
 
     def _diverges(self, workload: Workload) -> bool:
-        """Whether `workload` shows a bug not reported yet (while one is being shrunk: that
-        bug)."""
+        """Whether `workload` shows a bug not reported yet (while one is shrunk: the same
+        core as the kind it first showed, `_new`)."""
         known = self._verdicts.get(workload)
         if known is None and not self._out_of_time():
             outcome = execute(self.engine, workload, self.tokens, self.geometry)
@@ -272,9 +272,21 @@ class Search:
         spent = self.tally.elapsed()
         if self._found_at is None:
             return spent >= self.budget_s
-        shrink_until = max(self.budget_s, self._found_at + SHRINK_SHARE * self.budget_s)
-        reserve = 0.0 if self._leaving_out else LEAVE_OUT_SHARE * self.budget_s
+        shrink_until = self._shrink_until(self._found_at)
+        window = shrink_until - self._found_at
+        reserve = 0.0 if self._leaving_out else LEAVE_OUT_SHARE * window
         return spent >= shrink_until - reserve
+
+    def _shrink_until(self, found_at: float) -> float:
+        """When shrinking the finding found at `found_at` stops: the last finding the cap
+        allows may use what is left of the budget; one before it at most half of that, so
+        the search goes on (measured: a miscount found 2.9 s in was shrunk until 48 s of a 60 s
+        budget, and the second fault was not found). Each gets at least SHRINK_SHARE of
+        the budget, which is how far past the budget shrinking may run."""
+        least = found_at + SHRINK_SHARE * self.budget_s
+        if len(self.tally.reported) + 1 >= self.max_findings:
+            return max(self.budget_s, least)
+        return max(found_at + (self.budget_s - found_at) / 2, least)
 
     def _line(self) -> str:
         state = "shrinking" if self.tally.found else "nothing found yet"
