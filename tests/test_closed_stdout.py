@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import process_groups
 import pytest
+import scaling_runs
 from hostile_inputs import results
 
 from kl_bitexact.errors import ExitCode
@@ -59,3 +61,23 @@ def test_a_command_writing_into_a_closed_pipe_stops_quietly(tmp_path: Path, args
     (tmp_path / "results.json").write_text(results())
     done = into_a_closed_pipe(args, tmp_path)
     assert (done.returncode, done.stderr) == (141, "")
+
+
+def test_history_json_into_a_pipe_closed_midway_stops_quietly(tmp_path: Path):
+    """The JSON is one line larger than a pipe holds: a write takes part of it and says
+    so rather than fail, and the rest must not be dropped as if written (exit 0)."""
+    history = scaling_runs.files(tmp_path, tests=200, runs=5).history
+    args = ["history", "--history-dir", str(history), "--json"]
+    with process_groups.run_cli(
+        args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    ) as process:
+        assert process.stdout is not None and process.stderr is not None
+        assert process.stdout.read(100).startswith(b'{"branch":"main"')
+        process.stdout.close()  # `| head -c 100`
+        stderr = process.stderr.read().decode()
+        code = process.wait(timeout=120)
+    assert code == int(ExitCode.STDOUT_CLOSED), stderr
+    assert "internal error" not in stderr and "Traceback" not in stderr, stderr
+    cli = [sys.executable, "-m", "kl_bitexact", *args]
+    whole = subprocess.run(cli, cwd=tmp_path, capture_output=True, check=True).stdout
+    assert len(whole) > 1 << 17 and json.loads(whole)["branch"] == "main"  # over a pipe's 64 KiB
