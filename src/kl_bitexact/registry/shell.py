@@ -182,14 +182,12 @@ class _Follower:
         """Whether a logical line can start a runner or a test file (its text, or a
         variable it expands, names one), or change what a later line does (a directory,
         a variable); a line that can do neither is skipped."""
-        if self.names is None or self.names.search(statement) or _STATE_CHANGE.search(statement):
+        if self.names is None:
             return True
-        if "$" not in statement:
-            return False
-        return any(
-            self.names.search(variables.get(name or braced, ""))
-            for braced, _, name in VARIABLE.findall(statement)
-        )
+        matters, expanded = _what_matters(self.names, statement)
+        if matters:
+            return True
+        return any(self.names.search(variables.get(name, "")) for name in expanded)
 
     def run(
         self, command: list[str], variables: dict[str, str], directory: str, line: int, depth: int
@@ -341,6 +339,25 @@ def _statements(text: str) -> tuple[tuple[int, str], ...]:
     return tuple(_logical_lines(text))
 
 
+@functools.lru_cache(maxsize=8192)
+def _what_matters(names: re.Pattern[str], statement: str) -> tuple[bool, tuple[str, ...]]:
+    """What `_Follower._matters` reads of a statement's own text, once per statement: a
+    step is read once per caller and matrix combination, its script's lines alike but for
+    the few an input changes. (Whether its text names a runner or changes state; else the
+    variables it expands.)"""
+    if names.search(statement) or _STATE_CHANGE.search(statement):
+        return True, ()
+    if "$" not in statement:
+        return False, ()
+    return False, tuple(plain or braced for braced, _, plain in VARIABLE.findall(statement))
+
+
+@functools.lru_cache(maxsize=8192)
+def _balanced(line: str) -> bool:
+    """Whether every quote of `line` is closed (once per line: see `_what_matters`)."""
+    return _BALANCED.fullmatch(line) is not None
+
+
 def _logical_lines(text: str) -> list[tuple[int, str]]:
     found: list[tuple[int, str]] = []
     lines = text.splitlines()
@@ -353,7 +370,7 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
             while joined.endswith("\\") and index < len(lines):
                 joined = joined[:-1] + " " + lines[index]
                 index += 1
-            if _BALANCED.fullmatch(joined):
+            if _balanced(joined):
                 found.append((start, joined))
                 break
             # an open quote: it continues on the next line

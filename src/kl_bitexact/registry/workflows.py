@@ -225,7 +225,8 @@ class _Reader:
         self.followed: dict[tuple[str, tuple[tuple[str, str], ...], str], shell.Followed] = {}
         self.facts: dict[str, tuple[bool, bool, frozenset[str]]] = {}
         self.named_contexts: dict[tuple[int, int], tuple[Any, Any, bool]] = {}
-        self.step_plans: dict[int, tuple[Any, list[tuple[Any, bool, bool]]]] = {}
+        self.step_plans: dict[int, tuple[Any, list[_PlannedStep]]] = {}
+        self.time_limits: dict[tuple[int, int], tuple[float | None, str]] = {}
         self.expanded: dict[str, frozenset[str]] = {}
         self.contexts: dict[tuple[str, int], list[_Inputs]] = {}
         self.checkout = checkout
@@ -304,10 +305,11 @@ class _Reader:
     # --- one workflow under one set of inputs ---------------------------------------------
 
     def read_file(self, path: str, document: Any, inputs: _Inputs) -> None:
-        for job_id, job in _jobs(document):
+        jobs = dict(_jobs(document))
+        for job_id, job in jobs.items():
             matrix = _matrix_of(job)
             if inputs.origin_file == "":
-                self.out.matrices.append((path, job_id, matrix, _label_gated(document, job_id)))
+                self.out.matrices.append((path, job_id, matrix, _label_gated(jobs, job_id)))
             for values, line in matrix_combinations(matrix, inputs.values, path):
                 env = _LazyEnv(document, job, None, inputs.values, values)
                 context = _context(inputs.values, values, env)
@@ -324,34 +326,34 @@ class _Reader:
         if callee is not None and callee in self.documents:
             return  # read with these inputs when the callee is read
         self._read_with(job, context, path, job_id, line)
-        for step, reads_with, reads_run in self._steps_that_may_matter(path, job):
-            env = _LazyEnv(self.documents[path], job, step, inputs.values, context["matrix"])
+        for step, reads_with, reads_run, keys in self._steps_that_may_matter(path, job):
+            env = _LazyEnv(self.documents[path], job, step, inputs.values, context["matrix"], keys)
             step_context = {**context, "env": env}
             if reads_with:
                 self._read_with(step, step_context, path, job_id, line, action=True)
             if reads_run:
                 self._read_run(path, job_id, job, step, step_context, inputs, line)
 
-    def _steps_that_may_matter(self, path: str, job: Any) -> list[tuple[Any, bool, bool]]:
+    def _steps_that_may_matter(self, path: str, job: Any) -> list[_PlannedStep]:
         """The job's steps whose `with:` or `run:` may name a suite, a runner or a test file
         under some inputs and matrix values, each with which of the two: worked out once per
         job, not once per caller and matrix combination (sglang's nightly NPU job is read
-        172 times; most steps install, build or upload)."""
+        172 times; most steps install, build or upload), with the names its environment
+        sets."""
         known = self.step_plans.get(id(job))
         if known is None or known[0] is not job:
             plan = []
             for step in job.get("steps") or []:
                 if isinstance(step, dict):
-                    reads_with, reads_run = (
-                        _step_with_matters(step),
-                        self._run_may_matter(self.documents[path], job, step),
-                    )
+                    keys = _env_keys(self.documents[path], job, step)
+                    reads_with = _step_with_matters(step)
+                    reads_run = self._run_may_matter(step, keys)
                     if reads_with or reads_run:
-                        plan.append((step, reads_with, reads_run))
+                        plan.append((step, reads_with, reads_run, keys))
             known = self.step_plans[id(job)] = (job, plan)  # the job kept: its id stays its own
         return known[1]
 
-    def _run_may_matter(self, document: Any, job: Any, step: Any) -> bool:
+    def _run_may_matter(self, step: Any, env_keys: frozenset[str]) -> bool:
         """Whether `_worth_reading` can be true for the step's script in any context: it
         names a runner, or has an expression, or expands a variable the environment sets."""
         script = step.get("run")
@@ -360,7 +362,7 @@ class _Reader:
         named, expressions_may_name, referenced = self._script_facts(script)
         if named or expressions_may_name:
             return True
-        return "$" in script and bool(referenced & _env_keys(document, job, step))
+        return "$" in script and bool(referenced & env_keys)
 
     def _read_with(
         self,
@@ -431,7 +433,7 @@ class _Reader:
             else:
                 env[key] = expressions.to_text(value)
         followed = self._follow(text, env, _working_directory(self.documents[path], job, step))
-        run = _Run(script, _time_limit(job, step, context))
+        run = _Run(script, self._time_limit(job, step, context))
         for invocation in followed.invocations:
             line = first + invocation.line
             if not self._direct_run(invocation, path, line):
@@ -439,6 +441,18 @@ class _Reader:
         for opaque in followed.opaque:
             wrapper = _unmarked(opaque.wrapper, unknown)
             self.opaque.setdefault(wrapper, []).append((path, first + opaque.line, opaque.why))
+
+    def _time_limit(self, job: Any, step: Any, context: Any) -> tuple[float | None, str]:
+        """`_time_limit`, once per step where neither time limit is an expression (the
+        context can change only those)."""
+        if isinstance(step.get("timeout-minutes"), str) or isinstance(
+            job.get("timeout-minutes"), str
+        ):
+            return _time_limit(job, step, context)
+        key = (id(job), id(step))  # both held by the documents, so their ids stay theirs
+        if key not in self.time_limits:
+            self.time_limits[key] = _time_limit(job, step, context)
+        return self.time_limits[key]
 
     def _follow(self, text: str, env: dict[str, str], directory: str) -> shell.Followed:
         """`shell.follow`, once per distinct script, environment and directory: a step is
@@ -897,6 +911,11 @@ def _context(inputs: Mapping[str, Any] | None, matrix: Any, env: Mapping[str, An
     return {"inputs": inputs, "matrix": matrix, "env": env}
 
 
+# A step worth reading under some context: the step, whether its `with:` and its `run:`
+# may name a suite, a runner or a test file, and the names its environment sets.
+_PlannedStep = tuple[Any, bool, bool, frozenset[str]]
+
+
 def _wanted_inputs(call: str | None, action: bool) -> tuple[str, ...]:
     """The `with:` keys that can name a suite or a runner: of an action (a step) or of a
     reusable workflow the repository does not hold (a job); `call`: `_kl_bitexact_call`."""
@@ -928,13 +947,19 @@ class _LazyEnv(Mapping[str, Any]):
     matrix)."""
 
     def __init__(
-        self, document: Any, job: Any, step: Any, inputs: Mapping[str, Any] | None, matrix: Any
+        self,
+        document: Any,
+        job: Any,
+        step: Any,
+        inputs: Mapping[str, Any] | None,
+        matrix: Any,
+        keys: frozenset[str] | None = None,  # `raw_keys`, when already known
     ) -> None:
         self._levels = (document, job, step)
         self._inputs = inputs
         self._matrix = matrix
         self._values: dict[str, Any] = {}
-        self._keys: frozenset[str] | None = None
+        self._keys = keys
 
     def raw_keys(self) -> frozenset[str]:
         """The names the environment sets, without evaluating a value."""
@@ -1014,10 +1039,9 @@ def _working_directory(document: Any, job: Any, step: Any) -> str:
     return ""
 
 
-def _label_gated(document: Any, job_id: str) -> bool:
+def _label_gated(jobs: Mapping[str, Any], job_id: str) -> bool:
     """Whether the job (or a job it needs) runs only when a pull request carries a label:
     its `if:` reads labels, or a gate job it needs is called with `require-*` inputs."""
-    jobs = dict(_jobs(document))
     pending, seen = [job_id], set()
     while pending:
         current = pending.pop()
