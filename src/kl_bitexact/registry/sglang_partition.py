@@ -43,12 +43,14 @@ def units(registrations: Sequence[Registration], measured: Mapping[str, float]) 
     """Files, and in-process groups with sglang's deduction applied to our seconds."""
     seconds = {r.file: measured.get(r.file, r.est_time) for r in registrations}
     singles: list[Unit] = []
+    single_files: set[str] = set()  # a file registered twice is one unit
     groups: dict[str, list[str]] = {}
     for r in registrations:
         if r.in_process_group:
             members = groups.setdefault(r.in_process_group, [])
             members += [] if r.file in members else [r.file]
-        elif all(unit.key != r.file for unit in singles):
+        elif r.file not in single_files:
+            single_files.add(r.file)
             singles.append(Unit(r.file, (r.file,), seconds[r.file]))
     for key, files in groups.items():
         total = sum(seconds[file] for file in files)
