@@ -9,9 +9,11 @@ import signal
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import process_groups
+from explore_unittest import assert_unittest_fails_only_on
 from fake_suites import suite_yaml
 from hypothesis import given
 from hypothesis import strategies as st
@@ -32,13 +34,17 @@ Cli = Callable[..., subprocess.CompletedProcess[str]]
 
 
 def test_one_run_reports_two_different_bugs_each_handed_back_failing_on_its_own_fault(
-    cli: Cli, reference_server: Callable[..., Any], tmp_path: Path
+    cli: Cli,
+    reference_server: Callable[..., Any],
+    tmp_path: Path,
+    sglang_oracle: Callable[[str], ModuleType],
 ) -> None:
     """Two hidden faults at once: a miscount no token shows (found in ~1 s) and a one-page
     hit beside a cold prompt (found in ~10-20 s: the benchmark's median is 12.4 s). The run
     stops at --max-findings 2, so the 120 s budget is a ceiling, not what it costs (seed 1
     took 28 s at load 2). Each suite file fails on a server with only its own fault, which
-    shows that the two findings are the two bugs, and passes on a healthy one."""
+    shows that the two findings are the two bugs, and passes on a healthy one; so does each
+    sglang-style unittest file, run on sglang's own helpers."""
     both = reference_server(*GEOMETRY, *MISCOUNT, *ONE_PAGE)
     out = tmp_path / "out"
     argv = ["explore", "--base-url", both.url, "--budget", "120", "--seed", "1"]
@@ -58,13 +64,13 @@ def test_one_run_reports_two_different_bugs_each_handed_back_failing_on_its_own_
     assert "stopped at --max-findings 2" in said
     healthy = reference_server(*GEOMETRY)
     for finding in findings:
-        assert (out / finding["unittest_file"]).is_file()
         own = MISCOUNT if finding["kind"].startswith(kinds.MISCOUNTED) else ONE_PAGE
         alone = reference_server(*GEOMETRY, *own)
         for server, rc in ((alone, 1), (healthy, 0)):
             suite = str(out / finding["suite_file"])
             ran = cli(["run", suite, "--base-url", server.url, "--out", str(tmp_path / "r")])
             assert ran.returncode == rc, (finding["kind"], server.url, ran.stdout[-2000:])
+        assert_unittest_fails_only_on(out / finding["unittest_file"], alone.url, healthy.url)
 
 
 def test_a_sigkill_while_the_second_finding_is_shrunk_keeps_the_first_handed_back(
