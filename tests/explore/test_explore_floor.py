@@ -42,6 +42,7 @@ def test_a_kv_fault_is_found_by_the_noise_floor_shrunk_and_handed_back_under_it(
     healthy = reference_server(*PLAIN)
     out = tmp_path / "out"
     argv = ["explore", "--base-url", faulty.url, "--budget", "60", "--seed", "1"]
+    argv += ["--max-findings", "1"]
     argv += ["--max-findings", "1"]  # one fault: stop at its first finding
     found = cli([*argv, "--out", str(out), "--no-examples-db"], timeout=300)
     assert found.returncode == 1, found.stderr
@@ -98,6 +99,7 @@ def test_the_miscount_judge_keeps_working_when_the_server_is_not_deterministic(
     healthy = reference_server(*PLAIN)
     out = tmp_path / "out"
     argv = ["explore", "--base-url", faulty.url, "--budget", "30", "--seed", "1"]
+    argv += ["--max-findings", "1"]
     argv += ["--max-findings", "1"]  # one fault: stop at its first finding
     found = cli([*argv, "--out", str(out), "--no-examples-db"], timeout=200)
     assert found.returncode == 1, found.stderr
