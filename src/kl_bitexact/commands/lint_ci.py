@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kl_bitexact.commands import Command
-from kl_bitexact.commands.handlers import reads_python
+from kl_bitexact.commands.handlers import cycle_collector_paused, reads_python
 from kl_bitexact.commands.repository import add_repository_arguments
 from kl_bitexact.errors import ConfigError, ExitCode
 from kl_bitexact.registry import config, findings, fix, lint, repo
@@ -51,6 +51,7 @@ class Options:
         return cls(args.root, args.config, args.fix, args.suite, args.format)
 
 
+@cycle_collector_paused  # the read's half a million objects are walked again otherwise
 @reads_python
 def handle(args: argparse.Namespace) -> int:
     options = Options.from_args(args)
