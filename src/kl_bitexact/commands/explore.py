@@ -36,6 +36,7 @@ from kl_bitexact.explore.workload import (
     APART,
     TOGETHER,
     Batch,
+    Flush,
     Pressure,
     Tokens,
 )
@@ -363,6 +364,10 @@ class Files:
         return f"finding-{self.index}.prompts.json"
 
     @property
+    def warm(self) -> str:
+        return f"finding-{self.index}.warm.json"
+
+    @property
     def name(self) -> str:
         return f"explore-finding-{self.index}"
 
@@ -392,7 +397,9 @@ def _finding(
     server = _server_block(spec, url)
     as_sent = execute(engine, found.workload, search.tokens, geometry)
     test_file, test_note = _write_unittest(found, as_sent, search.tokens, geometry, files)
-    if isinstance(found.divergence, Miscount):
+    if found.divergence.served.sent == APART and not found.workload.abandoned:
+        handed = _hand_back_apart(engine, geometry, found, as_sent, server, files)
+    elif isinstance(found.divergence, Miscount):
         handed = _hand_back_miscount(engine, geometry, found, server, files)
     elif found.workload.abandoned:
         handed = _hand_back_abandoned(engine, geometry, search, found, server, files)
@@ -436,11 +443,11 @@ def _unittest_text(
     """The workload with the token ids explore sent, as an sglang-style unittest file."""
     steps = []
     hung_up = iter(as_sent.abandoned)  # the prompts hung up on, in the order sent
-    for index, step in enumerate(found.workload.steps):
+    for position, step in enumerate(found.workload.steps):
         if isinstance(step, Pressure):
             # The pressure prompts as one batch; one new token each (their pages are the
             # same: a request's last token is never cached) keeps the file's replay simple.
-            filled = tuple(pressure_prompts(step, index, tokens, geometry))
+            filled = tuple(pressure_prompts(step, position, tokens, geometry))
             steps.append(unittest_file.ConcreteStep(filled, 1))
             continue
         if not isinstance(step, Batch):
@@ -450,8 +457,9 @@ def _unittest_text(
             abandoned = tuple(next(hung_up) for _ in step.prompts)
             steps.append(unittest_file.ConcreteStep(abandoned, step.max_new_tokens, True))
             continue
-        prompts = tuple(s.prompt for s in as_sent.served if s.step == index)
-        steps.append(unittest_file.ConcreteStep(prompts, step.max_new_tokens))
+        prompts = tuple(s.prompt for s in as_sent.served if s.step == position)
+        apart = step.sent == APART
+        steps.append(unittest_file.ConcreteStep(prompts, step.max_new_tokens, apart=apart))
     seen = found.divergence
     expected = (
         {(seen.served.step, seen.served.slot): seen.allowed} if isinstance(seen, Miscount) else {}
@@ -461,6 +469,7 @@ def _unittest_text(
         located=seen.as_dict(geometry)["located"],
         steps=steps,
         expected_cached=expected,
+        page_size=geometry.page_size,
     )
 
 
@@ -494,6 +503,53 @@ def _hand_back_batch(
     fails, cached = handed_back_fails(engine, prompts, max_new)
     verdict = "fails here, as explored" if fails else "does NOT fail here (shape not expressible)"
     return {"handback": f"{verdict} (cached_tokens {list(cached)})", "handback_fails": fails}
+
+
+def _hand_back_apart(
+    engine: Engine,
+    geometry: Geometry,
+    found: Found,
+    outcome: Outcome,
+    server: dict[str, Any],
+    files: Files,
+) -> dict[str, Any]:
+    """A finding whose failing batch was sent apart as a `concurrent_prefix_hit` test over
+    that batch, the sequences served since the last flush before it warmed first; the
+    written file's test is run here by the check `run` uses (its rounds say how often the
+    order the server chose made it fail)."""
+    step = found.divergence.served.step
+    batch = found.workload.steps[step]
+    assert isinstance(batch, Batch)
+    prompts = [list(s.prompt) for s in outcome.served if s.step == step]
+    warm = _warm_before(found, outcome, step)
+    files.path(files.prompts).write_text(handback.prompts_text(prompts))
+    warm_file = files.warm if warm else None
+    if warm_file:
+        files.path(warm_file).write_text(handback.prompts_text(warm))
+    files.path(files.suite).write_text(
+        handback.apart_suite_text(
+            name=files.name,
+            server=server,
+            prompts_file=files.prompts,
+            prompts=prompts,
+            warm_file=warm_file,
+            max_new_tokens=batch.max_new_tokens,
+            geometry=geometry,
+            located=found.divergence.as_dict(geometry)["located"],
+        )
+    )
+    return _run_handed_back(engine, files)
+
+
+def _warm_before(found: Found, outcome: Outcome, step: int) -> list[list[int]]:
+    """Each sequence (prompt and answer) the workload served after its last flush before
+    `step`: what the cache held when the failing batch went out (pressure and requests hung
+    up on are not sent again)."""
+    flushes = [i for i, s in enumerate(found.workload.steps[:step]) if isinstance(s, Flush)]
+    since = flushes[-1] if flushes else -1
+    return [
+        list(s.prompt + s.generation.output_ids) for s in outcome.served if since < s.step < step
+    ]
 
 
 def _hand_back_abandoned(
@@ -588,8 +644,14 @@ def _run_handed_back(engine: Engine, files: Files) -> dict[str, Any]:
     [test] = suite_file.load(files.path(files.suite))[0].tests
     result = run_check(engine, test)
     fails = result.status is Status.FAILED
-    verdict = "fails here, as explored" if fails else "does NOT fail here"
-    return {"handback": f"{verdict}: {result.message}", "handback_fails": fails}
+    verdict = "fails here, as explored" if fails else f"does NOT fail here ({result.status.value})"
+    handed = {"handback": f"{verdict}: {result.message}", "handback_fails": fails}
+    seen = result.concurrency
+    if seen is None:
+        return handed
+    # How often the order the server chose made the concurrent test fail, and reach its shape.
+    rounds = {"rounds": len(seen.rounds), "failed": seen.failed, "reached": seen.reached}
+    return {**handed, "handback_rounds": rounds}
 
 
 def _unverified(found: Found, geometry: Geometry, tally: Tally | None) -> dict[str, Any]:

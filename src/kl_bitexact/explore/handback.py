@@ -4,8 +4,11 @@ The four checks can express "a batch of prompts, each served after its own promp
 cached": `prefill_cache_hit` warms the prompts (cold, no new tokens), then generates them
 in one batch and replays each uncached. That is the shape handed back; whether it still
 fails is measured by `reproduces` (explore runs the same phases) and recorded, never
-assumed. Shapes it cannot express (a hit from another prompt's prefix, flushes between
-turns) are not handed back yet: docs/explore.md.
+assumed. A batch sent apart (concurrent requests) is handed back as `concurrent_prefix_hit`
+over it, the workload's earlier sequences warmed first; a miscounted hit as `multiturn`, a
+divergence after pressure as `pressure_restore`, after requests hung up on as
+`abandoned_prefix_reuse`. Shapes none expresses (flushes between turns) are handed back as
+the batch warmed by itself: docs/explore.md.
 """
 
 from __future__ import annotations
@@ -109,6 +112,41 @@ def abandoned_suite_text(
         "temperature": 0.0,
         "exact": True,
         # A healthy server may keep nothing of a dropped request: no hit is needed.
+        "min_cache_hit_ratio": 0.0,
+    }
+    return _suite_file(name, server, _expected_facts(geometry), located, test)
+
+
+# Rounds of the handed-back concurrent test: the order the server serves requests sent at
+# once decides their hits, so the round is repeated and any round that fails fails it.
+APART_ROUNDS = 10
+
+
+def apart_suite_text(
+    *,
+    name: str,
+    server: Mapping[str, Any],
+    prompts_file: str,
+    prompts: Sequence[Sequence[int]],
+    warm_file: str | None,
+    max_new_tokens: int,
+    geometry: Geometry,
+    located: str,
+) -> str:
+    """The suite file's YAML for a finding whose failing batch was sent apart: one
+    `concurrent_prefix_hit` test over that batch's prompts, sent at once on their own
+    connections for APART_ROUNDS rounds, each after the sequences the workload had served
+    since its last flush (`warm_file`) are cached again."""
+    test: dict[str, Any] = {
+        "name": "explored_apart",
+        "check": "concurrent_prefix_hit",
+        "samples": len(prompts),
+        "prompts": prompts_file,
+        **({"warm": warm_file} if warm_file else {}),
+        "rounds": APART_ROUNDS,
+        "max_new_tokens": max_new_tokens,
+        "temperature": 0.0,
+        "exact": True,
         "min_cache_hit_ratio": 0.0,
     }
     return _suite_file(name, server, _expected_facts(geometry), located, test)

@@ -23,14 +23,21 @@ BASE_URL_VARIABLE = "KL_BITEXACT_BASE_URL"
 DEFAULT_BASE_URL = "http://127.0.0.1:30000"
 
 
+# Rounds of a workload with a batch sent apart: which request the server serves first
+# decides the hits, so the file repeats the workload and every round must hold.
+APART_ROUNDS = 10
+
+
 @dataclass(frozen=True)
 class ConcreteStep:
-    """One step as sent: a flush, a batch of prompts (token ids) in one /generate call, or
-    prompts each sent on its own connection and hung up on at once (`abandoned`)."""
+    """One step as sent: a flush, a batch of prompts (token ids) in one /generate call,
+    prompts each sent on its own connection and hung up on at once (`abandoned`), or each
+    sent on its own connection, all at once (`apart`)."""
 
     prompts: tuple[tuple[int, ...], ...] | None  # None: a flush
     max_new_tokens: int = 0
     abandoned: bool = False
+    apart: bool = False
 
     def as_dict(self) -> dict[str, object]:
         if self.prompts is None:
@@ -39,7 +46,9 @@ class ConcreteStep:
             "prompts": [list(p) for p in self.prompts],
             "max_new_tokens": self.max_new_tokens,
         }
-        return {**shown, "abandoned": True} if self.abandoned else shown
+        if self.abandoned:
+            return {**shown, "abandoned": True}
+        return {**shown, "apart": True} if self.apart else shown
 
 
 def file_name(index: int) -> str:
@@ -52,10 +61,13 @@ def unittest_text(
     located: str,
     steps: Sequence[ConcreteStep],
     expected_cached: Mapping[tuple[int, int], int],
+    page_size: int = 1,
 ) -> str:
     """The file's Python source. `expected_cached`: (step, slot) -> the cached_tokens the
     geometry allows for a request explore found miscounted (held to it exactly, as sglang's
-    multi-turn kits hold a hit)."""
+    multi-turn kits hold a hit; in a batch sent apart, where the order decides the hit,
+    every request is held to the geometry's bound instead: whole pages of `page_size`, at
+    most what it shares with the sequences served before it or beside it)."""
     data = json.dumps([step.as_dict() for step in steps])
     cached = json.dumps([[step, slot, count] for (step, slot), count in expected_cached.items()])
     return _TEMPLATE.format(
@@ -65,17 +77,22 @@ def unittest_text(
         default=DEFAULT_BASE_URL,
         steps=repr(data),
         cached=repr(cached),
+        rounds=APART_ROUNDS if any(step.apart for step in steps) else 1,
+        page_size=page_size,
     )
 
 
 _TEMPLATE = '''"""Found by `kl-bitexact explore`: {located}
 
 The smallest workload explore found, with the token ids it sent: each step is a flush, one
-/generate batch (greedy), or requests hung up on mid-prefill (each sent on its own
-connection, the client hanging up at once, as a client that disconnects does); at the end
-every answered sequence (prompt + answer) is replayed uncached, and each generated token's
-logprob must equal its replay's bit for bit. A request explore found miscounted must
-report the cached_tokens its geometry allows.
+/generate batch (greedy), requests hung up on mid-prefill (each sent on its own connection,
+the client hanging up at once, as a client that disconnects does), or requests sent apart
+(each its own /generate on its own connection, all at once); at the end every answered
+sequence (prompt + answer) is replayed uncached, and each generated token's logprob must
+equal its replay's bit for bit. A request explore found miscounted must report the
+cached_tokens its geometry allows; a request sent apart, whose hit depends on which request
+the server served first, is held to the geometry's bound, and the workload is run ROUNDS
+times.
 
 Run it against the server under test, started with --enable-deterministic-inference and its
 radix cache on (the same page size, chunk size and track interval as when it was found):
@@ -88,8 +105,10 @@ It uses sglang's own test helpers (sglang.test.*, in sglang's wheel).
 import json
 import os
 import socket
+import threading
 import time
 import unittest
+from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
 from sglang.test.kl_multiturn_utils import default_prefill_cache_assert
@@ -102,12 +121,19 @@ from sglang.test.kl_test_utils import (
 from sglang.test.test_utils import CustomTestCase
 
 BASE_URL = os.environ.get("{variable}", "{default}")
-# [{{"flush": true}} | {{"prompts": [[token ids]], "max_new_tokens": N, "abandoned": true?}}, ...]
+# [{{"flush": true}} | {{"prompts": [[ids]], "max_new_tokens": N, "abandoned"/"apart": true?}}, ...]
 STEPS = json.loads({steps})
 # [[step, slot, cached_tokens the geometry allows], ...]
 EXPECTED_CACHED = {{(step, slot): count for step, slot, count in json.loads({cached})}}
 # How long a request hung up on may keep the server busy before the test gives up on it.
 HANG_UP_WAIT_S = 120.0
+# Rounds of the workload: more than one when a batch is sent apart, since which request the
+# server serves first decides the hits; every round must hold, and one must reach a hit
+# only a request sent beside it could have left.
+ROUNDS = {rounds}
+PAGE_SIZE = {page_size}
+# How long the requests of a batch sent apart wait for each other before sending anyway.
+RELEASE_WAIT_S = 10.0
 
 
 def hang_up(prompt, max_new_tokens):
@@ -156,31 +182,105 @@ def _closed_within(sock, wait_s):
     return False
 
 
+def send_apart(prompts, max_new_tokens, first):
+    """Each prompt its own /generate through sglang's helper, on its own connection, in
+    threads released together (the server, not the client, decides what runs first), started
+    from prompt `first` on; the answers in prompt order."""
+    release = threading.Barrier(len(prompts))
+
+    def alone(prompt):
+        try:
+            release.wait(RELEASE_WAIT_S)
+        except threading.BrokenBarrierError:
+            pass  # a thread started late: send anyway
+        return _generate(BASE_URL, [prompt], max_new_tokens, return_logprob=True)[0]
+
+    order = [(first + offset) % len(prompts) for offset in range(len(prompts))]
+    with ThreadPoolExecutor(max_workers=len(prompts)) as pool:
+        sent = {{index: pool.submit(alone, prompts[index]) for index in order}}
+        return [sent[index].result() for index in range(len(prompts))]
+
+
+def most_reusable(prompt, before):
+    """The largest cached prefix the geometry allows: whole pages of the longest prefix
+    `prompt` shares with a sequence of `before`, leaving one prompt token to compute."""
+    shared = 0
+    for seen in before:
+        common = 0
+        for ours, theirs in zip(prompt, seen):
+            if ours != theirs:
+                break
+            common += 1
+        shared = max(shared, common)
+    return max(min(shared, len(prompt) - 1), 0) // PAGE_SIZE * PAGE_SIZE
+
+
 class TestExploreFinding{index}(CustomTestCase):
     def test_explored_workload(self):
+        reached = sum(self.run_workload(r) for r in range(ROUNDS))
+        if any(spec.get("apart") for spec in STEPS):
+            self.assertGreater(
+                reached,
+                0,
+                f"not exercised: in none of {{ROUNDS}} rounds did a request sent apart reuse "
+                "a prefix only another request beside it had left (the server served them "
+                "together or in an order that shares nothing)",
+            )
+
+    def run_workload(self, round_index):
+        """The workload once, every token and count checked; whether a request sent apart
+        reused what only another request of its batch could have left. Each round starts a
+        batch sent apart from another prompt (a server serving what arrives first then gives
+        each its turn at the front)."""
+        label = f"round {{round_index + 1}}"
         _flush_cache(BASE_URL)
-        sequences, decoded = [], []
+        sequences, decoded, since_flush = [], [], []
+        reached = False
         for step, spec in enumerate(STEPS):
             if spec.get("flush"):
                 _flush_cache(BASE_URL)
+                since_flush = []
                 continue
             prompts, new = spec["prompts"], spec["max_new_tokens"]
             if spec.get("abandoned"):
                 for prompt in prompts:
                     hang_up(prompt, new)
+                since_flush += prompts
                 continue
-            results = _generate(BASE_URL, prompts, new, return_logprob=True)
+            if spec.get("apart"):
+                results = send_apart(prompts, new, round_index % len(prompts))
+            else:
+                results = _generate(BASE_URL, prompts, new, return_logprob=True)
             self.assertEqual(len(results), len(prompts))
+            answered = [p + r["output_ids"] for p, r in zip(prompts, results)]
             for slot, (prompt, result) in enumerate(zip(prompts, results)):
-                expected = EXPECTED_CACHED.get((step, slot))
-                if expected is not None:
-                    label = f"step {{step}} request {{slot}}"
-                    default_prefill_cache_assert(result, expected, label)
-                sequences.append(prompt + result["output_ids"])
+                where = f"{{label}} step {{step}} request {{slot}}"
+                if spec.get("apart"):
+                    beside = answered[:slot] + answered[slot + 1 :]
+                    reached |= self.hold_to_geometry(result, prompt, since_flush, beside, where)
+                elif (expected := EXPECTED_CACHED.get((step, slot))) is not None:
+                    default_prefill_cache_assert(result, expected, where)
+                sequences.append(answered[slot])
                 decoded.append(_extract_output_logprobs(result))
+            since_flush += answered
         replayed = _get_input_logprobs(BASE_URL, sequences, decoded)
         for index, (ours, theirs) in enumerate(zip(decoded, replayed)):
-            self.assertEqual(ours, theirs, f"sequence {{index}}: decoded vs uncached replay")
+            where = f"{{label}} sequence {{index}}"
+            self.assertEqual(ours, theirs, f"{{where}}: decoded vs uncached replay")
+        return reached
+
+    def hold_to_geometry(self, result, prompt, before, beside, where):
+        """A request sent apart: its hit depends on what the server served first, so it is
+        held to what the geometry allows (whole pages, at most the prefix it shares with a
+        sequence served before it or beside it); whether it reused more than `before` left."""
+        cached = result["meta_info"]["cached_tokens"]
+        allowed = most_reusable(prompt, before + beside)
+        self.assertTrue(
+            cached % PAGE_SIZE == 0 and cached <= allowed,
+            f"{{where}}: expected cached_tokens a multiple of {{PAGE_SIZE}}, at most "
+            f"{{allowed}}, got {{cached}}",
+        )
+        return cached > most_reusable(prompt, before)
 
 
 if __name__ == "__main__":
