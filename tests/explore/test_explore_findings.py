@@ -124,6 +124,30 @@ def test_hits_a_server_does_not_count_are_said_and_nothing_found_is_not_clean(
     assert summary.NOT_ALL_JUDGED in said and summary.CLEAN not in said
 
 
+def test_a_server_that_leaves_generated_tokens_unscored_cannot_be_explored(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """A real server process whose answers carry a null logprob for every generated token:
+    no token could be compared with its replay, so explore says it could not run (exit 2,
+    naming the endpoint and what was missing), never "nothing found"."""
+    (tmp_path / "suite.yaml").write_text(
+        suite_yaml("unscored", "--deterministic", "--no-output-logprobs")
+    )
+    out = tmp_path / "out"
+    done = cli(["explore", str(tmp_path / "suite.yaml"), "--budget", "4", "--out", str(out)])
+    assert done.returncode == 2, done.stderr
+    assert "/generate: 1 output ids but 1 output logprobs (some missing)" in done.stderr
+    results = json.loads((out / "results.json").read_text())
+    assert results["stopped"].startswith("could not go on: http://127.0.0.1:")
+    assert results["stopped"].endswith(
+        "/generate: 1 output ids but 1 output logprobs (some missing)"
+    )
+    said = (out / "summary.md").read_text()
+    assert "stopped early: could not go on: " in said
+    assert summary.CLEAN not in said
+    assert summary.NOT_ALL_JUDGED in said or summary.NOTHING_RAN in said
+
+
 GEO = Geometry(16, 16, 64, None, 256, True)
 
 

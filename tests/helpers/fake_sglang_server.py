@@ -80,6 +80,12 @@ def serve(args: argparse.Namespace) -> None:
             if args.no_cached_tokens:  # as a server that does not count its hits
                 for item in reply:
                     del item["meta_info"]["cached_tokens"]
+            if args.no_output_logprobs:  # as a server that leaves its decode unscored
+                for item in reply:
+                    meta = item["meta_info"]
+                    meta["output_token_logprobs"] = [
+                        [None, *entry[1:]] for entry in meta["output_token_logprobs"]
+                    ]
             if args.malformed:
                 spoil(reply, args.malformed)
             if args.trickle:
@@ -204,5 +210,6 @@ if __name__ == "__main__":
     )
     parser.add_argument("--deterministic", action="store_true")
     parser.add_argument("--no-cached-tokens", action="store_true")
+    parser.add_argument("--no-output-logprobs", action="store_true")
     parser.add_argument("--slow-start", type=float, default=0.0, help="seconds before listening")
     serve(parser.parse_args())

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kl_bitexact.commands import Command
-from kl_bitexact.errors import ConfigError, ExitCode, Interrupted, ServerError
+from kl_bitexact.errors import ConfigError, ExitCode, FatalError, Interrupted, ServerError
 from kl_bitexact.explore import floor, handback, pressure, unittest_file
 from kl_bitexact.explore.examples import Examples, open_examples
 from kl_bitexact.explore.execute import (
@@ -229,6 +229,10 @@ def work(args: Options) -> int:
         return _explore(args, spec, server, report)
     except Interrupted as stop:
         report.stopped = f"{stop.name} received; what was found so far is kept"
+        report.write()
+        raise
+    except FatalError as error:  # the server failed or answered wrong: what was kept stays
+        report.stopped = f"could not go on: {error.message}"
         report.write()
         raise
     finally:

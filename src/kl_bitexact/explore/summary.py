@@ -11,6 +11,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from kl_bitexact.explore import floor
+from kl_bitexact.untrusted import escape
+
+# At most this many characters of why the run stopped (an error may quote the server).
+STOPPED_LIMIT = 400
 
 # Each count of something explore ran but could not judge, and how summary.md says it
 # (`{n}`: the count). A nonzero one is always said, and "nothing found" is then never said
@@ -52,7 +56,8 @@ def summary_text(data: Mapping[str, Any]) -> str:
         )
     lines += unjudged(data)
     if data["stopped"]:
-        lines.append(f"stopped early: {data['stopped']}")
+        # An error's words may quote the server's answer: escaped for the job summary.
+        lines.append(f"stopped early: {escape.text(data['stopped'], STOPPED_LIMIT)}")
     if data["examples_db"]:
         examples = data["examples_db"]
         lines.append(
