@@ -15,9 +15,11 @@ import math
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import yaml
+from explore_unittest import assert_unittest_fails_only_on
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -36,7 +38,10 @@ Cli = Callable[..., subprocess.CompletedProcess[str]]
 
 
 def test_a_kv_fault_is_found_by_the_noise_floor_shrunk_and_handed_back_under_it(
-    cli: Cli, reference_server: Callable[..., Any], tmp_path: Path
+    cli: Cli,
+    reference_server: Callable[..., Any],
+    tmp_path: Path,
+    sglang_oracle: Callable[[str], ModuleType],
 ) -> None:
     faulty = reference_server(*PLAIN, *FAULT)
     healthy = reference_server(*PLAIN)
@@ -57,8 +62,9 @@ def test_a_kv_fault_is_found_by_the_noise_floor_shrunk_and_handed_back_under_it(
     assert "exactly 1 page" in divergence["located"] and "noise floor" in divergence["located"]
     assert finding["requests"] <= 6, finding["workload"]  # shrunk, still over the rule
     assert finding["repeats"] == "3/3" and finding["handback_fails"], finding
-    # The sglang-style file asserts every bit: not written for such a server, and said.
-    assert finding["unittest_file"] is None and "noise-floor" in finding["unittest_note"]
+    # The sglang-style file holds the cached requests to the same rule, and says so.
+    assert "noise-floor rule" in finding["unittest_note"]
+    assert "NOISE_FLOOR = (4.0, 1e-09)" in (out / finding["unittest_file"]).read_text()
     suite_path = out / finding["suite_file"]
     [suite] = yaml.safe_load(suite_path.read_text())
     assert suite["server"]["gate"] == "noise-floor"
@@ -72,6 +78,7 @@ def test_a_kv_fault_is_found_by_the_noise_floor_shrunk_and_handed_back_under_it(
         ["run", str(suite_path), "--base-url", healthy.url, "--out", str(tmp_path / "h")]
     )
     assert on_healthy.returncode == 0, on_healthy.stdout + on_healthy.stderr
+    assert_unittest_fails_only_on(out / finding["unittest_file"], faulty.url, healthy.url)
 
 
 def test_a_healthy_server_that_is_not_deterministic_reports_nothing(

@@ -429,16 +429,17 @@ def _finding(
 def _write_unittest(
     found: Found, as_sent: Outcome, tokens: Tokens, geometry: Geometry, files: Files
 ) -> tuple[str | None, str | None]:
-    """The sglang-style unittest file, on a deterministic server; its name, or why not."""
-    if not geometry.deterministic:
-        return None, (
-            "not written: the server is not deterministic, and the file asserts every "
-            "logprob equal to its replay's (sglang's helpers carry no noise-floor rule); "
-            "the suite file carries the rule (gate: noise-floor)"
-        )
+    """The sglang-style unittest file; its name, and a note on the rule it holds the server
+    to when that is not every bit (a server that is not deterministic)."""
     unittest = _unittest_text(found, as_sent, tokens, geometry, files.index)
     files.path(files.unittest).write_text(unittest)
-    return files.unittest, None
+    if geometry.deterministic:
+        return files.unittest, None
+    return files.unittest, (
+        "the server is not deterministic: the file holds the cached requests to the "
+        f"noise-floor rule ({floor.FACTOR:g} x the same prompts generated cold + "
+        f"{floor.MARGIN:g}, through sglang's compare_kl_divergence), not every bit"
+    )
 
 
 def _unittest_text(
@@ -474,6 +475,7 @@ def _unittest_text(
         steps=steps,
         expected_cached=expected,
         page_size=geometry.page_size,
+        noise_floor=None if geometry.deterministic else (floor.FACTOR, floor.MARGIN),
     )
 
 
