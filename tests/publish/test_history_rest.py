@@ -222,7 +222,7 @@ def test_an_answer_of_another_shape_fails_the_listing_and_says_so(
     )
 
 
-def test_a_warm_history_process_imports_neither_pygithub_nor_requests(
+def test_a_history_process_never_imports_pygithub_and_a_warm_one_not_requests(
     fake_github: FakeGitHub, tmp_path: Path
 ) -> None:
     _seed(fake_github, 3)
@@ -233,10 +233,32 @@ def test_a_warm_history_process_imports_neither_pygithub_nor_requests(
         "loaded = sorted({m.split('.')[0] for m in sys.modules} & {'github', 'requests', "
         "'urllib3'}); print('LOADED', loaded, file=sys.stderr); sys.exit(code)"
     )
-    for _ in range(2):  # cold (downloads), then warm
+    loaded = []
+    for _ in range(2):  # cold (downloads the blobs over requests, no token), then warm
         done = subprocess.run(
             [sys.executable, "-c", probe, *argv], env=env, capture_output=True, text=True
         )
         assert done.returncode == 0, done.stderr
-    assert done.stderr.splitlines()[-1] == "LOADED []"
+        loaded.append(done.stderr.splitlines()[-1])
+    assert loaded == ["LOADED ['requests', 'urllib3']", "LOADED []"]
     assert "hicache::decode_cache_hit_ratio" in done.stdout
+
+
+def test_a_proxy_the_environment_names_is_asked_and_no_proxy_goes_direct(
+    fake_github: FakeGitHub,
+    target: Target,
+    tmp_path: Path,
+    elsewhere: _Elsewhere,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _seed(fake_github, 1)
+    for name in [name for name in os.environ if name.lower().endswith("_proxy")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("http_proxy", elsewhere.url)  # as requests honours it for PyGithub
+    through = _fetch(target, tmp_path / "proxied")
+    (asked, authorization) = elsewhere.seen[0]
+    assert asked.startswith(f"{fake_github.url}{RUNS_PATH}?")  # the whole URL, to the proxy
+    assert authorization == f"Bearer {TOKEN}" and through.runs == ()
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")  # the API, and its blob storage
+    direct = _fetch(target, tmp_path / "direct")
+    assert len(elsewhere.seen) == 1 and [run.run_id for run in direct.runs] == [500]

@@ -253,7 +253,7 @@ def fetch_archive(location: str, artifact: Artifact, session: Session) -> result
 
 def download(location: str, target: Path, name: str) -> None:
     """Stream the archive to disk, stopping at the size bound; no token is sent."""
-    from kl_bitexact.publish.pygithub_client import blob_session
+    from kl_bitexact.publish.blob import blob_session
 
     with blob_session().get(location, stream=True, timeout=60) as answer:
         answer.raise_for_status()

@@ -16,6 +16,7 @@ issue 40). Nothing else holds it.
 
 from __future__ import annotations
 
+import importlib
 import re
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kl_bitexact.errors import ConfigError, GitHubError
 from kl_bitexact.results.commit import FULL_SHA, payload_head
@@ -199,9 +200,13 @@ HINTS = {
 # What reading fields off an answer of the wrong JSON type raises (see `translated`); PyGithub's
 # typed attributes raise its BadAttributeException too (a label that is a string).
 _WRONG_SHAPE = (TypeError, AttributeError, KeyError, IndexError, ValueError)
-# The libraries whose errors `pygithub_client.described` words: none of their errors can exist
-# before one of them is imported, so a command that never used them never loads those words.
-_LIBRARIES = ("github", "requests", "urllib3")
+# Where the words for a library's errors are: none of its errors can exist before it is
+# imported, so a command that never used it never loads them (`_described`).
+_LIBRARY_WORDS = (
+    ("github", "kl_bitexact.publish.pygithub_client"),
+    ("requests", "kl_bitexact.publish.blob"),
+    ("urllib3", "kl_bitexact.publish.blob"),
+)
 
 
 def shaped(value: Any, kind: type, doing: str) -> Any:
@@ -262,12 +267,11 @@ def _described(error: Exception, doing: str) -> Words | None:
     talking to GitHub (`Session.translated` lets it through)."""
     if isinstance(error, Trouble):
         return error.words(doing)
-    if any(name in sys.modules for name in _LIBRARIES):
-        from kl_bitexact.publish.pygithub_client import described
-
-        found = described(error, doing)
-        if found is not None:
-            return found
+    for library, words in _LIBRARY_WORDS:
+        if library in sys.modules:
+            found = importlib.import_module(words).described(error, doing)
+            if found is not None:
+                return cast("Words", found)
     if isinstance(error, _WRONG_SHAPE):
         return wrong_shape(doing, type(error).__name__)
     return None

@@ -1,36 +1,30 @@
-"""The PyGithub client a `Session` builds when first asked, the requests session for artifact
-blobs, and the words for their errors: PyGithub with requests and urllib3 is ~170 modules,
-loaded only by commands that write to GitHub or read what the REST reader does not."""
+"""The PyGithub client a `Session` builds when first asked, and the words for its errors:
+PyGithub with requests and urllib3 is ~170 modules, loaded only by commands that write to
+GitHub or read what the REST reader does not."""
 
 from __future__ import annotations
 
 import logging
 import re
 from typing import Any
-from urllib.parse import urlsplit
 
-import requests
 from github import Auth, Github, GithubException, GithubRetry
 from github.GithubException import (
     BadAttributeException,
     RateLimitExceededExceedsMaxWait,
     RateLimitExceededException,
 )
-from requests.adapters import HTTPAdapter
 from urllib3 import Retry
-from urllib3.exceptions import HTTPError as Urllib3Error
 from urllib3.exceptions import MaxRetryError, ResponseError
 
-from kl_bitexact.errors import network_reason
+from kl_bitexact.publish.blob import say_why_and_wait
 from kl_bitexact.publish.client import (
     PER_PAGE,
     ClientSettings,
     Words,
-    announce,
     answered,
     rate_limit_far,
     rate_limited,
-    unreachable,
     wrong_shape,
 )
 
@@ -39,27 +33,6 @@ from kl_bitexact.publish.client import (
 # (GET /user is how it tells an installation token, which is refused it). What we retry
 # and wait for is announced by us (`announce`); PyGithub keeps its warnings.
 logging.getLogger("github").setLevel(logging.WARNING)
-
-
-def _say_why_and_wait(retry: Retry, response: Any) -> None:
-    """Before urllib3 sleeps for a retry: what went wrong and how long it waits (issue 20:
-    a refused connection was 31 s of silence before "unreachable")."""
-    delay: float | None = None
-    if retry.respect_retry_after_header and response is not None:
-        delay = retry.get_retry_after(response)
-    if delay is None:
-        delay = retry.get_backoff_time()
-    last = retry.history[-1] if retry.history else None
-    why = "failed"
-    if last is not None:
-        why = f"answered {last.status}" if last.status else "unreachable"
-        why += " (rate limit)" if last.status in (403, 429) else ""
-        why += "" if last.status else f" ({network_reason(last.error)})"
-        why += f" for {last.method} {urlsplit(last.url or '').path}"
-    done = len(retry.history)
-    of = f" (retry {done} of {done + retry.total})" if isinstance(retry.total, int) else ""
-    wait = f"{delay:.1f} s" if delay < 10 else f"{delay:.0f} s"
-    announce(f"GitHub {why}; retrying in {wait}{of}")
 
 
 # POST .../issues/{n}/comments: creates a comment every time it takes effect.
@@ -77,7 +50,7 @@ class _AnnouncedGithubRetry(GithubRetry):
     """
 
     def sleep(self, response: Any = None) -> None:
-        _say_why_and_wait(self, response)
+        say_why_and_wait(self, response)
         super().sleep(response)
 
     def increment(  # type: ignore[override]
@@ -94,28 +67,6 @@ class _AnnouncedGithubRetry(GithubRetry):
             # With raise_on_status=False, urllib3 hands the response itself to PyGithub.
             raise MaxRetryError(_pool, url or "", ResponseError(f"{status}: not retried"))
         return super().increment(method, url, response, error, _pool, _stacktrace)
-
-
-class _AnnouncedRetry(Retry):
-    def sleep(self, response: Any = None) -> None:
-        _say_why_and_wait(self, response)
-        super().sleep(response)
-
-
-def blob_session(settings: ClientSettings | None = None) -> requests.Session:
-    """A plain session for pre-signed download URLs (artifact blobs): retries on 5xx and
-    connection errors, and no token - the URL carries its own short-lived signature."""
-    settings = settings or ClientSettings()
-    retry = _AnnouncedRetry(
-        total=settings.retries,
-        backoff_factor=settings.backoff_factor,
-        status_forcelist=range(500, 600),
-        raise_on_status=False,
-    )
-    session = requests.Session()
-    session.mount("https://", HTTPAdapter(max_retries=retry))
-    session.mount("http://", HTTPAdapter(max_retries=retry))
-    return session
 
 
 def github_client(api_url: str, token: str, settings: ClientSettings) -> Github:
@@ -152,7 +103,8 @@ def _reason(error: GithubException) -> str:
 
 
 def described(error: Exception, doing: str) -> Words | None:
-    """An error of PyGithub, requests or urllib3 in our words; None for any other."""
+    """An error of PyGithub in our words; None for any other (requests' and urllib3's:
+    `blob.described`)."""
     if isinstance(error, RateLimitExceededExceedsMaxWait):
         wait = f"{error.wait:.0f} s" if error.wait is not None else "too long"
         return rate_limit_far(doing, wait)
@@ -160,11 +112,6 @@ def described(error: Exception, doing: str) -> Words | None:
         return rate_limited(doing, _reason(error))
     if isinstance(error, GithubException):
         return answered(doing, error.status, _reason(error))
-    if isinstance(error, requests.HTTPError):  # a plain download (artifact blob) refused
-        status = error.response.status_code if error.response is not None else "an error"
-        return f"the download answered {status} while {doing}", None
-    if isinstance(error, (requests.RequestException, Urllib3Error)):
-        return unreachable(doing, network_reason(error))
     if isinstance(error, BadAttributeException):  # PyGithub read a field of the wrong type
         return wrong_shape(doing, type(error).__name__)
     return None
