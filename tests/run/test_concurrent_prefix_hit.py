@@ -86,6 +86,7 @@ def test_a_server_that_batches_the_requests_together_never_reaches_the_shape(
     assert front.batches.count(2) == 3  # each round's two requests went on as one batch
     assert test.status is Status.NOT_EXERCISED and code == 1, test.message
     assert "none of 3 concurrent round(s) reached a concurrent hit" in test.message
+    assert "raise `rounds`" in test.hint
     seen = test.concurrency
     assert seen is not None and [one.cached_tokens for one in seen.rounds] == [(0, 0)] * 3
 

@@ -49,6 +49,11 @@ NO_SHAPE = (
 )
 CONCURRENT_SHAPE = "a concurrent hit (a request reusing a prefix only another of its round left)"
 WARM_SHAPE = "a cache hit on the warmed prompts beside requests sent at once"
+NOT_REACHED_HINT = (
+    "the server served the requests together, or always in an order in which none reuses "
+    "another's prefix: raise `rounds` (at most 20), or check how its scheduler batches "
+    "requests that arrive at once"
+)
 # Problems quoted in the message; results.json keeps every round.
 MAX_PROBLEMS = 3
 
@@ -90,7 +95,8 @@ def run(phases: Phases, spec: TestSpec, test_id: str | None = None) -> TestResul
         concurrency=seen,
     )
     result = verdict.exercised(scoring.judge(context, measured))
-    return dataclasses.replace(result, message=f"{result.message}; {_rounds_text(seen)}")
+    hint = result.hint or (NOT_REACHED_HINT if verdict.unconcurrent(result) else "")
+    return dataclasses.replace(result, message=f"{result.message}; {_rounds_text(seen)}", hint=hint)
 
 
 def _prompts(spec: TestSpec, context: scoring.Context) -> list[Prompt]:
