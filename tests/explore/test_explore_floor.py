@@ -81,6 +81,33 @@ def test_a_kv_fault_is_found_by_the_noise_floor_shrunk_and_handed_back_under_it(
     assert_unittest_fails_only_on(out / finding["unittest_file"], faulty.url, healthy.url)
 
 
+def test_a_reuse_after_an_abandoned_prefill_is_handed_back_under_the_floor_too(
+    cli: Cli,
+    reference_server: Callable[..., Any],
+    tmp_path: Path,
+    sglang_oracle: Callable[[str], ModuleType],
+) -> None:
+    """The abandoned_prefix_reuse hand-back measures its own floor: under gate: noise-floor
+    it fails on the faulty float32 server and passes on the healthy one, as does the
+    sglang-style file."""
+    faulty = reference_server(*PLAIN, "--fault", "reuse-after-abandoned-prefill")
+    healthy = reference_server(*PLAIN)
+    out = tmp_path / "out"
+    argv = ["explore", "--base-url", faulty.url, "--budget", "40", "--seed", "1"]
+    argv += ["--max-findings", "1", "--out", str(out), "--no-examples-db"]
+    assert cli(argv, timeout=200).returncode == 1
+    [finding] = json.loads((out / "results.json").read_text())["findings"]
+    assert finding["divergence"]["kind"] == "noise_floor" and finding["handback_fails"]
+    suite = str(out / finding["suite_file"])
+    assert "abandoned_prefix_reuse" in (out / finding["suite_file"]).read_text()
+    assert (
+        cli(["run", suite, "--base-url", faulty.url, "--out", str(tmp_path / "f")]).returncode == 1
+    )
+    on_healthy = cli(["run", suite, "--base-url", healthy.url, "--out", str(tmp_path / "h")])
+    assert on_healthy.returncode == 0, on_healthy.stdout + on_healthy.stderr
+    assert_unittest_fails_only_on(out / finding["unittest_file"], faulty.url, healthy.url)
+
+
 def test_a_healthy_server_that_is_not_deterministic_reports_nothing(
     cli: Cli, reference_server: Callable[..., Any], tmp_path: Path
 ) -> None:
