@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kl_bitexact.explore.geometry import Geometry
+from kl_bitexact.run.checks.metrics import reusable_prefix, shared_prefix
 
 if TYPE_CHECKING:
     from kl_bitexact.explore.execute import Served
@@ -77,7 +78,7 @@ def miscounts(
         if cached is None:
             continue  # not reported: nothing to judge (the checks say "cannot tell")
         others = [s.prompt + s.generation.output_ids for s in batch if s is not item]
-        shared = max((_common(item.prompt, seen) for seen in [*before, *others]), default=0)
+        shared = shared_prefix(item.prompt, [*before, *others])
         allowed = most_reusable(geometry, len(item.prompt), shared)
         if cached > allowed or cached % geometry.page_size:
             found.append(Miscount(item, allowed, shared))
@@ -87,14 +88,4 @@ def miscounts(
 def most_reusable(geometry: Geometry, prompt: int, shared: int) -> int:
     """The largest cached prefix the geometry allows: whole pages of the shared prefix,
     leaving at least one prompt token to compute."""
-    limit = min(shared, prompt - 1)
-    return max(limit, 0) // geometry.page_size * geometry.page_size
-
-
-def _common(left: Sequence[int], right: Sequence[int]) -> int:
-    count = 0
-    for a, b in zip(left, right, strict=False):
-        if a != b:
-            break
-        count += 1
-    return count
+    return reusable_prefix(prompt, shared, geometry.page_size)

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 
 from kl_bitexact.results import verdict
 from kl_bitexact.results.model import CacheHits, Concurrency, ConcurrentRound, TestResult
-from kl_bitexact.run.checks import prompts, scoring
+from kl_bitexact.run.checks import metrics, prompts, scoring
 from kl_bitexact.run.checks.metrics import Sample
 from kl_bitexact.run.checks.phases import Phases
 from kl_bitexact.run.engines.apart import Apart, SendsApart
@@ -144,19 +144,8 @@ def _shape(batch: Sequence[Prompt], warm: Sequence[Prompt], page: int) -> str | 
 
 
 def reusable(prompt: Sequence[int], before: Sequence[Sequence[int]], page: int) -> int:
-    """The largest cached prefix the geometry allows `prompt` after `before` was served:
-    whole pages of the longest shared prefix, leaving at least one prompt token to compute."""
-    shared = max((_common(prompt, seen) for seen in before), default=0)
-    return max(min(shared, len(prompt) - 1), 0) // page * page
-
-
-def _common(left: Sequence[int], right: Sequence[int]) -> int:
-    count = 0
-    for a, b in zip(left, right, strict=False):
-        if a != b:
-            break
-        count += 1
-    return count
+    """The largest cached prefix the geometry allows `prompt` after `before` was served."""
+    return metrics.reusable_prefix(len(prompt), metrics.shared_prefix(prompt, before), page)
 
 
 def _served_before(one: Apart, batch: Sequence[Prompt], i: int) -> list[Prompt]:

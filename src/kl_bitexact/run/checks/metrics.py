@@ -311,3 +311,24 @@ def slot_warning(samples: int, geometry: Geometry) -> str:
         f"expect no hits at all, each request evicting one needed later); start the server "
         f"with -np {samples} or more, or send at most {slots} samples"
     )
+
+
+def shared_prefix(prompt: Sequence[int], before: Sequence[Sequence[int]]) -> int:
+    """The longest prefix `prompt` shares with any sequence of `before` (0 with none)."""
+    return max((_common_prefix(prompt, seen) for seen in before), default=0)
+
+
+def reusable_prefix(prompt_len: int, shared: int, page_size: int) -> int:
+    """The largest cached prefix the geometry allows a prompt sharing `shared` tokens with
+    what was served: whole pages of it, leaving at least one prompt token to compute (the
+    rule explore's hit judge and `concurrent_prefix_hit` both hold `cached_tokens` to)."""
+    return max(min(shared, prompt_len - 1), 0) // page_size * page_size
+
+
+def _common_prefix(left: Sequence[int], right: Sequence[int]) -> int:
+    count = 0
+    for a, b in zip(left, right, strict=False):
+        if a != b:
+            break
+        count += 1
+    return count
