@@ -226,3 +226,41 @@ def test_a_pass_by_the_noise_floor_is_judged_by_the_floor() -> None:
     # Measured but not gating (gate: bit-exact): the threshold and exact rules stand.
     ungated = dataclasses.replace(drift, noise_floor=r.NoiseFloor(kl=1.6e-4))
     assert len(verdict.red(ungated)) == 2
+
+
+def _round(*, reached: bool) -> r.ConcurrentRound:
+    return r.ConcurrentRound(
+        cached_tokens=(0, 16), completed=(0, 1), concurrent_hits=int(reached), reached=reached
+    )
+
+
+@pytest.mark.parametrize(
+    ("concurrency", "status", "reason"),
+    [
+        (None, r.Status.ERROR, "concurrent_prefix_hit recorded no concurrent rounds"),
+        (
+            r.Concurrency("a hit left by another request"),
+            r.Status.NOT_EXERCISED,
+            "no concurrent round was recorded",
+        ),
+        (
+            r.Concurrency("a hit left by another request", (_round(reached=False),) * 3),
+            r.Status.NOT_EXERCISED,
+            "none of 3 concurrent round(s) reached",
+        ),
+        (
+            r.Concurrency("a hit left by another request", (_round(reached=True),)),
+            r.Status.PASSED,
+            "",
+        ),
+    ],
+)
+def test_a_concurrent_pass_stands_only_on_a_round_that_reached_its_shape(
+    concurrency: r.Concurrency | None, status: r.Status, reason: str
+) -> None:
+    """A `concurrent_prefix_hit` pass whose rounds are missing, empty or never reached the
+    shape observed nothing concurrent: an error or not exercised, never a pass."""
+    test = check_result("concurrent", check="concurrent_prefix_hit", concurrency=concurrency)
+    judged, _ = verdict.judged(test, planned=False)
+    assert judged.status is status
+    assert reason in (judged.message or "")

@@ -226,8 +226,10 @@ def unconcurrent(test: TestResult) -> list[str]:
     """Why a concurrency test did not reach the shape it asserts: none of its rounds did
     (which request the server serves first decides it), so its numbers are not about it."""
     seen = test.concurrency
-    if seen is None or not seen.rounds or seen.reached:
-        return []
+    if seen is None or seen.reached:
+        return []  # None: `unproven` already says it recorded no concurrent rounds
+    if not seen.rounds:  # only a file not written by `run` (it runs at least one round)
+        return [f"no concurrent round was recorded, so none reached {seen.shape}"]
     return [f"none of {len(seen.rounds)} concurrent round(s) reached {seen.shape}"]
 
 
