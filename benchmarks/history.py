@@ -26,7 +26,6 @@ idle one; CPU time says how much of the wait is our own work.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import resource
@@ -39,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from msgspec import structs
 from processes import KL, compile_bytecode, header, machine, paired, timed
 from render import make_run
 
@@ -64,7 +64,7 @@ def main_run(index: int, tests: int, samples: int) -> bytes:
             _flaky(test) if index % 2 and _number(test) % FLAKY_EVERY == 1 else test
             for test in suite.tests
         )
-        suites.append(dataclasses.replace(suite, tests=changed))
+        suites.append(structs.replace(suite, tests=changed))
     info = r.RunInfo(commit=f"{index + 1:040x}", ref="refs/heads/main", started_at=_when(index))
     return results_io.dumps(r.Results(run=info, suites=tuple(suites))).encode()
 
@@ -75,8 +75,8 @@ def _number(test: r.TestResult) -> int:
 
 def _flaky(test: r.TestResult) -> r.TestResult:
     assert test.cache_hits is not None
-    hits = dataclasses.replace(test.cache_hits, hit=test.cache_hits.total // 2)
-    return dataclasses.replace(test, status=r.Status.FAILED, cache_hits=hits, message="too few")
+    hits = structs.replace(test.cache_hits, hit=test.cache_hits.total // 2)
+    return structs.replace(test, status=r.Status.FAILED, cache_hits=hits, message="too few")
 
 
 def _when(index: int) -> str:
@@ -209,7 +209,7 @@ def first_publish(args: argparse.Namespace, root: Path) -> None:
         pushed, pr_head = root / "pushed.json", root / "pr-head.json"
         for sha, path in ((PUSHED, pushed), (PR_HEAD, pr_head)):
             run = make_run(args.tests, args.samples, red_every=100)
-            results_io.write_atomic(dataclasses.replace(run, run=r.RunInfo(commit=sha)), path)
+            results_io.write_atomic(structs.replace(run, run=r.RunInfo(commit=sha)), path)
         push = push_step(server, url, root, args.runs, pushed)
         # The push's run is done: its results artifact is main's newest run now.
         done = Run(id=9000 + args.runs, workflow="bitexact.yml", head_sha=PUSHED)

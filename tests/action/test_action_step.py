@@ -10,6 +10,7 @@ from pathlib import Path
 
 import proof_repo
 import pytest
+from msgspec import structs
 
 from kl_bitexact import cli as kl_cli
 from kl_bitexact.action import inputs as action_inputs
@@ -331,7 +332,7 @@ def test_outputs_survive_multiline_values(tmp_path):
 def test_summary_json_counts_tests_per_status(tmp_path):
     test = results.TestResult(id="t", check="match", status=results.Status.PASSED)
     suite = results.SuiteResult(name="s", server=results.ServerInfo(engine="reference"))
-    document = results.Results(suites=(dataclasses.replace(suite, tests=(test, test)),))
+    document = results.Results(suites=(structs.replace(suite, tests=(test, test)),))
     path = tmp_path / "results.json"
     results_io.write_atomic(document, path)
     summary = json.loads(outputs.summary_json("run", 0, [path], ""))

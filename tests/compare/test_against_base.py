@@ -7,7 +7,6 @@ the noise-floor gate's factor 4, so the floor rule alone passes it).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 from golden_scenarios import results
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from msgspec import structs
 
 from kl_bitexact.compare import history_dir
 from kl_bitexact.compare.against_base import (
@@ -69,7 +69,7 @@ def cache_test(
         noise_floor=noise,
     )
     if repeats:
-        test = dataclasses.replace(
+        test = structs.replace(
             test,
             repeats=r.Repeats(
                 count=repeats,
@@ -83,13 +83,13 @@ def cache_test(
     if status is None:  # as `run` would judge it
         fails = noise is not None and noise.failure(kl)
         status = S.FAILED if fails or (not gated and kl >= 1e-9) else S.PASSED
-    return dataclasses.replace(test, status=status)
+    return structs.replace(test, status=status)
 
 
 def llama(*tests: r.TestResult, args: tuple[str, ...] = ("-np", "1")) -> r.Results:
     run = results(*tests)
     server = r.ServerInfo("openai", ("llama-server", "-m", "model.gguf", *args))
-    return dataclasses.replace(run, suites=(dataclasses.replace(run.suites[0], server=server),))
+    return structs.replace(run, suites=(structs.replace(run.suites[0], server=server),))
 
 
 def delta(head: r.Results, base: r.Results | None, **kwargs: Any) -> tuple[Comparison, TestDelta]:
@@ -154,7 +154,7 @@ def test_unmeasured_determinism_uses_the_floor_rule_alone_and_says_so() -> None:
 def test_repeats_that_differ_are_not_deterministic() -> None:
     base = cache_test(repeats=2)
     assert base.repeats is not None
-    base = dataclasses.replace(base, repeats=dataclasses.replace(base.repeats, changed=3))
+    base = structs.replace(base, repeats=structs.replace(base.repeats, changed=3))
     measured = determinism(base, [])
     assert measured.determinism is Determinism.NOT_DETERMINISTIC
     _, found = delta(llama(cache_test(FAULT)), llama(base))
@@ -192,13 +192,13 @@ def test_a_noisier_engine_gates_under_noise_floor() -> None:
 
 
 def test_a_base_without_its_numbers_cannot_tell_and_gates() -> None:
-    base = dataclasses.replace(cache_test(), noise_floor=None)
+    base = structs.replace(cache_test(), noise_floor=None)
     for gated in (True, False):
         _, found = delta(llama(cache_test(gated=gated)), llama(base))
         diff = found.against_base
         assert diff is not None and "no noise floor" in diff.cannot_tell and diff.gates
         assert found.verdict is Verdict.INFRA and found.gating
-    _, no_kl = delta(llama(cache_test()), llama(dataclasses.replace(base, kl_div=None)))
+    _, no_kl = delta(llama(cache_test()), llama(structs.replace(base, kl_div=None)))
     assert no_kl.against_base is not None and "no cache KL" in no_kl.against_base.cannot_tell
 
 
@@ -284,11 +284,11 @@ def test_a_missing_base_number_never_turns_a_failing_decision_into_a_pass(
         return  # not a cache test judged by this rule (gate._grew's nulls: its own tests)
     head = llama(cache_test(head_kl, head_floor, gated=gated))
     base_test = cache_test(base_kl or 0.0, base_floor, gated=gated, repeats=repeats)
-    base_test = dataclasses.replace(base_test, kl_div=base_kl)
+    base_test = structs.replace(base_test, kl_div=base_kl)
     before = compare(head, llama(base_test)).decision
     erased = {
-        "kl": dataclasses.replace(base_test, kl_div=None),
-        "floor": dataclasses.replace(base_test, noise_floor=None),
+        "kl": structs.replace(base_test, kl_div=None),
+        "floor": structs.replace(base_test, noise_floor=None),
     }[erase]
     after = compare(head, llama(erased)).decision
     if not before.passed:
@@ -311,7 +311,7 @@ def test_a_history_directory_carries_the_floors(tmp_path: Path) -> None:
     """Main's runs as files (`--history-dir`, the fetched cache): their floors are read, so
     two runs with the same floor and cache numbers show determinism without --repeat."""
     for number in (1, 2):
-        run = dataclasses.replace(
+        run = structs.replace(
             llama(cache_test()),
             run=r.RunInfo(ref="refs/heads/main", started_at=f"2026-12-0{number}"),
         )

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 from golden_scenarios import check_result, red_hicache, results
+from msgspec import structs
 
 from kl_bitexact.compare import baseline
 from kl_bitexact.compare.baseline import Baseline
@@ -170,7 +170,7 @@ def test_readable_baseline_loads(tmp_path: Path):
 
 
 def test_kl_change_needs_both_sides():
-    head = results(dataclasses.replace(check_result("a"), kl_div=None))
+    head = results(structs.replace(check_result("a"), kl_div=None))
     assert compare(head, results(check_result("a"))).deltas[0].kl_change is None
 
 
@@ -184,12 +184,12 @@ def test_blocker_states_may_be_keyed_by_parsed_references():
 
 
 def test_a_planned_test_without_verdict_is_an_error_that_gates_not_removed():
-    head = dataclasses.replace(
+    head = structs.replace(
         results(check_result("a"), check_result("b")),
         run=r.RunInfo(finished=False),
     )
     assert head.plan is not None
-    head = dataclasses.replace(
+    head = structs.replace(
         head, plan=(*head.plan, r.PlannedTest("hicache-mamba", "c", "multiturn"))
     )
     base = results(check_result("a"), check_result("b"), check_result("c"))
@@ -258,7 +258,7 @@ def test_more_missed_hits_or_more_differing_logprobs_than_a_red_base_are_regress
         ),
     )
     head = results(
-        check_result("hits", S.FAILED, cache_hits=dataclasses.replace(hits, hit=16)),
+        check_result("hits", S.FAILED, cache_hits=structs.replace(hits, hit=16)),
         check_result(
             "exact", S.FAILED, cache_hits=hits, exact=r.ExactMatch(4096, 7, enforced=True)
         ),
@@ -274,8 +274,8 @@ def test_an_interrupted_or_partial_baseline_excuses_nothing():
     # Issue 30, item 4: an interrupted base (finished: false) excused an interrupted head:
     # "gate passed, 3 still failing".
     red = [check_result(name, S.ERROR, message="interrupted: SIGTERM") for name in "abc"]
-    head = dataclasses.replace(results(*red), run=r.RunInfo(finished=False))
-    base = dataclasses.replace(results(*red), run=r.RunInfo(finished=False))
+    head = structs.replace(results(*red), run=r.RunInfo(finished=False))
+    base = structs.replace(results(*red), run=r.RunInfo(finished=False))
     comparison = compare(head, base)
     assert all(d.gating for d in comparison.deltas)
     assert not comparison.decision.passed
@@ -283,7 +283,7 @@ def test_an_interrupted_or_partial_baseline_excuses_nothing():
     failed = [check_result(name, S.FAILED) for name in "abc"]
     partial = results(*failed)
     assert partial.plan is not None
-    partial = dataclasses.replace(
+    partial = structs.replace(
         partial, plan=(*partial.plan, r.PlannedTest("hicache-mamba", "d", "multiturn"))
     )
     assert compare(results(*failed), partial).decision.exit_code is ExitCode.GATE_FAILED
@@ -326,12 +326,12 @@ def _run_part(planned_ids: str, reported: str, **changes: object) -> r.Results:
     """A `run` killed after its first tests: its plan names every test it meant to run."""
     part = results(*(check_result(name, S.PASSED, **changes) for name in reported))
     plan = tuple(r.PlannedTest("hicache-mamba", name, "multiturn") for name in planned_ids)
-    return dataclasses.replace(part, plan=plan, run=r.RunInfo(finished=False))
+    return structs.replace(part, plan=plan, run=r.RunInfo(finished=False))
 
 
 def _pytest_part(*tests: r.TestResult) -> r.Results:
     """`kl-bitexact pytest`'s results: no plan recorded."""
-    return dataclasses.replace(results(*tests, suite="test_file.py"), plan=None)
+    return structs.replace(results(*tests, suite="test_file.py"), plan=None)
 
 
 def test_a_part_without_a_plan_keeps_the_other_parts_plan_when_merged():
@@ -368,7 +368,7 @@ def test_a_planned_pass_backed_by_nothing_stays_an_error_once_merged():
 def test_a_kl_check_that_passed_with_nothing_measured_is_never_ok_planned_or_not():
     # A decode_cache_hit test `passed` with every number null was "✅ ok", dashes in every column.
     hollow = r.TestResult(id="t::decode", check="decode_cache_hit", status=S.PASSED)
-    comparison = compare(dataclasses.replace(results(hollow), plan=None), None)
+    comparison = compare(structs.replace(results(hollow), plan=None), None)
     (delta,) = comparison.deltas
     assert delta.verdict is Verdict.INFRA and delta.gating
     assert delta.head is not None and "recorded no KL threshold" in delta.head.message
@@ -382,21 +382,21 @@ def test_a_passed_test_that_is_not_a_kl_check_is_shown_as_such():
     comment = render.comment(comparison)
     assert "passed - not a KL check" in comment
     # A run planned it (a plan that names it): the same, not an error about its check.
-    planned = compare(results(dataclasses.replace(plain, id="p")), None).deltas[0]
+    planned = compare(results(structs.replace(plain, id="p")), None).deltas[0]
     assert planned.verdict is Verdict.NOT_A_KL_CHECK
 
 
 def test_a_stopped_run_whose_part_recorded_no_plan_has_a_hole_nobody_can_name():
     # Issue 36: a part without a plan that did not finish (run.finished false) lost tests
     # nobody can name; merged beside a finished, planned part it passed.
-    done = dataclasses.replace(
+    done = structs.replace(
         _run_part("ab", "ab"), run=r.RunInfo(commit="1a2b3c4d5e6f", finished=True)
     )
     plain = r.TestResult(id="test_file.py::test_plain", check="pytest", status=S.PASSED)
-    stopped = dataclasses.replace(_pytest_part(plain), run=r.RunInfo(finished=False))
+    stopped = structs.replace(_pytest_part(plain), run=r.RunInfo(finished=False))
     comparison = compare(results_io.merge([("run", done), ("pytest", stopped)]), None)
     assert comparison.decision.exit_code is ExitCode.COULD_NOT_RUN
     assert comparison.decision.reasons[0].startswith("the run stopped early and a part of it")
     # Finished, or its plan recorded: nothing unnamed is missing.
-    finished = dataclasses.replace(stopped, run=r.RunInfo(finished=True))
+    finished = structs.replace(stopped, run=r.RunInfo(finished=True))
     assert compare(results_io.merge([("run", done), ("pytest", finished)]), None).decision.passed

@@ -3,10 +3,9 @@ of only errors means, the order of reasons, the exit code of a report-only gate.
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 from golden_scenarios import check_result, results
+from msgspec import structs
 
 from kl_bitexact.compare.blockers import BlockerState
 from kl_bitexact.compare.comparison import compare
@@ -159,10 +158,8 @@ def test_a_test_without_a_verdict_says_why(planned, finished, why):
     lost = check_result("lost", Status.FAILED, kl_div=0.5)
     head = results(check_result("kept"), lost, planned=planned)
     # the head reports only "kept"; with a plan, "lost" is planned and missing
-    suite = dataclasses.replace(head.suites[0], tests=head.suites[0].tests[:1])
-    head = dataclasses.replace(
-        head, suites=(suite,), run=dataclasses.replace(head.run, finished=finished)
-    )
+    suite = structs.replace(head.suites[0], tests=head.suites[0].tests[:1])
+    head = structs.replace(head, suites=(suite,), run=structs.replace(head.run, finished=finished))
     base = results(check_result("kept"), lost)
     (delta,) = [d for d in compare(head, base).deltas if d.id == "lost"]
     assert delta.head is not None and delta.head.status is Status.ERROR

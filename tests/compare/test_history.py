@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
 from history_runs import FLAKY_ID, RUNS, STEADY_ID, commit, main_run, pr_run, results, when
+from msgspec import structs
 
 from kl_bitexact.compare import history, history_dir
 from kl_bitexact.compare.blockers import BlockerState
@@ -100,8 +100,8 @@ def test_allow_known_without_a_history_lets_nothing_through() -> None:
 def test_a_blocked_test_is_never_let_through_by_its_history() -> None:
     head = pr_run()
     suite = head.suites[0]
-    blocked = dataclasses.replace(suite.tests[0], blocked_by=("#12",))
-    head = dataclasses.replace(head, suites=(dataclasses.replace(suite, tests=(blocked,)),))
+    blocked = structs.replace(suite.tests[0], blocked_by=("#12",))
+    head = structs.replace(head, suites=(structs.replace(suite, tests=(blocked,)),))
     comparison = compare(
         head,
         None,

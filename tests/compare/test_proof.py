@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 from golden_scenarios import BLOCKER, check_result, red_hicache, results
+from msgspec import structs
 
 from kl_bitexact.compare.blockers import BlockerState
 from kl_bitexact.compare.comparison import compare
@@ -25,13 +24,13 @@ RED = red_hicache("s::t")
         (RED, GREEN, Outcome.PROVEN),
         (GREEN, GREEN, Outcome.UNPROVEN),
         (RED, RED, Outcome.RED_ON_BOTH),
-        (RED, dataclasses.replace(GREEN, status=Status.ERROR), Outcome.RED_ON_BOTH),
+        (RED, structs.replace(GREEN, status=Status.ERROR), Outcome.RED_ON_BOTH),
         (GREEN, RED, Outcome.HEAD_NOT_GREEN),
-        (dataclasses.replace(GREEN, status=Status.ERROR), GREEN, Outcome.COULD_NOT_PROVE),
-        (dataclasses.replace(GREEN, status=Status.NOT_RUN), GREEN, Outcome.COULD_NOT_PROVE),
-        (dataclasses.replace(GREEN, status=Status.FLAKY), GREEN, Outcome.COULD_NOT_PROVE),
+        (structs.replace(GREEN, status=Status.ERROR), GREEN, Outcome.COULD_NOT_PROVE),
+        (structs.replace(GREEN, status=Status.NOT_RUN), GREEN, Outcome.COULD_NOT_PROVE),
+        (structs.replace(GREEN, status=Status.FLAKY), GREEN, Outcome.COULD_NOT_PROVE),
         (RED, None, Outcome.COULD_NOT_PROVE),
-        (RED, dataclasses.replace(GREEN, status=Status.FLAKY), Outcome.COULD_NOT_PROVE),
+        (RED, structs.replace(GREEN, status=Status.FLAKY), Outcome.COULD_NOT_PROVE),
     ],
 )
 def test_outcome_of_base_and_head(base, head, outcome):
@@ -48,7 +47,7 @@ def test_unproven_warns_by_default_and_gates_when_strict():
 
 
 def test_red_on_both_is_expected_only_with_an_open_blocker():
-    blocked = dataclasses.replace(RED, blocked_by=(BLOCKER,))
+    blocked = structs.replace(RED, blocked_by=(BLOCKER,))
     head, proof = results(blocked), results(blocked)
     for state, expected in ((BlockerState.OPEN, True), (BlockerState.MERGED, False)):
         [item] = compare(head, None, proof=proof, blockers={BLOCKER: state}).proofs or ()
@@ -58,7 +57,7 @@ def test_red_on_both_is_expected_only_with_an_open_blocker():
 
 
 def test_could_not_prove_never_gates_even_when_strict():
-    errored = dataclasses.replace(GREEN, status=Status.ERROR, message="unknown flag")
+    errored = structs.replace(GREEN, status=Status.ERROR, message="unknown flag")
     comparison = compare(
         results(GREEN), None, proof=results(errored), policy=Policy(proof_strict=True)
     )

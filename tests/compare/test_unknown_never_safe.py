@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from msgspec import structs
 
 from kl_bitexact.compare.comparison import compare
 from kl_bitexact.compare.gate import FailOn, Policy
@@ -98,7 +99,7 @@ def earlier(draw: st.DrawFn, head: r.TestResult, statuses: tuple[S, ...]) -> r.T
     if draw(st.booleans()):
         return draw(measured(head.check, statuses))
     kl = draw(st.sampled_from(KLS))
-    return dataclasses.replace(
+    return structs.replace(
         head, status=draw(st.sampled_from(statuses)), kl_div=kl, kl_per_sample=(kl,)
     )
 
@@ -155,20 +156,20 @@ def _nulls(test: r.TestResult, planned: bool) -> Iterator[tuple[str, r.TestResul
     none: dict[str, object] = {}
     for name in ("kl_div", "kl_threshold", "kl_per_sample", "max_abs_diff"):
         if getattr(test, name) is not None:
-            yield name, dataclasses.replace(test, **{**none, name: None})  # type: ignore[arg-type]
+            yield name, structs.replace(test, **{**none, name: None})
     if test.exact is not None and planned:
-        yield "exact", dataclasses.replace(test, exact=None)
+        yield "exact", structs.replace(test, exact=None)
     hits = test.cache_hits
     if hits is not None:
-        yield "cache_hits", dataclasses.replace(test, cache_hits=None)
+        yield "cache_hits", structs.replace(test, cache_hits=None)
         if hits.expected is not None:
-            unpredicted = dataclasses.replace(hits, expected=None)
-            yield "cache_hits.expected", dataclasses.replace(test, cache_hits=unpredicted)
+            unpredicted = structs.replace(hits, expected=None)
+            yield "cache_hits.expected", structs.replace(test, cache_hits=unpredicted)
     floor = test.noise_floor
     for name in ("kl", "margin", "ratio", "max_abs_diff"):
         if floor is not None and getattr(floor, name) is not None:
-            nulled = dataclasses.replace(floor, **{**none, name: None})  # type: ignore[arg-type]
-            yield f"noise_floor.{name}", dataclasses.replace(test, noise_floor=nulled)
+            nulled = structs.replace(floor, **{**none, name: None})
+            yield f"noise_floor.{name}", structs.replace(test, noise_floor=nulled)
 
 
 def variants(scenario: Scenario) -> Iterator[tuple[str, Scenario]]:
@@ -201,7 +202,7 @@ def test_a_kl_with_no_threshold_that_grew_from_0_cannot_be_told_no_worse() -> No
         id=TEST_ID, check="match", status=S.FAILED, kl_div=0.0, kl_threshold=1e-9,
         kl_per_sample=(0.0,), exact=r.ExactMatch(1, 0),
     )  # fmt: skip
-    head = dataclasses.replace(red, kl_div=1e-9, kl_per_sample=(1e-9,), kl_threshold=None)
+    head = structs.replace(red, kl_div=1e-9, kl_per_sample=(1e-9,), kl_threshold=None)
     comparison = compare(_results(head, False), _results(red, True))
     assert comparison.deltas[0].worse == ("avg KL 0 → 1.00e-09",)
     assert not comparison.decision.passed
@@ -243,7 +244,7 @@ def test_a_history_run_that_lost_its_floor_or_cache_kl_cannot_be_told_quieter() 
     quiet_main = _cached(0.0)
     assert not passes(_scenario(_cached(1e-6), None, quiet_main))
     assert not passes(_scenario(_cached(1e-6), None, _cached(None)))
-    assert not passes(_scenario(_cached(1e-6), None, dataclasses.replace(quiet_main, kl_div=None)))
+    assert not passes(_scenario(_cached(1e-6), None, structs.replace(quiet_main, kl_div=None)))
 
 
 def test_a_history_whose_cache_kl_was_0_bounds_no_ratio_and_does_not_crash() -> None:

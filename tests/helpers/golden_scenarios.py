@@ -6,12 +6,12 @@ report must handle. `python tests/golden/refresh.py` re-renders them and shows t
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import history_runs
+from msgspec import structs
 
 from kl_bitexact.compare.baseline import Baseline
 from kl_bitexact.compare.blockers import BlockerState
@@ -51,7 +51,7 @@ def check_result(
         cache_hits=r.CacheHits(hit=32, total=32, min_ratio=0.99, expected=32),
         duration_s=41.2,
     )
-    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+    return structs.replace(base, **changes)
 
 
 def red_hicache(test_id: str, **changes: object) -> r.TestResult:
@@ -149,7 +149,7 @@ def _blocker_merged() -> Scenario:
     still_red = red_hicache("test_hicache_mamba.py::test_multiturn", blocked_by=(BLOCKER,))
     now_green = check_result("test_hicache_mamba.py::test_two_turns", blocked_by=("#29792",))
     head = results(still_red, now_green, *GREEN)
-    base = results(still_red, dataclasses.replace(now_green, status=r.Status.FAILED), *GREEN)
+    base = results(still_red, structs.replace(now_green, status=r.Status.FAILED), *GREEN)
     return Scenario("blocker_merged", head, base, {BLOCKER: BlockerState.MERGED})
 
 
@@ -162,7 +162,7 @@ def _too_few_hits() -> Scenario:
         message="Too few decode cache hits: 16/32",
         warnings=(MULTITURN_WARNING,),
     )
-    base = dataclasses.replace(
+    base = structs.replace(
         flaky, status=r.Status.PASSED, message="", cache_hits=r.CacheHits(17, 32, 0.5, 16)
     )
     return Scenario("too_few_cache_hits", results(flaky, *GREEN), results(base, *GREEN))
@@ -178,7 +178,7 @@ def _revert_then_red() -> Scenario:
         cache_hits=r.CacheHits(31, 32, 0.9, 31),
         message="avg KL 1.10e-01 >= threshold 1e-09 (fix reverted on purpose)",
     )
-    base = dataclasses.replace(
+    base = structs.replace(
         reverted,
         status=r.Status.PASSED,
         kl_div=0.0,
@@ -286,7 +286,7 @@ def _proof_tests() -> tuple[r.Results, r.Results, r.Results]:
     """A PR fixing DSPARK's cached overshoot adds four tests (seed PR 35293's proof by
     revert-then-red, done by the tool): head results, base results, the proof run."""
     dspark = check_result("test_dspark.py::test_decode_cache_hit", check="decode_cache_hit")
-    reverted = dataclasses.replace(
+    reverted = structs.replace(
         dspark,
         status=r.Status.FAILED,
         kl_div=1.10e-01,
@@ -451,10 +451,10 @@ def _not_judged() -> Scenario:
     )
     red = red_hicache("test_hicache.py::TestHiCache::test_decode_kl[page-128]")
     head = results(*unjudged, red, *GREEN, suite="test_hicache.py")
-    suite = dataclasses.replace(
+    suite = structs.replace(
         head.suites[0], file=None, rerun=("kl-bitexact", "pytest", "--exact", "--")
     )
-    head = dataclasses.replace(head, suites=(suite,))
+    head = structs.replace(head, suites=(suite,))
     ran = check_result(unjudged[2].id)
     base = results(
         ran, check_result(red.id), *GREEN, suite="test_hicache.py", commit="0f9e8d7c6b5a"

@@ -5,10 +5,11 @@ first divergences, some of those blocked, a few flaky on main) and written as co
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
+from msgspec import structs
 
 from kl_bitexact.results import io as results_io
 from kl_bitexact.results import model as r
@@ -93,5 +94,5 @@ def files(directory: Path, tests: int, runs: int) -> Files:
 def cut_short(results: r.Results) -> r.Results:
     """`results` as a run killed halfway leaves them: every suite's second half missing
     (its plan still names them), not finished."""
-    suites = tuple(replace(s, tests=s.tests[: len(s.tests) // 2]) for s in results.suites)
-    return replace(results, suites=suites, run=replace(results.run, finished=False))
+    suites = tuple(structs.replace(s, tests=s.tests[: len(s.tests) // 2]) for s in results.suites)
+    return structs.replace(results, suites=suites, run=structs.replace(results.run, finished=False))

@@ -6,13 +6,13 @@ new one still gates."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 from gh_constants import FAST_ENV, REPO, TOKEN
 from history_runs import FLAKY_ID, RUNS, STEADY_ID, commit, main_run, main_run_bytes, pr_run, when
+from msgspec import structs
 
 from kl_bitexact import cli
 from kl_bitexact.results import io as results_io
@@ -102,7 +102,7 @@ def test_known_flaky_on_main_and_new_failure(
     # A PR on which only the known flake is red passes under allow-known, not without it
     # (main's numbers, tested on the PR's head: publish marks only the commit tested).
     run = main_run(1)
-    only_known = dataclasses.replace(run, run=dataclasses.replace(run.run, commit=HEAD_SHA))
+    only_known = structs.replace(run, run=structs.replace(run.run, commit=HEAD_SHA))
     assert _publish(scene, only_known, "failure,allow-known") == 0
     assert _publish(scene, only_known, "failure") == 1
     statuses = [s["state"] for s in fake_github.world.repos[REPO].statuses]
@@ -133,7 +133,7 @@ def push(scene: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     event.write_text(json.dumps({"ref": "refs/heads/main", "after": PUSHED_SHA}))
     run = main_run(1)
     results_io.write_atomic(
-        dataclasses.replace(run, run=dataclasses.replace(run.run, commit=PUSHED_SHA)),
+        structs.replace(run, run=structs.replace(run.run, commit=PUSHED_SHA)),
         scene / "results" / "results-shard-0" / "results.json",
     )
     step = {

@@ -11,9 +11,8 @@ run read as eight regressions.
 
 from __future__ import annotations
 
-import dataclasses
-
 from golden_scenarios import check_result, red_hicache, results
+from msgspec import structs
 
 from kl_bitexact.compare.comparison import compare
 from kl_bitexact.report import render
@@ -75,7 +74,7 @@ def test_the_chart_starts_at_zero_draws_the_threshold_and_names_its_unit():
 def test_no_path_from_the_runners_disk():
     head = results(red_hicache("t"))
     server = r.ServerInfo("reference", ("/home/runner/work/_tool/python3", "-m", "x", "--p", "4"))
-    head = dataclasses.replace(head, suites=(dataclasses.replace(head.suites[0], server=server),))
+    head = structs.replace(head, suites=(structs.replace(head.suites[0], server=server),))
     body = comment(head)
     assert "/home/runner" not in body and "…/python3 -m x --p 4" in body
 
@@ -83,7 +82,7 @@ def test_no_path_from_the_runners_disk():
 def test_the_server_line_says_which_build_and_backend_ran_escaped():
     head = results(red_hicache("t"))
     server = r.ServerInfo("openai", (), version="b6123", build="<b>abc</b> @team", backend="CUDA0")
-    head = dataclasses.replace(head, suites=(dataclasses.replace(head.suites[0], server=server),))
+    head = structs.replace(head, suites=(structs.replace(head.suites[0], server=server),))
     [line] = [line for line in comment(head).splitlines() if line.startswith("Server:")]
     assert line.startswith("Server: <code>openai</code> · version <code>b6123</code> · "), line
     assert line.endswith(" · backend <code>CUDA0</code>"), line
@@ -130,7 +129,7 @@ def test_an_interrupted_run_says_so_once_beside_the_regression_it_did_find():
         )
         for i in range(3)
     ]
-    head = dataclasses.replace(results(red_hicache("s::red"), *stopped), run=r.RunInfo())
+    head = structs.replace(results(red_hicache("s::red"), *stopped), run=r.RunInfo())
     body = comment(head, results(check_result("s::red"), *(check_result(t.id) for t in stopped)))
     assert body.splitlines()[1] == (
         "## ⛔ kl-bitexact: gate failed, run incomplete: 1 regression, 3 could not run"

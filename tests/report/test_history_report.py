@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import html
 import json
 from pathlib import Path
@@ -20,6 +19,7 @@ from history_runs import (
     when,
 )
 from hostile_text import ISSUE_REF, MENTION
+from msgspec import structs
 
 from kl_bitexact import cli
 from kl_bitexact.compare import history_dir
@@ -195,16 +195,16 @@ def test_hostile_commits_branches_ids_and_notes_stay_text(tmp_path: Path) -> Non
     directory = tmp_path / "history"
     for i in range(3):
         run = main_run(i)
-        info = dataclasses.replace(run.run, commit=evil + str(i), ref="refs/heads/" + evil)
+        info = structs.replace(run.run, commit=evil + str(i), ref="refs/heads/" + evil)
         suite = run.suites[0]
-        tests = tuple(dataclasses.replace(t, id=evil + t.id) for t in suite.tests)
-        run = dataclasses.replace(run, run=info, suites=(dataclasses.replace(suite, tests=tests),))
+        tests = tuple(structs.replace(t, id=evil + t.id) for t in suite.tests)
+        run = structs.replace(run, run=info, suites=(structs.replace(suite, tests=tests),))
         results_io.write_atomic(run, directory / f"run-{i}.json")
     (directory / f"{evil.replace('/', '')}.json").write_text("{}")
     head = main_run(1)
     suite = head.suites[0]
-    tests = tuple(dataclasses.replace(t, id=evil + t.id) for t in suite.tests)
-    head = dataclasses.replace(head, suites=(dataclasses.replace(suite, tests=tests),))
+    tests = tuple(structs.replace(t, id=evil + t.id) for t in suite.tests)
+    head = structs.replace(head, suites=(structs.replace(suite, tests=tests),))
     built = history_dir.load(directory, RUNS)
     assert len(built.notes) == 1 and built.branch == evil
     body = render.comment(compare(head, None, policy=Policy(FailOn.FAILURE), history=built))
@@ -233,7 +233,7 @@ def test_runs_that_repeat_the_one_before_share_a_row_and_each_changed_number_is_
     def run(i: int) -> tuple[HistoryRun, results_model.Results]:
         lossy = i >= 10
         test = kl_test(STEADY_ID, red=False)
-        test = dataclasses.replace(
+        test = structs.replace(
             test,
             kl_div=2.97e-07 if lossy else 0.0,
             exact=results_model.ExactMatch(tokens=1024, mismatched=192 if lossy else 0),

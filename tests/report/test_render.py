@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import html
 import re
 from collections.abc import Callable
@@ -14,6 +13,7 @@ from golden_scenarios import BLOCKER, LINKS, check_result, red_hicache, results
 from hostile_text import ISSUE_REF, MENTION, hidden, hostile
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from msgspec import structs
 
 from kl_bitexact.compare.blockers import BlockerState
 from kl_bitexact.compare.comparison import Comparison, compare
@@ -356,7 +356,7 @@ def test_removed_test_row():
 
 
 def test_not_finite_values_do_not_break_the_chart():
-    test = dataclasses.replace(red_hicache("a"), kl_per_sample=(float("nan"), 1.0))
+    test = structs.replace(red_hicache("a"), kl_per_sample=(float("nan"), 1.0))
     body = render.comment(compare(results(test), None))
     assert "xychart" not in body and "nan" in body
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
 import jsonschema
 import pytest
+from msgspec import structs
 
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.results import io as results_io
@@ -39,7 +39,7 @@ def make_test(test_id: str = "suite-a::decode_cache_hit", **changes) -> r.TestRe
         message="avg KL 9.53e-05 >= 1e-09",
         warnings=("track interval 256 is not a multiple of page size 128",),
     )
-    return dataclasses.replace(base, **changes)
+    return structs.replace(base, **changes)
 
 
 def make_results(
@@ -101,10 +101,10 @@ def test_reach_and_the_prs_changes_round_trip(tmp_path: Path):
     )
     base = make_results()
     [suite] = base.suites
-    tests = tuple(dataclasses.replace(t, reach=reach) for t in suite.tests)
-    original = dataclasses.replace(
+    tests = tuple(structs.replace(t, reach=reach) for t in suite.tests)
+    original = structs.replace(
         base,
-        suites=(dataclasses.replace(suite, tests=tests),),
+        suites=(structs.replace(suite, tests=tests),),
         changes=r.Changes("a" * 40, "b" * 40, (changed,), lines_why_not=""),
     )
     path = tmp_path / "results.json"
@@ -241,7 +241,7 @@ def planned(*ids: str) -> tuple[r.PlannedTest, ...]:
 
 
 def test_plan_and_finished_round_trip_and_say_what_is_missing(tmp_path: Path):
-    half = dataclasses.replace(
+    half = structs.replace(
         make_results(make_test("suite-a::one")),
         run=r.RunInfo(finished=False),
         plan=planned("suite-a::one", "suite-a::two"),
@@ -261,12 +261,12 @@ def test_a_file_from_before_plans_loads_as_plan_and_finish_unknown(tmp_path: Pat
 
 
 def test_merge_joins_plans_and_any_unfinished_shard_makes_the_run_unfinished():
-    one = dataclasses.replace(
+    one = structs.replace(
         make_results(make_test("suite-a::one")),
         run=r.RunInfo(finished=True),
         plan=planned("suite-a::one"),
     )
-    two = dataclasses.replace(
+    two = structs.replace(
         make_results(make_test("suite-a::two")),
         run=r.RunInfo(finished=False),
         plan=planned("suite-a::two", "suite-a::three"),
@@ -275,7 +275,7 @@ def test_merge_joins_plans_and_any_unfinished_shard_makes_the_run_unfinished():
     assert merged.plan is not None
     assert [item.id for item in merged.plan] == ["suite-a::one", "suite-a::two", "suite-a::three"]
     assert merged.run.finished is False
-    unplanned = dataclasses.replace(two, plan=None, run=r.RunInfo(finished=True))
+    unplanned = structs.replace(two, plan=None, run=r.RunInfo(finished=True))
     merged = results_io.merge([("a", one), ("b", unplanned)])
     # Issue 36: the plan-less part keeps what it ran, marked unplanned; the plan survives.
     assert merged.plan == (
@@ -285,7 +285,7 @@ def test_merge_joins_plans_and_any_unfinished_shard_makes_the_run_unfinished():
     assert not merged.plan_complete and merged.planned_ids() == {"suite-a::one"}
     assert merged.run.finished is True
     # Parts that all recorded none join into none (a file from before plans, alone).
-    plain_one = dataclasses.replace(one, plan=None)
+    plain_one = structs.replace(one, plan=None)
     assert results_io.merge([("a", plain_one), ("b", unplanned)]).plan is None
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -234,6 +235,66 @@ def test_model_and_schema_drift_fails_naming_the_field(monkeypatch):
     drifted["$defs"]["test"]["properties"]["plan_only_in_schema"] = {"type": "string"}
     with pytest.raises(strict.SchemaMismatch, match="plan_only_in_schema"):
         strict._Twins(drifted).struct_for(r.Results, drifted)
+
+
+# The classes whose schema asks more than their constructor: results.json must name its
+# tool, run and schema_version, a suite its tests. Every other class decodes as itself.
+TWINNED = {"Results", "SuiteResult", "ToolInfo"}
+
+
+def _strict_types() -> dict[str, Any]:
+    twins = strict._Twins(results_io.schema())
+    twins.struct_for(r.Results, results_io.schema())
+    return {cls.__name__: built for cls, built in twins.built.items()}
+
+
+def test_every_class_but_the_twinned_decodes_as_itself():
+    """A bound the model leaves out (or states otherwise) costs a twin, and a twin costs a
+    conversion of every test (issue 40): the tests must decode straight into the model."""
+    built = _strict_types()
+    assert {name for name, kind in built.items() if kind.__name__ != name} == TWINNED
+    assert len(built) == len(
+        [v for v in vars(r).values() if isinstance(v, type) and issubclass(v, r.Value)]
+    ) - 1  # Value itself is no part of the document
+
+
+def test_a_model_bound_the_schema_does_not_state_fails_naming_the_field():
+    drifted = copy.deepcopy(results_io.schema())
+    del drifted["$defs"]["divergence"]["properties"]["hint"]["maxLength"]
+    with pytest.raises(strict.SchemaMismatch, match=r"Divergence\.hint"):
+        strict._Twins(drifted).struct_for(r.Results, drifted)
+
+
+def test_a_schema_bound_the_model_leaves_out_is_still_enforced():
+    """The schema tightened, the model not yet: a twin decodes it, and still refuses."""
+    drifted = copy.deepcopy(results_io.schema())
+    drifted["$defs"]["test"]["properties"]["kl_per_sample"]["maxItems"] = 2
+    twin = strict._Twins(drifted).struct_for(r.Results, drifted)
+    document = mutated((*TEST, "kl_per_sample"), [0.0, 0.0, 0.0])
+    with pytest.raises(msgspec.ValidationError, match="kl_per_sample"):
+        msgspec.convert(document, type=twin)
+    assert msgspec.convert(mutated((*TEST, "kl_per_sample"), [0.0, 0.0]), type=twin)
+
+
+FACT = {"name": "f", "expected": "true", "state": "holds"}
+ARRAYS = [  # (the object holding the array, its key, one item, the schema's maxItems)
+    (TEST, "facts", FACT, 1000),
+    (("suites", 0), "rerun", "pytest", 100),
+    (TEST, "first_divergence", {"sample": 0, "token_index": 1}, None),
+]
+
+
+@pytest.mark.parametrize(("holder", "key", "item", "most"), ARRAYS)
+def test_array_bounds_are_refused_by_both(holder, key, item, most):
+    """maxItems: the decoder let an array past the schema's bound through until the model
+    carried the bounds itself (an array the schema leaves unbounded stays so)."""
+    length = 1001 if most is None else most
+    at_bound = mutated((*holder, key), [item] * length)
+    assert schema_accepts(at_bound)
+    assert decoder_accepts(at_bound)
+    beyond = mutated((*holder, key), [item] * (length + 1))
+    assert schema_accepts(beyond) is (most is None)
+    assert decoder_accepts(beyond) is (most is None)
 
 
 def test_refusals_name_file_and_json_path(tmp_path: Path):

@@ -10,12 +10,12 @@ same function, so they cannot disagree.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from typing import Any
 
 import pytest
 from golden_scenarios import BLOCKER, check_result, results
+from msgspec import structs
 
 from kl_bitexact.compare.blockers import BlockerState
 from kl_bitexact.compare.comparison import compare
@@ -63,7 +63,7 @@ def test_the_issues_forged_pass_is_an_error_that_gates_with_the_reason():
     ],
 )
 def test_each_number_that_contradicts_a_pass_is_named(changes, reason):
-    status, reasons = verdict.judge(dataclasses.replace(check_result("t"), **changes), planned=True)
+    status, reasons = verdict.judge(structs.replace(check_result("t"), **changes), planned=True)
     assert status is not r.Status.PASSED
     assert any(reason in text for text in reasons), reasons
 
@@ -72,17 +72,17 @@ def test_numbers_that_agree_leave_the_status_alone():
     assert verdict.judge(check_result("t"), planned=True) == (r.Status.PASSED, ())
     # Differing logprobs under the KL threshold pass when the test is not exact.
     lenient = check_result("t", kl_div=1e-12, kl_per_sample=(1e-12,) * 32)
-    lenient = dataclasses.replace(lenient, exact=r.ExactMatch(4096, 3))
+    lenient = structs.replace(lenient, exact=r.ExactMatch(4096, 3))
     assert verdict.judge(lenient, planned=True).status is r.Status.PASSED
     # All samples hitting suffices even at ratio 1.0; red statuses are not second-guessed.
     full = check_result("t", cache_hits=r.CacheHits(32, 32, 1.0))
     assert verdict.judge(full, planned=True).status is r.Status.PASSED
-    red = dataclasses.replace(FORGED, status=r.Status.FAILED)
+    red = structs.replace(FORGED, status=r.Status.FAILED)
     assert verdict.judge(red, planned=True) == (r.Status.FAILED, ())
 
 
 def test_an_open_blocker_or_a_red_base_does_not_excuse_a_forged_pass():
-    forged = dataclasses.replace(FORGED, blocked_by=(BLOCKER,))
+    forged = structs.replace(FORGED, blocked_by=(BLOCKER,))
     red_base = results(check_result("forged", r.Status.FAILED))
     comparison = compare(
         results(forged),
@@ -127,7 +127,7 @@ UNPROVEN_PASSES: dict[str, dict[str, Any]] = {
 
 @pytest.mark.parametrize("case", UNPROVEN_PASSES)
 def test_a_pass_that_proves_nothing_is_an_error_that_gates(case):
-    forged = dataclasses.replace(check_result("t"), **UNPROVEN_PASSES[case])
+    forged = structs.replace(check_result("t"), **UNPROVEN_PASSES[case])
     comparison = compare(results(forged), results(check_result("t")))
     [delta] = comparison.deltas
     assert delta.head is not None and delta.head.status is r.Status.ERROR, case
@@ -138,7 +138,7 @@ def test_a_pass_that_proves_nothing_is_an_error_that_gates(case):
 
 def test_each_unproven_pass_says_what_is_missing_or_impossible():
     said = {
-        case: verdict.judge(dataclasses.replace(check_result("t"), **changes), planned=True)
+        case: verdict.judge(structs.replace(check_result("t"), **changes), planned=True)
         for case, changes in UNPROVEN_PASSES.items()
     }
     assert "multiturn recorded no KL threshold" in said["no threshold, KL 3.0"].reasons[0]
@@ -170,7 +170,7 @@ def test_results_without_a_plan_stay_accepted_as_far_as_their_tests_go():
 
 def test_k3_rounding_below_zero_is_a_pass_shown_as_zero():
     rounded = check_result("t", kl_div=-2.89e-19, kl_per_sample=(-2.89e-19,) + (0.0,) * 31)
-    rounded = dataclasses.replace(rounded, kl_div=average(rounded.kl_per_sample or ()))
+    rounded = structs.replace(rounded, kl_div=average(rounded.kl_per_sample or ()))
     assert verdict.judge(rounded, planned=True).status is r.Status.PASSED
     assert shown_kl(-2.89e-19) == 0.0 and shown_kl(-1e-3) == -1e-3
     assert fmt_kl(-2.89e-19) == "0" and fmt_kl(-1e-3) == "-1.00e-03"
@@ -219,12 +219,12 @@ def test_a_pass_by_the_noise_floor_is_judged_by_the_floor() -> None:
         noise_floor=r.NoiseFloor(kl=1.6e-4, ratio=1.19, factor=4.0, margin=1e-9),
     )
     assert verdict.red(drift) == []  # within 4 x 1.6e-4: the threshold does not apply
-    fault = dataclasses.replace(drift, kl_div=9e-4, kl_per_sample=(9e-4,))
+    fault = structs.replace(drift, kl_div=9e-4, kl_per_sample=(9e-4,))
     assert verdict.red(fault) == [
         "avg KL 9.000e-04 > 4 x noise floor 1.600e-04 + 1e-09 (the same prompts with no cache)"
     ]
     # Measured but not gating (gate: bit-exact): the threshold and exact rules stand.
-    ungated = dataclasses.replace(drift, noise_floor=r.NoiseFloor(kl=1.6e-4))
+    ungated = structs.replace(drift, noise_floor=r.NoiseFloor(kl=1.6e-4))
     assert len(verdict.red(ungated)) == 2
 
 

@@ -10,7 +10,6 @@ and the comment, and green when fixed.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from msgspec import structs
 
 from kl_bitexact.compare import gate
 from kl_bitexact.compare.blockers import BlockerState
@@ -385,7 +385,7 @@ def test_a_dropped_knob_and_fact_are_said_beside_the_test_with_what_the_base_had
     # Unchanged: nothing said. Attached to a URL: no arguments of ours to compare.
     assert compare(base, base).deltas[0].knobs == ()
     url = ServerInfo("reference", ("--base-url", "http://h:1"))
-    attached = Results(run=RunInfo(), suites=(dataclasses.replace(head.suites[0], server=url),))
+    attached = Results(run=RunInfo(), suites=(structs.replace(head.suites[0], server=url),))
     assert not any("argument" in k for k in compare(attached, base).deltas[0].knobs)
 
 

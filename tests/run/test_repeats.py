@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
+from msgspec import structs
 
 from kl_bitexact.results.model import CacheHits, ExactMatch, Status, TestResult
 from kl_bitexact.run.checks.metrics import Sample
@@ -104,7 +104,7 @@ def test_cache_hits_that_differ_are_flaky_even_with_equal_logprobs():
 
 
 def test_verdicts_that_differ_are_flaky_and_listed():
-    failed = dataclasses.replace(result(kl=2e-9), status=Status.FAILED)
+    failed = structs.replace(result(kl=2e-9), status=Status.FAILED)
     folded = fold([Attempt(result(), STABLE), Attempt(failed, STABLE)])
     assert folded.status is Status.FLAKY
     assert folded.repeats is not None
@@ -113,7 +113,7 @@ def test_verdicts_that_differ_are_flaky_and_listed():
 
 
 def test_an_errored_repeat_is_the_result():
-    errored = dataclasses.replace(result(), status=Status.ERROR, message="server died")
+    errored = structs.replace(result(), status=Status.ERROR, message="server died")
     folded = fold([Attempt(result(), STABLE), Attempt(errored)])
     assert folded.status is Status.ERROR and folded.message == "server died"
     assert folded.repeats is not None and folded.repeats.count == 2

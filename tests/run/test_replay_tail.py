@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -19,6 +18,7 @@ from typing import Any
 
 import pytest
 from fake_engine import FakeEngine
+from msgspec import structs
 
 from kl_bitexact.results.model import TestResult
 from kl_bitexact.run.checks import run_check
@@ -221,4 +221,4 @@ def test_without_batch_invariant_kernels_every_position_is_scored(
 
 
 def timeless(result: TestResult) -> TestResult:
-    return dataclasses.replace(result, duration_s=0.0)
+    return structs.replace(result, duration_s=0.0)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from fake_engine import FakeEngine
 from fake_suites import Silent
+from msgspec import structs
 
 from kl_bitexact.run import engines
 from kl_bitexact.run.checks import run_check
@@ -67,7 +68,7 @@ def run(item: suite.Suite, log_dir: Path, *, share: bool) -> tuple[dict, Counter
 
     plan = Plan((item,), log_dir, connect=connect, share_phases=share)
     final = run_suites(plan, Silent(), lambda partial: None)
-    return {t.id: dataclasses.replace(t, duration_s=0.0) for _, t in final.all_tests()}, counts
+    return {t.id: structs.replace(t, duration_s=0.0) for _, t in final.all_tests()}, counts
 
 
 @pytest.mark.parametrize("fault", [None, "swa-early-release"])

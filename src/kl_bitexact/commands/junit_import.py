@@ -4,11 +4,12 @@ when a command imports."""
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from msgspec import structs
 
 from kl_bitexact.compare.comparison import compare
 from kl_bitexact.errors import ConfigError, ExitCode
@@ -54,10 +55,10 @@ def import_and_write(
     `rerun`: the command that runs a test again once its node id is appended."""
     _, imported = import_junit(junit_path, log_path, min_cache_hit_ratio, rerun=rerun)
     if plan is not None:
-        complete = not dataclasses.replace(imported, plan=tuple(plan)).missing()
+        complete = not structs.replace(imported, plan=tuple(plan)).missing()
         imported = with_plan(imported, plan, _NOT_REPORTED)
-        run = dataclasses.replace(imported.run, finished=complete)
-        imported = dataclasses.replace(imported, run=run)
+        run = structs.replace(imported.run, finished=complete)
+        imported = structs.replace(imported, run=run)
     write_and_list(imported, out_path)
     # The gate's verdict of these results without a base, as `report` gives it, and its
     # tally in the words of every report (`20 ok, 115 not judged on the reference engine`).
@@ -124,7 +125,7 @@ def with_plan(results: Results, plan: Sequence[PlannedTest], reason: str) -> Res
             missing.setdefault(item.suite, []).append(lost)
     added = [SuiteResult(name, ServerInfo("unknown"), tuple(t)) for name, t in missing.items()]
     suites = results_io.join_by_name([*results.suites, *added])
-    return dataclasses.replace(results, suites=suites, plan=tuple(plan))
+    return structs.replace(results, suites=suites, plan=tuple(plan))
 
 
 def write_and_list(results: Results, out_path: Path) -> None:

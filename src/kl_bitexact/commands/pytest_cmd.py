@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import os
 import shutil
 import sys
@@ -23,6 +22,8 @@ import sysconfig
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from msgspec import structs
 
 import kl_bitexact
 from kl_bitexact.commands import DEFAULT_OUT, Command
@@ -201,8 +202,8 @@ def _write_stopped(
             _, imported = import_junit(junit_path, log_path, ratio, interrupted=True, rerun=rerun)
     if plan is not None:
         imported = with_plan(imported, plan, reason)
-    run = dataclasses.replace(imported.run, finished=False)
-    write_and_list(dataclasses.replace(imported, run=run), args.out / "results.json")
+    run = structs.replace(imported.run, finished=False)
+    write_and_list(structs.replace(imported, run=run), args.out / "results.json")
 
 
 def _user_arguments(arguments: Sequence[str]) -> list[str]:

@@ -29,7 +29,9 @@ stay useful.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+
+from msgspec import structs
 
 from kl_bitexact.compare.gate import RED
 from kl_bitexact.errors import ConfigError
@@ -92,7 +94,7 @@ def vetted(head: Results, base: Results | None, grant: Grant, default_repo: str 
     on_base = _markers(base, default_repo)
     ours = promised(head, base, grant, default_repo)
     suites = tuple(
-        replace(
+        structs.replace(
             suite,
             tests=tuple(
                 _vet(test, on_base, grant, default_repo, test.id in ours) for test in suite.tests
@@ -100,7 +102,7 @@ def vetted(head: Results, base: Results | None, grant: Grant, default_repo: str 
         )
         for suite in head.suites
     )
-    return replace(head, suites=suites)
+    return structs.replace(head, suites=suites)
 
 
 def promised(
@@ -148,7 +150,7 @@ def _vet(
         notes.append(f"the base branch marks it blocked by this pull request: {_PROMISED}")
     if not notes:
         return test
-    return replace(test, blocked_by=tuple(kept), warnings=(*test.warnings, *notes))
+    return structs.replace(test, blocked_by=tuple(kept), warnings=(*test.warnings, *notes))
 
 
 def _not_taken(

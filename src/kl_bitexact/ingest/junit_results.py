@@ -14,8 +14,10 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
+
+from msgspec import structs
 
 from kl_bitexact.errors import ConfigError
 from kl_bitexact.ingest import properties as prop
@@ -125,7 +127,7 @@ def _kept_apart(
         if times > 1:
             seen[test.id] += 1
             warning = f"reported {times} times: each report kept as its own test"
-            test = replace(
+            test = structs.replace(
                 test, id=_own_id(test.id, seen[test.id], taken), warnings=(*test.warnings, warning)
             )
         kept.append((case, test))
@@ -155,7 +157,7 @@ def to_test(case: JUnitCase, options: Options) -> TestResult:
     own_words = status is Status.PASSED or (
         recorded is not None and recorded.status is not Status.PASSED
     )
-    test = replace(
+    test = structs.replace(
         base,
         id=nodeid,
         status=status,
@@ -188,7 +190,7 @@ def _with_recorded(
         "status": "passed",
         field: _parse_json(text, nodeid, name),
     }
-    return replace(test, **{field: getattr(_decoded(entry, nodeid, name), field)})
+    return structs.replace(test, **{field: getattr(_decoded(entry, nodeid, name), field)})
 
 
 def node_id(case: JUnitCase) -> str:
@@ -234,7 +236,7 @@ def _with_observed(case: JUnitCase, nodeid: str, base: TestResult) -> TestResult
     if observed.get("exact") is None:
         generated = observed.get("generated")
         read = f"{generated} /generate answer(s) read" if isinstance(generated, int) else ""
-        base = replace(base, warnings=(*base.warnings, *_strings(observed.get("warnings"))))
+        base = structs.replace(base, warnings=(*base.warnings, *_strings(observed.get("warnings"))))
         return _no_exact_signal(base, f"{NOTHING_PAIRED} ({read})" if read else NOTHING_PAIRED)
     test = {
         "id": nodeid,
@@ -245,7 +247,7 @@ def _with_observed(case: JUnitCase, nodeid: str, base: TestResult) -> TestResult
         "warnings": observed.get("warnings", []),
     }
     found = _decoded(test, nodeid, prop.OBSERVED)
-    return replace(
+    return structs.replace(
         base,
         exact=found.exact,
         first_divergence=found.first_divergence,
@@ -258,7 +260,7 @@ def _no_exact_signal(test: TestResult, why: str) -> TestResult:
     not a KL check has none to miss."""
     if test.check == PLAIN_CHECK:
         return test
-    return replace(test, warnings=(*test.warnings, f"{NO_EXACT_SIGNAL}: {why}"))
+    return structs.replace(test, warnings=(*test.warnings, f"{NO_EXACT_SIGNAL}: {why}"))
 
 
 def _strings(value: Any) -> tuple[str, ...]:

@@ -11,7 +11,8 @@ prove" for each head test under it (compare/proof.py), never gating.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+
+from msgspec import structs
 
 from kl_bitexact.ingest import properties as prop
 from kl_bitexact.ingest.junit import JUnitCase, Outcome
@@ -40,7 +41,7 @@ def proof_results(
     for suite in imported.suites:
         tests = tuple(test for test in suite.tests if ran_for.get(test.id) in units)
         if tests:
-            suites.append(replace(suite, tests=tests))
+            suites.append(structs.replace(suite, tests=tests))
     ran = {ran_for[test.id] for suite in suites for test in suite.tests}
     reasons = _collection_failures(cases)
     for unit in units:
@@ -51,7 +52,7 @@ def proof_results(
         # the file as the suite, as pytest's own results name it
         suites.append(SuiteResult(unit.partition("::")[0], ServerInfo(engine="none"), (entry,)))
     suites = list(join_by_name(suites))
-    return replace(imported, suites=tuple(suites))
+    return structs.replace(imported, suites=tuple(suites))
 
 
 def _why(unit: str, refused: Mapping[str, str], imports: Mapping[str, str], failure: str) -> str:

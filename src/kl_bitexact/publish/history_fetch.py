@@ -23,7 +23,6 @@ run's file goes (a directory, a link, a file of unknown origin) leaves that run 
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
@@ -34,6 +33,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from msgspec import structs
 
 from kl_bitexact.compare import history, history_dir
 from kl_bitexact.compare.history import Collector, History
@@ -384,13 +385,13 @@ def _manifest_runs(document: object) -> dict[int, str | None]:
 
 def _as_run(results: Results, run: ListedRun) -> Results:
     """The run's identity as GitHub lists it, not as the files inside say."""
-    info = dataclasses.replace(
+    info = structs.replace(
         results.run,
         commit=run.head_sha,
         ref=f"{history_dir.BRANCH_REF}{run.head_branch}",
         started_at=run.created_at,
     )
-    return dataclasses.replace(results, run=info)
+    return structs.replace(results, run=info)
 
 
 def _sha256(path: Path) -> str:

@@ -9,7 +9,8 @@ measured nothing is never reported as a pass, even if the test forgot to assert.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+
+from msgspec import structs
 
 from kl_bitexact.ingest import properties as prop
 from kl_bitexact.results import io as results_io
@@ -40,13 +41,13 @@ class Recorder:
         return self._result
 
     def check(self, name: str) -> None:
-        self._set(replace(self._result, check=name))
+        self._set(structs.replace(self._result, check=name))
 
     def kl_div(
         self, value: float, *, threshold: float | None = None, per_sample: tuple[float, ...] = ()
     ) -> None:
         self._set(
-            replace(
+            structs.replace(
                 self._result,
                 kl_div=float(value),
                 kl_threshold=None if threshold is None else float(threshold),
@@ -57,10 +58,12 @@ class Recorder:
     def cache_hits(
         self, hit: int, total: int, *, min_ratio: float, expected: int | None = None
     ) -> None:
-        self._set(replace(self._result, cache_hits=CacheHits(hit, total, min_ratio, expected)))
+        self._set(
+            structs.replace(self._result, cache_hits=CacheHits(hit, total, min_ratio, expected))
+        )
 
     def exact(self, tokens: int, mismatched: int) -> None:
-        self._set(replace(self._result, exact=ExactMatch(tokens, mismatched)))
+        self._set(structs.replace(self._result, exact=ExactMatch(tokens, mismatched)))
 
     def result(self, result: TestResult, server: ServerInfo | None = None) -> None:
         """Keep a whole result, as a kl-bitexact check returned it."""
@@ -88,7 +91,7 @@ def _judged(result: TestResult) -> TestResult:
     status, reasons = verdict.judge(result, planned=False)
     if status is result.status:
         return result
-    return replace(result, status=status, message="; ".join(reasons))
+    return structs.replace(result, status=status, message="; ".join(reasons))
 
 
 def _entry(result: TestResult) -> object:

@@ -5,11 +5,12 @@ that ran and those that did not."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import stat
 from collections.abc import Iterable
 from pathlib import Path
+
+from msgspec import structs
 
 from kl_bitexact.reach import diff
 from kl_bitexact.reach.changes import ChangedCode
@@ -74,7 +75,7 @@ def _function(
     path = str((code.repository / function.path).resolve())
     statements = _statements(Path(path)) & set(function.changed)
     seen = executed.get(path, set())
-    return dataclasses.replace(
+    return structs.replace(
         result,
         lines_run=tuple(sorted(statements & seen)),
         lines_not_run=tuple(sorted(statements - seen)),

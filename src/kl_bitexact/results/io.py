@@ -8,13 +8,13 @@ is used.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import msgspec
+from msgspec import structs
 
 from kl_bitexact import __version__
 from kl_bitexact.errors import ConfigError
@@ -183,7 +183,7 @@ def merge(sources: Sequence[tuple[str, Results]]) -> Results:
                 )
             seen[test.id] = source
     first = sources[0][1]
-    run = dataclasses.replace(
+    run = structs.replace(
         first.run,
         commit=tested_commit(sources),
         shard=None,
@@ -207,7 +207,7 @@ def _joined_changes(parts: Sequence[Changes]) -> Changes | None:
             functions[function.name] = function if known is None else _joined(known, function)
     measured = [part for part in parts if part.measured]
     with_lines = [part for part in parts if not part.lines_why_not]
-    return dataclasses.replace(
+    return structs.replace(
         parts[0],
         functions=tuple(functions.values()),
         measured=bool(measured),
@@ -219,7 +219,7 @@ def _joined_changes(parts: Sequence[Changes]) -> Changes | None:
 def _joined(one: ChangedFunction, other: ChangedFunction) -> ChangedFunction:
     run = _lines(one.lines_run, other.lines_run)
     not_run = _lines(one.lines_not_run, other.lines_not_run)
-    return dataclasses.replace(
+    return structs.replace(
         one,
         tests=(*one.tests, *other.tests),
         at_startup=one.at_startup or other.at_startup,
@@ -289,7 +289,7 @@ def join_by_name(suites: Iterable[SuiteResult]) -> tuple[SuiteResult, ...]:
         joined[suite.name] = (
             suite
             if existing is None
-            else dataclasses.replace(existing, tests=existing.tests + suite.tests)
+            else structs.replace(existing, tests=existing.tests + suite.tests)
         )
     return tuple(joined.values())
 

@@ -32,10 +32,11 @@ Numpy-free, beside `aggregate`, so that report and publish never import the chec
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
 from typing import NamedTuple
+
+from msgspec import structs
 
 from kl_bitexact.results.aggregate import KL_ROUNDING, average, enough_hits
 from kl_bitexact.results.formats import fmt_kl
@@ -279,16 +280,14 @@ def judged(test: TestResult, *, planned: bool) -> tuple[TestResult, bool]:
         return test, False
     if status is Status.NOT_EXERCISED:
         # Not a lie: its recorded facts say it, and the verdict says so without blame.
-        return dataclasses.replace(
-            test, status=status, message=not_exercised_message(reasons)
-        ), False
+        return structs.replace(test, status=status, message=not_exercised_message(reasons)), False
     why = (
         "contradicts its own numbers"
         if status is Status.FAILED or impossible(test)
         else ("proves nothing")
     )
     message = f"status passed {why}: " + "; ".join(reasons)
-    return dataclasses.replace(test, status=Status.ERROR, message=message), True
+    return structs.replace(test, status=Status.ERROR, message=message), True
 
 
 REACH_HINT = (
@@ -305,7 +304,7 @@ def exercised(test: TestResult) -> TestResult:
     if not missed:
         return test
     hint = REACH_HINT if unreached(test.reach) else test.hint
-    return dataclasses.replace(
+    return structs.replace(
         test, status=Status.NOT_EXERCISED, message=not_exercised_message(missed), hint=hint
     )
 

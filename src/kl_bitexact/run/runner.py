@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from msgspec import structs
+
 from kl_bitexact.errors import EngineError, FatalError, Interrupted, ServerError
 from kl_bitexact.reach import summary
 from kl_bitexact.reach.changes import ChangedCode
@@ -160,13 +162,13 @@ def run_suites(plan: Plan, reporter: Reporter, save: Callable[[Results], None]) 
         save(unfinished(plan, latest, why_stopped(stop)))
         raise
     assert final is not None, "a plan makes at least one pass"
-    final = dataclasses.replace(final, run=dataclasses.replace(final.run, finished=True))
+    final = structs.replace(final, run=structs.replace(final.run, finished=True))
     if plan.changes is None:
         return final
     # Every server has stopped, so each probed process has saved its line data.
     lines = summary.executed_lines(plan.log_dir / "reach")
     tests = [test for _, test in final.all_tests()]
-    return dataclasses.replace(final, changes=summary.changes(plan.changes, tests, lines))
+    return structs.replace(final, changes=summary.changes(plan.changes, tests, lines))
 
 
 def planned_tests(suites: tuple[Suite, ...]) -> tuple[PlannedTest, ...]:
@@ -196,9 +198,7 @@ def unfinished(plan: Plan, so_far: Results, reason: str) -> Results:
             ServerInfo(suite.server.engine.value, _args(plan, suite)),
             tuple(
                 # No blocker excuses it: an interrupted test says nothing about the feature.
-                dataclasses.replace(
-                    error(suite, spec, reason, 0.0, cause=Cause.RUNNER), blocked_by=()
-                )
+                structs.replace(error(suite, spec, reason, 0.0, cause=Cause.RUNNER), blocked_by=())
                 for spec in suite.tests
                 if test_id(suite, spec) not in reported
             ),
@@ -207,7 +207,7 @@ def unfinished(plan: Plan, so_far: Results, reason: str) -> Results:
         for suite in plan.suites
     ]
     suites = join_by_name([*so_far.suites, *(s for s in rest if s.tests)])
-    return dataclasses.replace(so_far, suites=suites)
+    return structs.replace(so_far, suites=suites)
 
 
 @dataclass(frozen=True)
@@ -259,7 +259,7 @@ def _pass(
 def _doc(plan: Plan, suites: list[SuiteResult]) -> Results:
     """Suites of one name from several files (or launches) become one SuiteResult; the
     run is unfinished until `run_suites` returns."""
-    run = dataclasses.replace(plan.run, finished=False)
+    run = structs.replace(plan.run, finished=False)
     joined = join_by_name(suites)
     changes = None
     if plan.changes is not None:
@@ -274,10 +274,10 @@ def _overlay(previous: Results | None, current: Results) -> Results:
         return current
     newer = {test.id: test for _, test in current.all_tests()}
     suites = tuple(
-        dataclasses.replace(s, tests=tuple(newer.get(t.id, t) for t in s.tests))
+        structs.replace(s, tests=tuple(newer.get(t.id, t) for t in s.tests))
         for s in previous.suites
     )
-    return dataclasses.replace(previous, suites=suites)
+    return structs.replace(previous, suites=suites)
 
 
 def _servers(
@@ -400,7 +400,7 @@ def _run_suite(
     result = SuiteResult(suite.name, info, file=suite.source)
     for attempts in _tests(suite, launched, engine, plan, repeats.launch, told):
         test = repeats.fold(attempts)
-        result = dataclasses.replace(result, tests=(*result.tests, test))
+        result = structs.replace(result, tests=(*result.tests, test))
         save(result)
         reporter.test_finished(test)
     reporter.suite_finished(result)
@@ -498,7 +498,7 @@ def _attempts(
 def with_reach(result: TestResult, reach: Reach) -> TestResult:
     """The result with its reach: `not_exercised` when a function it names did not run, or
     its reach could not be measured (results/verdict.py, the one rule)."""
-    return verdict.exercised(dataclasses.replace(result, reach=reach))
+    return verdict.exercised(structs.replace(result, reach=reach))
 
 
 def _named(group: list[Suite], changes: ChangedCode | None) -> tuple[str, ...]:
@@ -523,7 +523,7 @@ def reach_of(
     if not changed or not named.measured:
         return named
     ran = tuple(f for f in running.probe.reach(epoch, changed).functions if f.ran)
-    return dataclasses.replace(named, changed=ran)
+    return structs.replace(named, changed=ran)
 
 
 def checked(
@@ -549,7 +549,7 @@ def not_exercised(suite: Suite, spec: TestSpec, stated: tuple[Fact, ...]) -> Tes
     """A test whose server is not what it claims to test, measured no further."""
     blank = TestResult(test_id(suite, spec), spec.check.value, Status.PASSED, facts=stated)
     status, reasons = verdict.judge(blank, planned=False)
-    return dataclasses.replace(
+    return structs.replace(
         blank,
         status=status,
         kl_threshold=spec.kl_threshold,
@@ -566,7 +566,7 @@ FACTS_HINT = (
 
 
 def _with_facts(result: TestResult, stated: tuple[Fact, ...]) -> TestResult:
-    return dataclasses.replace(result, facts=stated) if stated else result
+    return structs.replace(result, facts=stated) if stated else result
 
 
 def error(

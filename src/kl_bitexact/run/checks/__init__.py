@@ -8,9 +8,10 @@ failure raises `errors.EngineError`; the caller decides what becomes of the test
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from msgspec import structs
 
 from kl_bitexact.results.model import TestResult
 from kl_bitexact.run.checks import (
@@ -70,7 +71,7 @@ def run_check(
     phases.scored = ()
     result = CHECKS[spec.check](phases, spec, test_id)
     said = server_warnings(engine.server_info())
-    return dataclasses.replace(result, warnings=(*result.warnings, *said)) if said else result
+    return structs.replace(result, warnings=(*result.warnings, *said)) if said else result
 
 
 # A server's own warnings are its text: a few, each one line of bounded length.

@@ -29,6 +29,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from msgspec import structs
+
 from kl_bitexact.results import verdict
 from kl_bitexact.results.model import CacheHits, Concurrency, ConcurrentRound, TestResult
 from kl_bitexact.run.checks import metrics, prompts, scoring
@@ -96,7 +98,7 @@ def run(phases: Phases, spec: TestSpec, test_id: str | None = None) -> TestResul
     )
     result = verdict.exercised(scoring.judge(context, measured))
     hint = result.hint or (NOT_REACHED_HINT if verdict.unconcurrent(result) else "")
-    return dataclasses.replace(result, message=f"{result.message}; {_rounds_text(seen)}", hint=hint)
+    return structs.replace(result, message=f"{result.message}; {_rounds_text(seen)}", hint=hint)
 
 
 def _prompts(spec: TestSpec, context: scoring.Context) -> list[Prompt]:

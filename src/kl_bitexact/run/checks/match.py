@@ -8,7 +8,7 @@ and names its switch (`invariance`).
 
 from __future__ import annotations
 
-import dataclasses
+from msgspec import structs
 
 from kl_bitexact.results.model import TestResult
 from kl_bitexact.run.checks import invariance, prompts, scoring
@@ -24,4 +24,4 @@ def run(phases: Phases, spec: TestSpec, test_id: str | None = None) -> TestResul
     result = scoring.judge(context, scoring.Measured(samples=samples))
     # No cache is involved: a failure here is the engine's own, and it has a switch.
     note = invariance.not_invariant(result, context.info)
-    return dataclasses.replace(result, warnings=(*result.warnings, note)) if note else result
+    return structs.replace(result, warnings=(*result.warnings, note)) if note else result

@@ -11,9 +11,10 @@ repeat's verdict. Disagreement makes the test `flaky`, with the evidence kept in
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from msgspec import structs
 
 from kl_bitexact.results.formats import fmt_kl
 from kl_bitexact.results.model import Repeats, Status, TestResult
@@ -37,9 +38,9 @@ def fold(attempts: Sequence[Attempt]) -> TestResult:
     results = [attempt.result for attempt in attempts]
     errored = next((r for r in results if r.status is Status.ERROR), None)
     if errored is not None:  # a repeat that did not run says nothing about the others
-        return dataclasses.replace(errored, repeats=evidence, duration_s=_duration(results))
+        return structs.replace(errored, repeats=evidence, duration_s=_duration(results))
     if evidence.agree:
-        return dataclasses.replace(
+        return structs.replace(
             results[0],
             repeats=evidence,
             duration_s=_duration(results),
@@ -136,7 +137,7 @@ def _hits_change(results: Sequence[TestResult]) -> str:
 def _flaky(results: Sequence[TestResult], evidence: Repeats) -> TestResult:
     """The worst repeat's numbers (largest KL, most differing logprobs, fewest hits)."""
     worst = max(results, key=_badness)
-    return dataclasses.replace(
+    return structs.replace(
         worst,
         status=Status.FLAKY,
         repeats=evidence,

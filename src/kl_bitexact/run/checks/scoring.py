@@ -23,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from msgspec import structs
+
 from kl_bitexact.errors import EngineError
 from kl_bitexact.results import verdict
 from kl_bitexact.results.formats import fmt_kl
@@ -237,7 +239,7 @@ def judge(context: Context, measured: Measured) -> TestResult:
             measured_result, planned=True, problems=problems, hit_label=measured.hit_label
         )
     message = _failure_text(failures, exact) or _summary(kl, exact, measured.hits, floor)
-    return dataclasses.replace(measured_result, status=status, message=message)
+    return structs.replace(measured_result, status=status, message=message)
 
 
 def _assertions(problems: Sequence[str]) -> list[str]:
