@@ -19,11 +19,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.database import InMemoryExampleDatabase
 
-from kl_bitexact.explore import floor, kinds, summary
+from kl_bitexact.commands.explore import Report
+from kl_bitexact.errors import ExitCode
+from kl_bitexact.explore import floor, kinds, summary, verdict
 from kl_bitexact.explore.examples import Keeping
 from kl_bitexact.explore.execute import Divergence, Served
 from kl_bitexact.explore.geometry import Geometry
 from kl_bitexact.explore.hits import Miscount
+from kl_bitexact.explore.search import Tally
 from kl_bitexact.explore.workload import APART
 from kl_bitexact.run.engines.base import Generation
 
@@ -108,20 +111,25 @@ def test_hits_a_server_does_not_count_are_said_and_nothing_found_is_not_clean(
     """A real server process (the fake sglang server: logprobs a function of the prefix,
     so every replay matches) that leaves cached_tokens out of every answer, launched from a
     suite file as `run` launches it: nothing is found, every request is counted in
-    hits_unreported, and summary.md says so instead of the clean line."""
+    hits_unreported, summary.md says so instead of the clean line, and the exit code agrees
+    with it: 2, cannot tell (CI gates on the code), with the reason as the last line."""
     (tmp_path / "suite.yaml").write_text(
         suite_yaml("unreported", "--deterministic", "--no-cached-tokens")
     )
     out = tmp_path / "out"
     done = cli(["explore", str(tmp_path / "suite.yaml"), "--budget", "4", "--out", str(out)])
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 2, done.stderr
     results = json.loads((out / "results.json").read_text())
-    assert results["findings"] == [] and results["workloads"] > 0
+    assert results["findings"] == [] and results["workloads"] > 0 and results["stopped"] is None
     # Every answered request (those hung up on are counted in requests, never answered).
     assert 0 < results["hits_unreported"] <= results["requests"]
+    unreported = f"{results['hits_unreported']} request(s)' answers reported no cached_tokens"
     said = (out / "summary.md").read_text()
-    assert f"{results['hits_unreported']} request(s)' answers reported no cached_tokens" in said
+    assert unreported in said
     assert summary.NOT_ALL_JUDGED in said and summary.CLEAN not in said
+    assert f"explore: {unreported}" in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("kl-bitexact: exit 2, cannot tell: nothing found, but not"), last
 
 
 def test_a_server_that_leaves_generated_tokens_unscored_cannot_be_explored(
@@ -237,7 +245,7 @@ FINDINGS = st.lists(
 
 @given(
     workloads=st.integers(0, 1000),
-    counts=st.fixed_dictionaries({key: st.integers(0, 500) for key in summary.CANNOT_TELL}),
+    counts=st.fixed_dictionaries({key: st.integers(0, 500) for key in verdict.CANNOT_TELL}),
     stopped=st.none() | st.just("SIGTERM received; what was found so far is kept"),
     findings=FINDINGS,
     bit_exact=st.booleans(),
@@ -256,7 +264,8 @@ def test_every_cannot_tell_reaches_the_summary_and_never_reads_as_clean(
     """Over any results value: each nonzero count of something not judged is said, each
     finding not re-run or not handed back says so, and the clean "nothing found" line
     appears only when nothing was found, something ran, nothing stopped it and every count
-    of the unjudged is zero."""
+    of the unjudged is zero; the exit code reads the same: 0 exactly when clean, 1 exactly
+    when something was found, else 2."""
     data: dict[str, Any] = {
         "seed": 0,
         "budget_s": 60.0,
@@ -276,7 +285,7 @@ def test_every_cannot_tell_reaches_the_summary_and_never_reads_as_clean(
         **counts,
     }
     said = summary.summary_text(data)
-    for key, words in summary.CANNOT_TELL.items():
+    for key, words in verdict.CANNOT_TELL.items():
         if counts[key]:
             assert words.format(n=counts[key]) in said
     assert said.count("not re-run yet") == sum(f["deterministic"] is None for f in findings)
@@ -289,3 +298,68 @@ def test_every_cannot_tell_reaches_the_summary_and_never_reads_as_clean(
     assert (summary.CLEAN in said or summary.CLEAN_BY_FLOOR in said) == clean
     if not findings and not clean:
         assert summary.NOT_ALL_JUDGED in said or summary.NOTHING_RAN in said
+    code = verdict.run_verdict(data).exit_code
+    assert (code == ExitCode.GATE_PASSED) == clean
+    assert (code == ExitCode.GATE_FAILED) == bool(findings)
+
+
+# Tally's fields that count work done or findings, not something left unjudged; every
+# other field must be a cannot-tell count the verdict reads (so a new count is classified).
+WORK_DONE = {
+    "examples",
+    "requests",
+    "restored",
+    "floor_judged",
+    "floor_nearest",
+    "found",
+    "shrinks",
+    "reported",
+    "first_found_s",
+    "first_found_workloads",
+    "started",
+}
+
+
+def test_every_count_the_tally_keeps_is_work_done_or_a_cannot_tell_the_verdict_reads() -> None:
+    cannot_tell = {*verdict.CANNOT_TELL, "not_judged"}
+    assert set(Tally.__dataclass_fields__) == WORK_DONE | cannot_tell
+
+
+@given(
+    examples=st.integers(0, 1000),
+    hits_unreported=st.integers(0, 500),
+    floor_judged=st.integers(0, 1000),
+    not_judged=st.dictionaries(
+        st.sampled_from(
+            [floor.NO_HIT, floor.FLOOR_EMPTY, floor.FLOOR_INFINITE, floor.CACHED_EMPTY]
+        ),
+        st.integers(1, 99),
+    ),
+    deterministic=st.booleans(),
+)
+def test_a_cannot_tell_count_in_the_tally_never_exits_0_nor_reads_clean(
+    examples: int,
+    hits_unreported: int,
+    floor_judged: int,
+    not_judged: dict[str, int],
+    deterministic: bool,
+) -> None:
+    """The tally as the search leaves it, through the results value explore writes
+    (`Report`): any nonzero cannot-tell count (answers without cached_tokens, workloads the
+    noise-floor rule could not judge), no workload run, or a noise-floor run that judged
+    none, never exits 0 and never gives summary.md's clean line; with none of them, the run
+    exits 0 and says the clean line."""
+    tally = Tally(examples=examples, requests=2 * examples, hits_unreported=hits_unreported)
+    if not deterministic:
+        tally.floor_judged, tally.not_judged = floor_judged, not_judged
+    geometry = Geometry(16, 16, 64, None, 256, deterministic)
+    report = Report(Path("unwritten"), 0, 60.0, geometry=geometry, tally=tally)
+    code, said = report.verdict().exit_code, summary.summary_text(report.data())
+    cannot_tell = (
+        hits_unreported > 0
+        or examples == 0
+        or (not deterministic and (bool(not_judged) or floor_judged == 0))
+    )
+    reads_clean = summary.CLEAN in said or summary.CLEAN_BY_FLOOR in said
+    assert code == (ExitCode.COULD_NOT_RUN if cannot_tell else ExitCode.GATE_PASSED)
+    assert reads_clean == (not cannot_tell)

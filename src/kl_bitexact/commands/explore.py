@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kl_bitexact.commands import Command
-from kl_bitexact.errors import ConfigError, ExitCode, FatalError, Interrupted, ServerError
+from kl_bitexact.errors import ConfigError, FatalError, Interrupted, ServerError
 from kl_bitexact.explore import floor, handback, pressure, unittest_file
 from kl_bitexact.explore.examples import Examples, open_examples
 from kl_bitexact.explore.execute import (
@@ -31,6 +31,7 @@ from kl_bitexact.explore.geometry import Geometry, GeometryError, read_geometry
 from kl_bitexact.explore.hits import Miscount
 from kl_bitexact.explore.search import MAX_FINDINGS, Found, Search, Tally
 from kl_bitexact.explore.summary import summary_text
+from kl_bitexact.explore.verdict import RunVerdict, run_verdict
 from kl_bitexact.explore.workload import (
     ABANDONED,
     APART,
@@ -135,11 +136,16 @@ class Report:
 
     def write(self) -> None:
         self.out.mkdir(parents=True, exist_ok=True)
-        data = self._data()
+        data = self.data()
         replace_text(self.out / "results.json", json.dumps(data, indent=2) + "\n")
         replace_text(self.out / "summary.md", summary_text(data))
 
-    def _data(self) -> dict[str, Any]:
+    def verdict(self) -> RunVerdict:
+        """What the run amounts to (the exit code), read from what summary.md is written from."""
+        return run_verdict(self.data())
+
+    def data(self) -> dict[str, Any]:
+        """The results value: results.json, and what summary.md and the verdict read."""
         tally = self.tally
         return {
             "tool": "kl-bitexact explore",
@@ -294,25 +300,24 @@ def _explore(args: Options, spec: ServerSpec, server: Server, report: Report) ->
         _say(f"explore: found: {handed['divergence']['located']}")
         _say(f"explore: suite file {files.path(files.suite)}")
     report.write()
-    tally = search.tally
-    if not report.handed:
+    return _ended(report)
+
+
+def _ended(report: Report) -> int:
+    """Say how the run ended, and why when it cannot tell; its exit code (the verdict's,
+    the one summary.md's closing line reads)."""
+    tally, verdict = report.tally, report.verdict()
+    assert tally is not None  # the search ran
+    if report.handed:
+        again = f"; {tally.seen_again} more failing workload(s) showed them again"
+        _say(f"explore: {len(report.handed)} finding(s){again if tally.seen_again else ''}")
+    else:
         _say(f"explore: nothing found in {tally.examples} workloads ({tally.requests} requests)")
-        return _nothing_found(geometry, tally)
-    again = f"; {tally.seen_again} more failing workload(s) showed them again"
-    _say(f"explore: {len(report.handed)} finding(s){again if tally.seen_again else ''}")
-    return ExitCode.GATE_FAILED
-
-
-def _nothing_found(geometry: Geometry, tally: Tally) -> int:
-    """0, unless the noise-floor rule judged no workload at all: then nothing was shown
-    (cannot tell is never a pass), and explore could not run."""
-    unjudged = floor.not_judged_text(tally.floor_judged, tally.not_judged)
-    if unjudged:
-        _say(f"explore: {unjudged}")
-    if geometry.deterministic or tally.floor_judged:
-        return ExitCode.GATE_PASSED
-    _say("explore: the noise-floor rule judged no workload: nothing is shown (exit 2)")
-    return ExitCode.COULD_NOT_RUN
+    for line in verdict.unjudged:
+        _say(f"explore: {line}")
+    if verdict.cannot_tell:
+        _say(f"kl-bitexact: exit {int(verdict.exit_code)}, cannot tell: {verdict.why}")
+    return verdict.exit_code
 
 
 def _examples(args: Options, geometry: Geometry) -> Examples | None:
@@ -701,8 +706,11 @@ COMMAND = Command(
     "run's noise-floor rule, gate: noise-floor, on one that is not). "
     "Each divergence of a different bug (up to --max-findings) is shrunk with Hypothesis and "
     "written to --out as a suite file.\n\n"
-    "exit codes: 0 nothing found, 1 found, 2 could not run; results.json and summary.md are "
-    "written as it goes and kept on SIGINT/SIGTERM. Details: docs/explore.md",
+    "exit codes: 1 found; 0 nothing found and everything run was judged; 2 cannot tell "
+    "(some of what ran was not judged - answers without cached_tokens, workloads the "
+    "noise-floor rule could not judge, no workload run - summary.md says what) or could not "
+    "run; results.json and summary.md are written as it goes and kept on SIGINT/SIGTERM. "
+    "Details: docs/explore.md",
     add_arguments=add_arguments,
     handler=handle,
     clean_environment=True,

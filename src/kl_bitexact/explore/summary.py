@@ -2,7 +2,8 @@
 could not tell, so that "nothing found" reads as clean only when everything run was judged.
 
 The results value is results.json's (commands/explore.py builds it); this module only
-reads it, so the summary says what results.json says and nothing else.
+reads it, so the summary says what results.json says and nothing else. Whether the run
+reads as clean is `verdict.run_verdict`'s to say, the rule the exit code reads too.
 """
 
 from __future__ import annotations
@@ -11,18 +12,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from kl_bitexact.explore import floor
+from kl_bitexact.explore.verdict import Reading, RunVerdict, bit_exact, run_verdict
 from kl_bitexact.untrusted import escape
 
 # At most this many characters of why the run stopped (an error may quote the server).
 STOPPED_LIMIT = 400
 
-# Each count of something explore ran but could not judge, and how summary.md says it
-# (`{n}`: the count). A nonzero one is always said, and "nothing found" is then never said
-# as if everything had been judged.
-CANNOT_TELL = {
-    "hits_unreported": "{n} request(s)' answers reported no cached_tokens: their cache hits "
-    "were not judged against the geometry (nothing found says nothing of them)",
-}
 CLEAN = (
     "nothing found: every generated token matched its uncached replay, and every reported "
     "cache hit was one the geometry allows"
@@ -47,14 +42,15 @@ def summary_text(data: Mapping[str, Any]) -> str:
         f"{data['requests']} requests in {data['elapsed_s']:.1f} s "
         f"({data['restored_from_host']} reused a prefix restored from the host tier)",
     ]
+    verdict = run_verdict(data)
     if data.get("rule"):
-        lines.append(f"rule: {floor.rule_text(_bit_exact(data))}")
+        lines.append(f"rule: {floor.rule_text(bit_exact(data))}")
     if data.get("floor_nearest") is not None:
         lines.append(
             f"{data['floor_judged']} workloads judged by the noise floor; the nearest "
             f"reached {data['floor_nearest']:.3g} of its bound (1 diverges)"
         )
-    lines += unjudged(data)
+    lines += verdict.unjudged
     if data["stopped"]:
         # An error's words may quote the server's answer: escaped for the job summary.
         lines.append(f"stopped early: {escape.text(data['stopped'], STOPPED_LIMIT)}")
@@ -69,29 +65,17 @@ def summary_text(data: Mapping[str, Any]) -> str:
         lines += ["", *_finding_lines(index, len(findings), finding)]
     lines += _beyond(data)
     if not findings:
-        lines += ["", _nothing_found(data)]
+        lines += ["", _nothing_found(verdict, data)]
     return "\n".join(lines + [f"- note: {note}" for note in data["notes"]]) + "\n"
 
 
-def unjudged(data: Mapping[str, Any]) -> list[str]:
-    """A line for each nonzero count of something run but not judged."""
-    lines = [said.format(n=data[key]) for key, said in CANNOT_TELL.items() if data.get(key)]
-    by_floor = floor.not_judged_text(data.get("floor_judged", 0), data.get("not_judged") or {})
-    return lines + ([by_floor] if by_floor else [])
-
-
-def _bit_exact(data: Mapping[str, Any]) -> bool:
-    """Whether tokens were judged bit for bit (else by the noise-floor rule)."""
-    rule = data.get("rule")
-    return not rule or rule.get("name") == "bit-exact"
-
-
-def _nothing_found(data: Mapping[str, Any]) -> str:
-    if not data["workloads"]:
+def _nothing_found(verdict: RunVerdict, data: Mapping[str, Any]) -> str:
+    """The closing line of a run that found nothing, as its verdict (the exit code's) reads."""
+    if verdict.reading is Reading.NOTHING_RAN:
         return NOTHING_RAN
-    if data["stopped"] or unjudged(data):
+    if verdict.reading is Reading.NOT_ALL_JUDGED:
         return NOT_ALL_JUDGED
-    return CLEAN if _bit_exact(data) else CLEAN_BY_FLOOR
+    return CLEAN if bit_exact(data) else CLEAN_BY_FLOOR
 
 
 def _finding_lines(index: int, count: int, finding: Mapping[str, Any]) -> list[str]:
