@@ -253,9 +253,10 @@ def test_every_class_but_the_twinned_decodes_as_itself():
     conversion of every test (issue 40): the tests must decode straight into the model."""
     built = _strict_types()
     assert {name for name, kind in built.items() if kind.__name__ != name} == TWINNED
-    assert len(built) == len(
-        [v for v in vars(r).values() if isinstance(v, type) and issubclass(v, r.Value)]
-    ) - 1  # Value itself is no part of the document
+    assert (
+        len(built)
+        == len([v for v in vars(r).values() if isinstance(v, type) and issubclass(v, r.Value)]) - 1
+    )  # Value itself is no part of the document
 
 
 def test_a_model_bound_the_schema_does_not_state_fails_naming_the_field():

@@ -465,7 +465,7 @@ class Results(Value, frozen=True):
         """Planned tests that have no result (the run stopped before reporting them)."""
         if not self.plan:  # no plan, nothing missing: not worth a set of every test's id
             return ()
-        reported = {test.id for _, test in self.all_tests()}
+        reported = {test.id for suite in self.suites for test in suite.tests}
         return tuple(item for item in self.plan or () if item.id not in reported)
 
 
