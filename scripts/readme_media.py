@@ -5,16 +5,22 @@
 The only way to refresh them: it writes the text between the `run-output` markers of
 README.md and docs/images/pr-comment.png, from real runs in a scratch directory:
 
-1. `kl-bitexact run`: the bundled suite against the embedded reference engine (the baseline);
+1. `kl-bitexact run`: the bundled suite against the embedded reference engine;
 2. `kl-bitexact run --fault NAME`: the same suite with a cache bug injected into every
-   reference server, so one test goes red, as a PR that breaks the cache would;
-3. `kl-bitexact report` of run 2 against run 1 (the comment `publish` would post), rendered by
-   GitHub's own Markdown engine (cmark-gfm, from the test extras) with a GitHub-like style,
-   and photographed by headless Chromium.
+   reference server, so one test goes red (runs 1 and 2 are the README's captured text);
+3. a pull request, the way the comment meets one: a scratch git repository whose engine
+   is a launcher of the reference engine that reads the faults its commit has from a file
+   of that commit. The base commit has none; the head commit, a code change only, lists
+   NAME. `kl-bitexact run SUITE` runs in a checkout of each (the same suite file and the
+   same server command line on both sides, each results.json recording its own commit);
+4. `kl-bitexact report` of the head's run against the base's (the comment `publish` would
+   post), rendered by GitHub's own Markdown engine (cmark-gfm, from the test extras) with a
+   GitHub-like style, and photographed by headless Chromium.
 
 Needs the test extras (`pip install -e '.[test]'`) and Debian's `chromium` and
 `fonts-noto-color-emoji` (apt-get install chromium fonts-noto-color-emoji). Timings in the
-captured text change from run to run; nothing else should.
+captured text change from run to run; nothing else should (the scratch repository's
+commits are made with fixed names and dates, so their ids are the same each time).
 
     python scripts/readme_media.py --comment comment.md --png comment.png [--open]
 
@@ -36,6 +42,7 @@ from html import unescape
 from pathlib import Path
 
 import cmarkgfm
+import yaml
 from cmarkgfm.cmark import Options
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,6 +67,36 @@ CHROMIUM_FLAGS = (
     "--hide-scrollbars",
     "--force-device-scale-factor=1",
 )
+BUNDLED_SUITE = ROOT / "src" / "kl_bitexact" / "suites" / "example.yaml"
+# The pull request's engine repository (engine_repository): its files and its commits' author.
+SUITE_FILE = "bitexact.yaml"
+FAULTS_FILE = "faults.txt"
+FAULTS_HEADER = (
+    "# The cache bugs this commit's engine has, one a line (names from kl-bitexact's\n"
+    "# docs/reference-engine.md, Faults): serve.py starts the server with each.\n"
+)
+LAUNCHER = '''"""This engine's server: kl-bitexact's reference engine (it speaks sglang's protocol)
+with the cache bugs this commit has (faults.txt). The command line kl-bitexact runs is the
+same on every commit; what differs is the code it starts."""
+
+import os
+import sys
+from pathlib import Path
+
+listed = (Path(__file__).parent / "faults.txt").read_text(encoding="utf-8").splitlines()
+faults = [line.strip() for line in listed if line.strip() and not line.startswith("#")]
+flags = [part for name in faults for part in ("--fault", name)]
+server = [sys.executable, "-m", "kl_bitexact", "serve-reference", *sys.argv[1:], *flags]
+os.execv(sys.executable, server)
+'''
+GIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "kl-bitexact readme_media",
+    "GIT_AUTHOR_EMAIL": "readme-media@example.com",
+    "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+00:00",
+    "GIT_COMMITTER_NAME": "kl-bitexact readme_media",
+    "GIT_COMMITTER_EMAIL": "readme-media@example.com",
+    "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+00:00",
+}
 BEGIN = "<!-- run-output:begin"
 END = "<!-- run-output:end -->"
 
@@ -102,14 +139,68 @@ def main() -> int:
         (work / "head").mkdir()
         healthy = kl_bitexact(work / "base", ["run"], expect=0)
         broken = kl_bitexact(work / "head", ["run", "--fault", FAULT], expect=1)
-        results = "kl-bitexact-results/results.json"
-        comment = work / "comment.md"
-        report = ["report", f"head/{results}", "--baseline", f"base/{results}"]
-        kl_bitexact(work, [*report, "--out", comment.name], expect=1)
         write_readme_block(healthy, broken)
-        screenshot(chromium, comment.read_text(encoding="utf-8"), work)
+        screenshot(chromium, pull_request_comment(work / "pull-request"), work)
     print(f"readme_media: wrote {README.relative_to(ROOT)} and {IMAGE.relative_to(ROOT)}")
     return 0
+
+
+def pull_request_comment(root: Path) -> str:
+    """The comment on a pull request whose head commit puts FAULT into the engine's code:
+    the suite file run in a checkout of each commit, then the head's run reported against
+    the base's, as the reusable workflow does."""
+    base, head = engine_repository(root)
+    kl_bitexact(base, ["run", SUITE_FILE], expect=0)
+    kl_bitexact(head, ["run", SUITE_FILE], expect=1)
+    results = "kl-bitexact-results/results.json"
+    comment = root / "comment.md"
+    report = ["report", f"head/{results}", "--baseline", f"base/{results}"]
+    kl_bitexact(root, [*report, "--out", comment.name], expect=1)
+    return comment.read_text(encoding="utf-8")
+
+
+def engine_repository(root: Path) -> tuple[Path, Path]:
+    """Checkouts of the engine's base commit (on main) and of the pull request's head (a
+    branch that adds FAULT to faults.txt, nothing else): `root/base` and `root/head`."""
+    base, head = root / "base", root / "head"
+    base.mkdir(parents=True)
+    git(root, "init", "-q", "-b", "main", base.name)
+    (base / "serve.py").write_text(LAUNCHER, encoding="utf-8")
+    (base / FAULTS_FILE).write_text(FAULTS_HEADER, encoding="utf-8")
+    (base / SUITE_FILE).write_text(suite_file(), encoding="utf-8")
+    git(base, "add", "serve.py", FAULTS_FILE, SUITE_FILE)
+    git(base, "commit", "-q", "-m", "engine: radix, hierarchical and speculative caches")
+    git(root, "clone", "-q", base.name, head.name)
+    git(head, "checkout", "-q", "-b", "resume-from-sibling-checkpoint")
+    (head / FAULTS_FILE).write_text(f"{FAULTS_HEADER}{FAULT}\n", encoding="utf-8")
+    git(head, "commit", "-q", "-a", "-m", f"radix cache: {FAULT} (the bug the suite catches)")
+    return base, head
+
+
+def suite_file() -> str:
+    """The bundled suites, each server launched by the repository's own `serve.py` (the
+    reference engine speaks sglang's protocol) with the bundled suite's arguments."""
+    suites = yaml.safe_load(BUNDLED_SUITE.read_text(encoding="utf-8"))
+    for suite in suites:
+        server = suite["server"]
+        if server.pop("engine") != "reference":
+            sys.exit(f"readme_media: {BUNDLED_SUITE}: expected engine: reference servers")
+        command = ["python3", "serve.py", "--port", "{port}", *server.pop("args", [])]
+        suite["server"] = {"engine": "sglang", "command": command, **server}
+    header = "# The engine's bit-exact suites (written by kl-bitexact's scripts/readme_media.py)\n"
+    return header + yaml.safe_dump(suites, sort_keys=False, width=100)
+
+
+def git(cwd: Path, *argv: str) -> None:
+    """git with this script's identity and clock, and no user's configuration: the same
+    files give the same commit ids on every machine and every day."""
+    # GIT_CONFIG_GLOBAL names no file: git reads no ~/.gitconfig (no hooks, no signing).
+    env = {**os.environ, **GIT_IDENTITY, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": ""}
+    done = subprocess.run(
+        ["git", *argv], cwd=cwd, env=env, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        sys.exit(f"readme_media: git {' '.join(argv)} exited {done.returncode}\n{done.stderr}")
 
 
 def kl_bitexact(cwd: Path, argv: list[str], *, expect: int) -> str:
@@ -118,6 +209,8 @@ def kl_bitexact(cwd: Path, argv: list[str], *, expect: int) -> str:
     # Laid out for a 100-column terminal, as a reader's would be (no colour: not a terminal).
     env["COLUMNS"] = str(TERMINAL_COLUMNS)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
+    # The engine repository's `python3`: this interpreter (its environment has the packages).
+    env["PATH"] = os.pathsep.join(filter(None, [str(Path(sys.executable).parent), env.get("PATH")]))
     done = subprocess.run(
         [sys.executable, "-m", "kl_bitexact", *argv],
         cwd=cwd,
