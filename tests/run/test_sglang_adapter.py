@@ -55,6 +55,7 @@ def served() -> Iterator[Callable[[Reply], tuple[str, list[tuple[str, Any]]]]]:
     yield start
     for server in servers:
         server.shutdown()
+        server.server_close()  # joins the handler threads: none outlives its test
 
 
 def generation(prompt: list[int], n: int) -> dict[str, Any]:
@@ -183,8 +184,10 @@ def test_bad_answers_are_engine_errors(served, reply, expected):
 
 
 def test_a_hanging_request_times_out(served):
+    given_up = threading.Event()
+
     def hang(path: str, body: Any) -> tuple[int, Any]:
-        time.sleep(3)
+        given_up.wait(3)  # hangs until the client gave up (or 3 s)
         return 200, {}
 
     url, _ = served(hang)
@@ -192,6 +195,7 @@ def test_a_hanging_request_times_out(served):
     with pytest.raises(EngineError, match=r"did not answer within 0\.5 s"):
         SglangEngine(url, request_timeout=0.5).flush()
     assert time.monotonic() - started < 2.5
+    given_up.set()
 
 
 def test_refused_connection_is_an_engine_error():
