@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import io
 import os
+import signal
+import subprocess
+import time
 import zipfile
 from pathlib import Path
 
+import process_groups
 import pytest
 import requests
-from gh_constants import FAST, REPO, TOKEN
+from gh_constants import FAST, FAST_ENV, REPO, TOKEN
 from history_runs import FLAKY_ID, RUNS, STEADY_ID, commit, kl_test, main_run_bytes, results, when
 
 from kl_bitexact.compare import history_dir
@@ -380,3 +384,52 @@ def test_an_unreadable_cached_archive_is_downloaded_again_never_read_as_no_runs(
     warm = _fetch(target, tmp_path)
     assert _blob_requests(fake_github) == 3 + 1  # that run, downloaded again
     assert warm.runs == cold.runs and warm.of(FLAKY_ID) == cold.of(FLAKY_ID)
+
+
+def _new_scratch(directory: Path, known: set[Path], timeout: float = 60) -> Path:
+    """A scratch file not in `known` once a download wrote a whole chunk to it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for path in set(directory.glob(".download-*.zip")) - known:
+            if path.stat().st_size >= baseline_fetch.CHUNK:
+                return path
+        time.sleep(0.05)
+    raise AssertionError(f"no download wrote a chunk into {directory} in {timeout} s")
+
+
+def test_a_download_killed_midway_is_removed_by_the_next_fetch_and_a_live_one_left_alone(
+    fake_github: FakeGitHub, target: Target, tmp_path: Path
+) -> None:
+    run = Run(id=600, workflow="ci.yml", head_sha=commit(0), created_at=when(0))
+    # Random bytes do not deflate: an archive of several chunks, which stops after two.
+    files = {"results.json": main_run_bytes(0), "padding.bin": os.urandom(4 * baseline_fetch.CHUNK)}
+    artifact = fake_github.world.add_run(REPO, run, files, NAME)
+    release = fake_github.stall(f"/_fake/blobs/{artifact.id}$", 2 * baseline_fetch.CHUNK, times=2)
+    env = {**os.environ, **FAST_ENV, "GITHUB_TOKEN": TOKEN, "GITHUB_API_URL": fake_github.url}
+    argv = ["history", "--repo", REPO, "--workflow", "ci.yml", "--history-cache", str(tmp_path)]
+    directory = history_fetch.cache_dir(tmp_path, Wanted(REPO, "ci.yml", "main", NAME, ("push",)))
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    with process_groups.run_cli(argv, env=env, **pipes) as killed:
+        left = _new_scratch(directory, set())
+        os.kill(killed.pid, signal.SIGKILL)  # no finally runs: the scratch file stays
+        assert killed.wait(timeout=10) == -signal.SIGKILL and left.exists()
+    with process_groups.run_cli(argv, env=env, **pipes) as live:
+        writing = _new_scratch(directory, {left})
+        assert left.exists()  # the live one's own fetch left it: changed too recently
+        # Both older than any age bound: the lock, not the age, tells the live one apart.
+        old = time.time() - history_fetch.SCRATCH_GRACE_S - 60
+        for path in (left, writing):
+            os.utime(path, (old, old))
+        fresh = directory / ".download-unlocked.zip"  # just created, not locked yet
+        fresh.write_bytes(b"")
+        said: list[str] = []
+        history = _fetch(target, tmp_path, said=said)  # the stall is spent: this one downloads
+        assert [r.run_id for r in history.runs] == [600]
+        assert said[0] == f"removed 1 unfinished download(s) left in {directory}"
+        assert not left.exists() and writing.exists() and fresh.exists()
+        release.set()
+        _, err = live.communicate(timeout=60)
+        assert live.returncode == 0, err
+    assert sorted(path.name for path in directory.glob(".download-*")) == [fresh.name]
+    archive = directory / "run-600.zip"
+    assert archive.read_bytes() == artifact.archive  # the live download, whole, in place

@@ -19,11 +19,18 @@ kl-bitexact owns (issue 36): a symbolic link as its root or any directory below 
 by name; the manifest (`MANIFEST`) lists the runs whose files kl-bitexact wrote there (and
 the digest it verified), and only those are ever replaced or deleted; anything else where a
 run's file goes (a directory, a link, a file of unknown origin) leaves that run out, said.
+
+A download goes to a scratch file (`.download-*.zip`) that its writer locks for as long as it
+exists, and renames into place; a process killed mid-download (SIGKILL skips the cleanup)
+leaves its scratch file, which the next fetch removes once no writer holds it (`_prune_scratch`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -58,6 +65,21 @@ _SAFE = re.compile(r"[^\w.-]")
 # directory is also a `--history-dir`).
 MANIFEST = "kl-bitexact-cache.manifest"
 MAX_MANIFEST_BYTES = 1 << 20
+# A download's scratch file, as `_scratch` names it.
+SCRATCH_PREFIX = ".download-"
+_SCRATCH = re.compile(r"\.download-\w{1,32}\.zip")
+# Liveness is the writer's lock, not the file's age: a download has no bound in total time
+# (the 60 s of `baseline_fetch.download` bound each read, and the history's deadline is
+# checked between downloads), so a server trickling bytes keeps a live download's file as
+# old as it likes. The age only covers what a lock cannot: the instant between creating the
+# file and locking it, and writers from before the lock (kl-bitexact up to this change),
+# which hold none but write a chunk at a time: a file changed within a whole history's time
+# is left alone.
+SCRATCH_GRACE_S = FETCH_SECONDS
+# The work one fetch spends on leftovers: directory entries looked at, files removed (each
+# killed process leaves one, so later fetches finish what one leaves).
+MAX_SCRATCH_ENTRIES = 10_000
+MAX_SCRATCH_PRUNED = 100
 
 
 @dataclass(frozen=True)
@@ -119,6 +141,7 @@ def fetch(
     if refused:
         return History(wanted.branch, notes=(refused,))
     fetcher = _Fetcher(session, directory, bounds, say)
+    fetcher.prune_scratch()
     left_out = fetcher.fetch(search.chosen)
     fetcher.prune({chosen.run.id for chosen in search.chosen})
     notes = _notes(search.passed_over + left_out, wanted, len(search.chosen), bounds)
@@ -259,19 +282,16 @@ class _Fetcher:
     def _download(self, item: Chosen) -> str | None:
         archive, _ = _paths(self.directory, item.run.id)
         name = item.artifact.name
-        handle, scratch = tempfile.mkstemp(dir=self.directory, prefix=".download-", suffix=".zip")
-        os.close(handle)
         try:
-            with self.session.translated(f"downloading artifact {name} of run {item.run.id}"):
-                location = history_listing.download_location(self.session.rest, item.artifact)
-                baseline_fetch.download(location, Path(scratch), name)
-            self.downloaded += Path(scratch).stat().st_size
-            self.manifest.record(item.run.id, None)  # ours from here on, verified or not
-            os.replace(scratch, archive)  # a new file in place of whatever was there
+            with _scratch(self.directory) as scratch:
+                with self.session.translated(f"downloading artifact {name} of run {item.run.id}"):
+                    location = history_listing.download_location(self.session.rest, item.artifact)
+                    baseline_fetch.download(location, scratch, name)
+                self.downloaded += scratch.stat().st_size
+                self.manifest.record(item.run.id, None)  # ours from here on, verified or not
+                os.replace(scratch, archive)  # a new file in place of whatever was there
         except (GitHubError, ConfigError) as error:
             return error.message
-        finally:
-            Path(scratch).unlink(missing_ok=True)
         return self._decode(item, archive)
 
     def _decode(self, item: Chosen, archive: Path) -> str | None:
@@ -295,12 +315,69 @@ class _Fetcher:
                 path.unlink(missing_ok=True)
             self.manifest.forget(run_id)
 
+    def prune_scratch(self) -> None:
+        """Remove the scratch files of downloads whose process was killed. Not where the
+        manifest could not be read: that directory's files are all left alone (its note)."""
+        if self.manifest.notes:
+            return
+        removed = _prune_scratch(self.directory, time.time() - SCRATCH_GRACE_S)
+        if removed:
+            self.say(f"removed {removed} unfinished download(s) left in {self.directory}")
+
     def prune(self, keep: set[int]) -> None:
         """Runs that left the window leave the cache: it holds the history, so
         `--history-dir` on it reads exactly these runs. Only files kl-bitexact wrote (the
         manifest's runs) are ever deleted."""
         for run_id in set(self.manifest.runs) - keep:
             self._forget(run_id)
+
+
+@contextlib.contextmanager
+def _scratch(directory: Path) -> Iterator[Path]:
+    """A new file in `directory` for one download, locked until it is gone (renamed into
+    place, or removed here): `_prune_scratch` never takes a file whose writer lives."""
+    handle, name = tempfile.mkstemp(dir=directory, prefix=SCRATCH_PREFIX, suffix=".zip")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield Path(name)
+    finally:
+        Path(name).unlink(missing_ok=True)
+        os.close(handle)  # the lock goes with the last descriptor
+
+
+def _prune_scratch(directory: Path, changed_before: float) -> int:
+    """Remove unlocked scratch files last changed before `changed_before`, within the
+    bounds on entries looked at and files removed; how many were removed."""
+    removed = 0
+    with os.scandir(directory) as entries:
+        for entry in itertools.islice(entries, MAX_SCRATCH_ENTRIES):
+            if removed == MAX_SCRATCH_PRUNED:
+                break
+            if _SCRATCH.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
+                removed += _remove_abandoned(Path(entry.path), changed_before)
+    return removed
+
+
+def _remove_abandoned(path: Path, changed_before: float) -> bool:
+    """Remove `path` if no process holds its lock and it is old enough, taking the lock
+    first; a file its writer renamed or removed meanwhile is someone else's (never taken)."""
+    try:  # O_NONBLOCK: a FIFO put there meanwhile does not hang the fetch
+        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False  # gone already, or not a plain file
+    try:
+        if os.fstat(handle).st_mtime >= changed_before:
+            return False  # before the lock: a writer about to take it is not kept waiting
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held, there = os.fstat(handle), os.stat(path, follow_symlinks=False)
+        if (held.st_dev, held.st_ino) != (there.st_dev, there.st_ino):
+            return False
+        path.unlink()
+        return True
+    except OSError:  # BlockingIOError: a live download holds it
+        return False
+    finally:
+        os.close(handle)
 
 
 class _Members:

@@ -48,7 +48,7 @@ from kl_bitexact.testing.fake_routes import (
     decode_call,
     not_found,
 )
-from kl_bitexact.testing.fake_state import Fault, Hold, World
+from kl_bitexact.testing.fake_state import Fault, Hold, Stall, World
 from kl_bitexact.testing.openapi_check import Exchange, Reply, SpecChecker
 
 
@@ -110,6 +110,17 @@ class FakeGitHub(ThreadingHTTPServer):
         with self.world.lock:
             self.world.holds.append(Hold(method, path, barrier))
 
+    def stall(
+        self, path: str, after_bytes: int, times: int = 1, timeout: float = 60.0
+    ) -> threading.Event:
+        """Blob downloads matching `path` (a regex) stop after `after_bytes` until the event
+        returned is set (or `timeout` s pass): a download in progress, for as long as a test
+        needs one."""
+        release = threading.Event()
+        with self.world.lock:
+            self.world.stalls.append(Stall(path, after_bytes, release, times, timeout))
+        return release
+
 
 class _Handler(BaseHTTPRequestHandler):
     server: FakeGitHub
@@ -153,7 +164,9 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         if parts.path.startswith("/_fake/"):
-            self._send(self._control(parts.path, raw))
+            answer = self._control(parts.path, raw)
+            blob_sent = BLOB_ROUTE.match(parts.path) and answer.status == 200
+            self._send(answer, self._take_stall(parts.path) if blob_sent else None)
             return
         prefix = self.server.prefix
         if not parts.path.startswith(prefix + "/"):
@@ -222,6 +235,17 @@ class _Handler(BaseHTTPRequestHandler):
                     return fault
         return None
 
+    def _take_stall(self, path: str) -> Stall | None:
+        world = self.server.world
+        with world.lock:
+            for stall in world.stalls:
+                if re.search(stall.path, path):
+                    stall.times -= 1
+                    if stall.times <= 0:
+                        world.stalls.remove(stall)
+                    return stall
+        return None
+
     def _wait_for_hold(self, path: str) -> None:
         with self.server.world.lock:
             holds = [
@@ -272,14 +296,26 @@ class _Handler(BaseHTTPRequestHandler):
             return Answer(200, {"ok": True})
         return not_found()
 
-    def _send(self, answer: Answer) -> None:
+    def _send(self, answer: Answer, stall: Stall | None = None) -> None:
         data = _encode(answer)
         self.send_response(answer.status)
         for name, value in _json_headers(answer).items():
             self.send_header(name, value)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        self.wfile.write(data)
+        if stall is not None:
+            self._send_stalled(data, stall)
+        else:
+            self.wfile.write(data)
+
+    def _send_stalled(self, data: bytes, stall: Stall) -> None:
+        self.wfile.write(data[: stall.after_bytes])
+        self.wfile.flush()
+        stall.release.wait(stall.timeout)
+        try:
+            self.wfile.write(data[stall.after_bytes :])
+        except (BrokenPipeError, ConnectionResetError):  # the client was killed meanwhile
+            self.close_connection = True
 
 
 def _fault_answer(fault: Fault) -> Answer:

@@ -128,6 +128,18 @@ class Hold:
     barrier: threading.Barrier
 
 
+@dataclass
+class Stall:
+    """Send the first `after_bytes` of the next `times` matching blob downloads, then wait
+    for `release` (at most `timeout` s) before the rest: a download caught halfway."""
+
+    path: str
+    after_bytes: int
+    release: threading.Event
+    times: int = 1
+    timeout: float = 60.0
+
+
 class World:
     """Everything the fake serves, plus what it saw (requests, spec violations)."""
 
@@ -140,6 +152,7 @@ class World:
         self.repos: dict[str, Repo] = {}
         self.faults: list[Fault] = []
         self.holds: list[Hold] = []
+        self.stalls: list[Stall] = []
         self.requests: list[dict[str, Any]] = []
         self.violations: list[str] = []
         self._next_id = 1000
