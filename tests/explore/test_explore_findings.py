@@ -243,15 +243,18 @@ FINDINGS = st.lists(
 )
 
 
+# The noise-floor rule's reasons not to judge a workload, NO_HIT first.
+FLOOR_REASONS = [floor.NO_HIT, floor.FLOOR_EMPTY, floor.FLOOR_INFINITE, floor.CACHED_EMPTY]
+
+
 @given(
     workloads=st.integers(0, 1000),
     counts=st.fixed_dictionaries({key: st.integers(0, 500) for key in verdict.CANNOT_TELL}),
     stopped=st.none() | st.just("SIGTERM received; what was found so far is kept"),
     findings=FINDINGS,
     bit_exact=st.booleans(),
-    not_judged=st.dictionaries(
-        st.sampled_from([floor.NO_HIT, floor.FLOOR_EMPTY]), st.integers(1, 9)
-    ),
+    not_judged=st.dictionaries(st.sampled_from(FLOOR_REASONS), st.integers(1, 9)),
+    none_judged=st.booleans(),
 )
 def test_every_cannot_tell_reaches_the_summary_and_never_reads_as_clean(
     workloads: int,
@@ -260,12 +263,15 @@ def test_every_cannot_tell_reaches_the_summary_and_never_reads_as_clean(
     findings: list[dict[str, Any]],
     bit_exact: bool,
     not_judged: dict[str, int],
+    none_judged: bool,
 ) -> None:
-    """Over any results value: each nonzero count of something not judged is said, each
-    finding not re-run or not handed back says so, and the clean "nothing found" line
-    appears only when nothing was found, something ran, nothing stopped it and every count
-    of the unjudged is zero; the exit code reads the same: 0 exactly when clean, 1 exactly
-    when something was found, else 2."""
+    """Over any results value: each nonzero count of something not judged is said, and so
+    is the count of workloads that did not reach the cache path; each finding not re-run or
+    not handed back says so, and the clean "nothing found" line appears only when nothing
+    was found, something ran, nothing stopped it, every cannot-tell count is zero (workloads
+    that did not reach the cache path are none) and, under the noise floor, some workload
+    was judged; the exit code reads the same: 0 exactly when clean, 1 exactly when
+    something was found, else 2."""
     data: dict[str, Any] = {
         "seed": 0,
         "budget_s": 60.0,
@@ -279,7 +285,7 @@ def test_every_cannot_tell_reaches_the_summary_and_never_reads_as_clean(
         "findings": findings,
         "notes": [],
         "rule": floor.rule(bit_exact),
-        "floor_judged": 0 if bit_exact else workloads,
+        "floor_judged": 0 if bit_exact or none_judged else workloads,
         "not_judged": {} if bit_exact else not_judged,
         "floor_nearest": None,
         **counts,
@@ -291,9 +297,15 @@ def test_every_cannot_tell_reaches_the_summary_and_never_reads_as_clean(
     assert said.count("not re-run yet") == sum(f["deterministic"] is None for f in findings)
     assert said.count("not handed back yet") == sum(f["suite_file"] is None for f in findings)
     assert said.count("does NOT fail here") == sum(f["handback_fails"] is False for f in findings)
-    for reason, count in data["not_judged"].items():
+    cannot_tell = {why: n for why, n in data["not_judged"].items() if why != floor.NO_HIT}
+    for reason, count in cannot_tell.items():
         assert f"{reason} ({count})" in said
-    unjudged = any(counts.values()) or data["not_judged"]
+    if floor.NO_HIT in data["not_judged"]:
+        total = data["floor_judged"] + sum(data["not_judged"].values())
+        count = data["not_judged"][floor.NO_HIT]
+        assert _not_reached(count, total, data["floor_judged"]) in said
+    judged_none = not bit_exact and not data["floor_judged"]
+    unjudged = any(counts.values()) or cannot_tell or judged_none
     clean = not findings and workloads > 0 and not stopped and not unjudged
     assert (summary.CLEAN in said or summary.CLEAN_BY_FLOOR in said) == clean
     if not findings and not clean:
@@ -329,12 +341,7 @@ def test_every_count_the_tally_keeps_is_work_done_or_a_cannot_tell_the_verdict_r
     examples=st.integers(0, 1000),
     hits_unreported=st.integers(0, 500),
     floor_judged=st.integers(0, 1000),
-    not_judged=st.dictionaries(
-        st.sampled_from(
-            [floor.NO_HIT, floor.FLOOR_EMPTY, floor.FLOOR_INFINITE, floor.CACHED_EMPTY]
-        ),
-        st.integers(1, 99),
-    ),
+    not_judged=st.dictionaries(st.sampled_from(FLOOR_REASONS), st.integers(1, 99)),
     deterministic=st.booleans(),
 )
 def test_a_cannot_tell_count_in_the_tally_never_exits_0_nor_reads_clean(
@@ -346,9 +353,10 @@ def test_a_cannot_tell_count_in_the_tally_never_exits_0_nor_reads_clean(
 ) -> None:
     """The tally as the search leaves it, through the results value explore writes
     (`Report`): any nonzero cannot-tell count (answers without cached_tokens, workloads the
-    noise-floor rule could not judge), no workload run, or a noise-floor run that judged
-    none, never exits 0 and never gives summary.md's clean line; with none of them, the run
-    exits 0 and says the clean line."""
+    noise-floor rule could not judge for any reason but NO_HIT), no workload run, or a
+    noise-floor run that judged none, never exits 0 and never gives summary.md's clean
+    line; with none of them, the run exits 0 and says the clean line. Workloads that did
+    not reach the cache path (NO_HIT) are said with their count either way."""
     tally = Tally(examples=examples, requests=2 * examples, hits_unreported=hits_unreported)
     if not deterministic:
         tally.floor_judged, tally.not_judged = floor_judged, not_judged
@@ -358,8 +366,51 @@ def test_a_cannot_tell_count_in_the_tally_never_exits_0_nor_reads_clean(
     cannot_tell = (
         hits_unreported > 0
         or examples == 0
-        or (not deterministic and (bool(not_judged) or floor_judged == 0))
+        or (not deterministic and (bool(set(not_judged) - {floor.NO_HIT}) or floor_judged == 0))
     )
     reads_clean = summary.CLEAN in said or summary.CLEAN_BY_FLOOR in said
     assert code == (ExitCode.COULD_NOT_RUN if cannot_tell else ExitCode.GATE_PASSED)
     assert reads_clean == (not cannot_tell)
+    if not deterministic and floor.NO_HIT in not_judged:
+        total = floor_judged + sum(not_judged.values())
+        assert _not_reached(not_judged[floor.NO_HIT], total, floor_judged) in said
+
+
+@given(
+    reached=st.integers(1, 1000),
+    not_reached=st.integers(1, 10_000),
+    others=st.dictionaries(st.sampled_from(FLOOR_REASONS[1:]), st.integers(0, 99)),
+    hits_unreported=st.integers(0, 500),
+)
+def test_workloads_that_did_not_reach_the_cache_path_alone_never_make_a_run_cannot_tell(
+    reached: int, not_reached: int, others: dict[str, int], hits_unreported: int
+) -> None:
+    """On a server that is not deterministic, workloads none of whose requests reused a
+    cached prefix (NO_HIT: the server reported 0 cached tokens for each) are an
+    observation, not a number missing: with at least one workload judged and nothing else
+    left unjudged, the run exits 0 and reads clean, and summary.md and stderr's lines still
+    say how many did not reach the cache path beside how many were judged. Any other
+    nonzero cannot-tell count beside them still exits 2 and never reads clean."""
+    counted = {floor.NO_HIT: not_reached, **{why: n for why, n in others.items() if n}}
+    tally = Tally(examples=reached + sum(counted.values()), hits_unreported=hits_unreported)
+    tally.floor_judged, tally.not_judged = reached, counted
+    geometry = Geometry(16, 16, 64, None, 256, deterministic=False)
+    report = Report(Path("unwritten"), 0, 60.0, geometry=geometry, tally=tally)
+    run = report.verdict()
+    said = summary.summary_text(report.data())
+    line = _not_reached(not_reached, tally.examples, reached)
+    assert line in said and line in run.said and line not in run.unjudged
+    other = hits_unreported > 0 or len(counted) > 1
+    assert run.exit_code == (ExitCode.COULD_NOT_RUN if other else ExitCode.GATE_PASSED)
+    assert (summary.CLEAN_BY_FLOOR in said) == (not other)
+    assert (summary.NOT_ALL_JUDGED in said) == other
+
+
+def _not_reached(count: int, total: int, judged: int) -> str:
+    """summary.md's words on `count` of `total` workloads that did not reach the cache
+    path, `judged` of them judged."""
+    return (
+        f"{count} of {total} workloads did not reach the cache path: the server reported 0 "
+        f"cached tokens for each of their requests, so there was no cached path to judge "
+        f"({judged} judged by the noise floor)"
+    )

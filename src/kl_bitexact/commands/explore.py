@@ -313,7 +313,7 @@ def _ended(report: Report) -> int:
         _say(f"explore: {len(report.handed)} finding(s){again if tally.seen_again else ''}")
     else:
         _say(f"explore: nothing found in {tally.examples} workloads ({tally.requests} requests)")
-    for line in verdict.unjudged:
+    for line in verdict.said:
         _say(f"explore: {line}")
     if verdict.cannot_tell:
         _say(f"kl-bitexact: exit {int(verdict.exit_code)}, cannot tell: {verdict.why}")
@@ -707,10 +707,13 @@ COMMAND = Command(
     "Each divergence of a different bug (up to --max-findings) is shrunk with Hypothesis and "
     "written to --out as a suite file.\n\n"
     "exit codes: 1 found; 0 nothing found and everything run was judged; 2 cannot tell "
-    "(some of what ran was not judged - answers without cached_tokens, workloads the "
-    "noise-floor rule could not judge, no workload run - summary.md says what) or could not "
-    "run; results.json and summary.md are written as it goes and kept on SIGINT/SIGTERM. "
-    "Details: docs/explore.md",
+    "(some of what ran was not judged - answers without cached_tokens, workloads whose noise "
+    "floor or cached path compared nothing or whose floor is infinite, no workload judged "
+    "or run - summary.md says what) or could not run. Workloads that did not reach the "
+    "cache path (the server reported 0 cached tokens for each request) are counted and said, "
+    "but are not cannot tell: on a healthy server that is not deterministic most are, and it "
+    "exits 0. results.json and summary.md are written as it goes and kept on "
+    "SIGINT/SIGTERM. Details: docs/explore.md",
     add_arguments=add_arguments,
     handler=handle,
     clean_environment=True,

@@ -13,7 +13,8 @@ not judged.
 
 What the rule cannot judge is said, never passed: a floor or a cached path that compared
 no logprob, a floor that is infinite (the uncached path itself diverges), or a workload in
-which no request reused anything (`cannot_tell`).
+which no request reused anything (`cannot_tell`; `verdict.py` says which of these reasons
+make a run "cannot tell": all but the last, where the cache path was not reached).
 """
 
 from __future__ import annotations
@@ -140,16 +141,4 @@ def rule_text(deterministic: bool) -> str:
         "the server is not deterministic: a workload diverges when its cached requests' "
         f"avg KL > {FACTOR:g} x their noise floor (the same prompts generated cold) "
         f"+ {MARGIN:g}, the rule of `run`'s gate: noise-floor"
-    )
-
-
-def not_judged_text(judged: int, not_judged: dict[str, int]) -> str | None:
-    """What summary.md says of the workloads the rule could not judge: never a pass."""
-    if not not_judged:
-        return None
-    count = sum(not_judged.values())
-    why = "; ".join(f"{reason} ({n})" for reason, n in sorted(not_judged.items()))
-    return (
-        f"{count} of {judged + count} workloads could not be judged by the noise floor "
-        f"(nothing found says nothing of them): {why}"
     )

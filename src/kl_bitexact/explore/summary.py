@@ -50,7 +50,7 @@ def summary_text(data: Mapping[str, Any]) -> str:
             f"{data['floor_judged']} workloads judged by the noise floor; the nearest "
             f"reached {data['floor_nearest']:.3g} of its bound (1 diverges)"
         )
-    lines += verdict.unjudged
+    lines += verdict.said
     if data["stopped"]:
         # An error's words may quote the server's answer: escaped for the job summary.
         lines.append(f"stopped early: {escape.text(data['stopped'], STOPPED_LIMIT)}")
