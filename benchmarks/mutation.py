@@ -21,7 +21,10 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-import tomllib
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10 (requires-python) has no tomllib: its forerunner, a dev dependency
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 EQUIVALENTS = Path(__file__).resolve().parent / "mutation-equivalents.toml"

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 # The integration tests' launcher and model writer, reused rather than copied.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "helpers"))
 
 from llama_server import STARTUP_TIMEOUT_S, llama_server_command
 from tiny_llama_gguf import VOCABULARIES, TinyLlamaShape, write_tiny_llama

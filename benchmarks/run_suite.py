@@ -35,9 +35,16 @@ from kl_bitexact.results import io as results_io
 from kl_bitexact.results import model as results
 from kl_bitexact.results.model import SuiteResult, TestResult
 from kl_bitexact.run import engines
-from kl_bitexact.run.engines.base import Engine, Generation, Replay, SamplingParams, TokenIds
+from kl_bitexact.run.engines.base import (
+    Engine,
+    Generation,
+    Replay,
+    Reported,
+    SamplingParams,
+    TokenIds,
+)
 from kl_bitexact.run.runner import Plan, run_suites
-from kl_bitexact.suite.model import Suite
+from kl_bitexact.suite.model import DialectName, EngineName, Suite
 
 HARNESS_BUDGET = 0.05
 T = TypeVar("T")
@@ -58,6 +65,9 @@ class TimedEngine:
 
     def server_info(self) -> Mapping[str, Any]:
         return self._timed(self.inner.server_info)
+
+    def reported(self) -> Reported:
+        return self._timed(self.inner.reported)
 
     def flush(self) -> None:
         self._timed(self.inner.flush)
@@ -95,7 +105,11 @@ def measure(suites: Sequence[Path], out: Path, *, share: bool) -> Measured:
     clock = [0.0]
 
     def connect(
-        engine: str, base_url: str, *, request_timeout: float, dialect: str | None = None
+        engine: EngineName,
+        base_url: str,
+        *,
+        request_timeout: float,
+        dialect: DialectName | None = None,
     ) -> Engine:
         return TimedEngine(
             engines.connect(engine, base_url, request_timeout=request_timeout, dialect=dialect),

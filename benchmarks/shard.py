@@ -72,7 +72,8 @@ def sglang_makespan(weights: list[float], count: int) -> float:
     ]
     shards = [ci.auto_partition(files, rank, count) for rank in range(count)]
     assert sorted(f.filename for part in shards for f in part) == [f.filename for f in files]
-    return max(sum(f.est_time for f in part) for part in shards)
+    # sglang's module is untyped (loaded from its wheel); its est_time values are floats.
+    return float(max(sum(f.est_time for f in part) for part in shards))
 
 
 def measure(weights: list[float], count: int) -> tuple[float, float, float, float]:

@@ -414,8 +414,6 @@ def transition_of(head: TestResult, base: TestResult | None, have_base: bool) ->
     if head_red:
         still = base_red and not gate.worse_than_base(head, base)
         return Transition.STILL_FAILING if still else Transition.REGRESSED
-    if base_red and head.status is Status.PASSED:
-        return Transition.FIXED
     return Transition.UNCHANGED
 
 
