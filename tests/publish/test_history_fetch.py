@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import signal
+import socket
 import subprocess
 import time
 import zipfile
@@ -433,3 +435,89 @@ def test_a_download_killed_midway_is_removed_by_the_next_fetch_and_a_live_one_le
     assert sorted(path.name for path in directory.glob(".download-*")) == [fresh.name]
     archive = directory / "run-600.zip"
     assert archive.read_bytes() == artifact.archive  # the live download, whole, in place
+
+
+def _seed_padded(fake_github: FakeGitHub, run_ids: range) -> list[int]:
+    """Runs whose archives are several chunks (random bytes do not deflate); their blobs'
+    artifact ids, in the order of `run_ids`."""
+    blobs = []
+    for i, run_id in enumerate(run_ids):
+        run = Run(id=run_id, workflow="ci.yml", head_sha=commit(i), created_at=when(i))
+        files = {"results.json": main_run_bytes(i), "pad.bin": os.urandom(4 * baseline_fetch.CHUNK)}
+        blobs.append(fake_github.world.add_run(REPO, run, files, NAME).id)
+    return blobs
+
+
+def test_the_historys_deadline_holds_inside_a_download_that_trickles(
+    fake_github: FakeGitHub, target: Target, tmp_path: Path
+) -> None:
+    blobs = _seed_padded(fake_github, range(700, 703))
+    # A byte every 5 ms from one blob: no read ever waits long, and the archive alone takes
+    # minutes. The history's deadline, checked only between downloads, was then no bound.
+    fake_github.trickle(f"/_fake/blobs/{blobs[1]}$", step=1, interval=0.005)
+    env = {**os.environ, **FAST_ENV, "GITHUB_TOKEN": TOKEN, "GITHUB_API_URL": fake_github.url}
+    timeout_s = 3
+    argv = ["history", "--repo", REPO, "--workflow", "ci.yml", "--history-cache", str(tmp_path)]
+    argv += ["--history-runs", "3", "--history-timeout", str(timeout_s), "--all"]
+    started = time.monotonic()
+    with process_groups.run_cli(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    ) as cli:
+        out, err = cli.communicate(timeout=timeout_s + 30)  # before: about 25 minutes
+        took = time.monotonic() - started
+        assert cli.returncode == 0, err
+        with pytest.raises(ProcessLookupError):  # nothing of its group is left
+            os.killpg(cli.pid, 0)
+    assert took < timeout_s + 20
+    said, shown = err.decode(), out.decode()
+    assert re.search(
+        r"history: run 701: download stopped at \d+\.\d MB of 0\.3 MB: the history's 3 s were "
+        r"spent; it and the older runs are left out",
+        said,
+    ), said
+    assert "run 702 (1 of 3, " in said  # downloaded before the deadline, and kept
+    assert "run 701: left out: the history's 3 s were spent during its download (" in shown
+    assert "run 700: left out: the history's 3 s were spent" in shown
+    directory = history_fetch.cache_dir(tmp_path, Wanted(REPO, "ci.yml", "main", NAME))
+    assert list(directory.glob(".download-*")) == []
+    assert sorted(path.name for path in directory.glob("run-*")) == ["run-702.json", "run-702.zip"]
+    # The trickle is spent: the rest come, 702 from the cache.
+    history = _fetch(target, tmp_path, history_fetch.Bounds(runs=3))
+    assert [run.run_id for run in history.runs] == [700, 701, 702]
+    assert history.notes == ()
+    assert _blob_requests(fake_github) == 2 + 2  # 700 was never asked for before
+
+
+@pytest.mark.timeout(60)  # before: a sleep of 600 s
+def test_a_retry_never_waits_past_the_historys_deadline(
+    fake_github: FakeGitHub, target: Target, tmp_path: Path
+) -> None:
+    blobs = _seed_padded(fake_github, range(700, 703))
+    # Blob storage busy for ten minutes: urllib3 honours Retry-After, so each retry slept it.
+    busy = {"Retry-After": "600"}
+    fake_github.add_fault(Fault("GET", f"/_fake/blobs/{blobs[1]}$", 503, {}, busy, times=10))
+    said: list[str] = []
+    started = time.monotonic()
+    history = _fetch(target, tmp_path, history_fetch.Bounds(runs=3, deadline_s=2), said=said)
+    assert time.monotonic() - started < 2 + 10
+    assert [run.run_id for run in history.runs] == [702]
+    assert said[-2] == (
+        "run 701: download stopped at 0.0 MB of 0.3 MB: the history's 2 s were spent; it and "
+        "the older runs are left out"
+    )
+    note = history.notes[-1]
+    assert "run 701: left out: the history's 2 s were spent during its download (0.0 MB" in note
+    assert "run 700: left out: the history's 2 s were spent" in note
+    directory = history_fetch.cache_dir(tmp_path, Wanted(REPO, "ci.yml", "main", NAME))
+    assert list(directory.glob(".download-*")) == []
+
+
+@pytest.mark.timeout(60)  # before: six attempts of 60 s each
+def test_a_download_whose_answer_never_comes_stops_at_its_deadline(tmp_path: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # connects, never answers
+        port = silent.getsockname()[1]
+        target = tmp_path / "archive.zip"
+        started = time.monotonic()
+        with pytest.raises(baseline_fetch.DeadlineSpent, match="ran past the deadline"):
+            baseline_fetch.download(f"http://127.0.0.1:{port}/blob", target, NAME, started + 1)
+        assert time.monotonic() - started < 1 + 5

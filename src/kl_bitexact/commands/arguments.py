@@ -169,8 +169,8 @@ def add_history_fetch_arguments(parser: argparse.ArgumentParser) -> None:
         type=_argument_type(_seconds),
         default=FETCH_SECONDS,
         metavar="SECONDS",
-        help="stop downloading after this long and use the runs fetched so far, saying so "
-        "(default: %(default)s)",
+        help="stop downloading after this long, a download in progress too, and use the runs "
+        "fetched so far, saying so (default: %(default)s)",
     )
 
 

@@ -251,15 +251,34 @@ def fetch_archive(location: str, artifact: Artifact, session: Session) -> result
         return load_archive(archive, artifact.name)
 
 
-def download(location: str, target: Path, name: str) -> None:
-    """Stream the archive to disk, stopping at the size bound; no token is sent."""
-    from kl_bitexact.publish.blob import blob_session
+class DeadlineSpent(GitHubError):
+    """A download stopped because its deadline passed (the history ends there, saying so)."""
 
-    with blob_session().get(location, stream=True, timeout=60) as answer:
+
+def download(location: str, target: Path, name: str, deadline: float | None = None) -> None:
+    """Stream the archive to disk, stopping at the size bound and, once `deadline` (an
+    instant on the monotonic clock) passed, with `DeadlineSpent`; no token is sent."""
+    from kl_bitexact.publish import blob
+
+    try:
+        _stream(location, target, name, deadline)
+    except Exception:
+        if not blob.passed(deadline):
+            raise
+    if blob.passed(deadline):  # cut at the deadline, or failed past it: the time was spent
+        raise DeadlineSpent(f"artifact {name}: its download ran past the deadline")
+
+
+def _stream(location: str, target: Path, name: str, deadline: float | None) -> None:
+    from kl_bitexact.publish import blob
+
+    with blob.streamed(location, deadline) as answer:
         answer.raise_for_status()
-        with target.open("wb") as out:
+        with blob.cut_at(deadline, answer), target.open("wb") as out:
             for chunk in _bounded(answer.iter_content(CHUNK), name):
                 out.write(chunk)
+                if blob.passed(deadline):
+                    return
 
 
 def _bounded(chunks: Iterator[bytes], name: str) -> Iterator[bytes]:

@@ -4,7 +4,9 @@ The runs are chosen by the baseline's own rules (`baseline_fetch.distrust`, `off
 a push of this repository's code, on the branch, its commit on the branch's history), from
 the workflow's completed runs of any conclusion: a run whose gate failed is exactly the
 one the history must see. Each archive is bounded as the baseline's is, and all of them
-together in bytes and time; a run that cannot be had is passed over and said so.
+together in bytes and time; a run that cannot be had is passed over and said so. The time
+holds inside a download too (`blob`): one still going when the deadline passes stops there,
+its scratch file removed, and the history ends as at a deadline between downloads.
 
 The cache (`--history-cache DIR`) keeps each run's archive as downloaded (`run-ID.zip`)
 and the results decoded from it (`run-ID.json`, the run's commit and time in its `run`
@@ -48,7 +50,7 @@ from kl_bitexact.compare.history import Collector, History
 from kl_bitexact.compare.history_limits import DEFAULT_RUNS, FETCH_SECONDS, MAX_RUNS
 from kl_bitexact.errors import ConfigError, GitHubError
 from kl_bitexact.publish import baseline_fetch, history_listing
-from kl_bitexact.publish.baseline_fetch import Wanted
+from kl_bitexact.publish.baseline_fetch import DeadlineSpent, Wanted
 from kl_bitexact.publish.client import Session
 from kl_bitexact.publish.history_listing import Chosen, ListedRun
 from kl_bitexact.results import io as results_io
@@ -68,13 +70,13 @@ MAX_MANIFEST_BYTES = 1 << 20
 # A download's scratch file, as `_scratch` names it.
 SCRATCH_PREFIX = ".download-"
 _SCRATCH = re.compile(r"\.download-\w{1,32}\.zip")
-# Liveness is the writer's lock, not the file's age: a download has no bound in total time
-# (the 60 s of `baseline_fetch.download` bound each read, and the history's deadline is
-# checked between downloads), so a server trickling bytes keeps a live download's file as
-# old as it likes. The age only covers what a lock cannot: the instant between creating the
-# file and locking it, and writers from before the lock (kl-bitexact up to this change),
-# which hold none but write a chunk at a time: a file changed within a whole history's time
-# is left alone.
+# Liveness is the writer's lock, not the file's age: a download ends by its history's
+# deadline, but that is its writer's own `--history-timeout`, which this fetch cannot know
+# (and writers from before the deadline held inside a download had no bound in total
+# time), so a live download's file can be older than anything this fetch assumes.
+# The age only covers what a lock cannot: the instant between creating the file and locking
+# it, and writers from before the lock (kl-bitexact up to ee9ce4d), which hold none but write
+# a chunk at a time: a file changed within a whole history's time is left alone.
 SCRATCH_GRACE_S = FETCH_SECONDS
 # The work one fetch spends on leftovers: directory entries looked at, files removed (each
 # killed process leaves one, so later fetches finish what one leaves).
@@ -176,6 +178,9 @@ class _Fetcher:
         self.session, self.directory = session, directory
         self.bounds, self.say = bounds, say
         self.started = time.monotonic()
+        # The history's deadline holds inside a download too (`blob`: each read waits at
+        # most what is left, a read still blocked at the deadline is cut).
+        self.deadline = self.started + bounds.deadline_s
         self.downloaded = 0
         self.collector = Collector()
         self.manifest = _Manifest.read(directory)
@@ -274,25 +279,46 @@ class _Fetcher:
             elapsed = time.monotonic() - self.started
             size = item.artifact.size_in_bytes
             if elapsed > self.bounds.deadline_s:
-                self.stopped = f"left out: the history's {self.bounds.deadline_s:g} s were spent"
+                self.stopped = self._spent()
             elif self.downloaded + size > self.bounds.max_total_bytes:
                 self.stopped = f"left out: over the history's {_mb(self.bounds.max_total_bytes)}"
         return self.stopped
 
+    def _spent(self) -> str:
+        return f"left out: the history's {self.bounds.deadline_s:g} s were spent"
+
     def _download(self, item: Chosen) -> str | None:
         archive, _ = _paths(self.directory, item.run.id)
-        name = item.artifact.name
         try:
             with _scratch(self.directory) as scratch:
-                with self.session.translated(f"downloading artifact {name} of run {item.run.id}"):
-                    location = history_listing.download_location(self.session.rest, item.artifact)
-                    baseline_fetch.download(location, scratch, name)
+                cut = self._download_into(item, scratch)
+                if cut:
+                    return cut  # the scratch file goes with the block
                 self.downloaded += scratch.stat().st_size
                 self.manifest.record(item.run.id, None)  # ours from here on, verified or not
                 os.replace(scratch, archive)  # a new file in place of whatever was there
         except (GitHubError, ConfigError) as error:
             return error.message
         return self._decode(item, archive)
+
+    def _download_into(self, item: Chosen, scratch: Path) -> str | None:
+        """The run's archive into `scratch`; or, when the history's deadline passed during
+        the download, why not: the history stops there, as at a deadline between downloads
+        (this run and the older ones left out, the newer ones kept)."""
+        name, run_id = item.artifact.name, item.run.id
+        try:
+            with self.session.translated(f"downloading artifact {name} of run {run_id}"):
+                location = history_listing.download_location(self.session.rest, item.artifact)
+                baseline_fetch.download(location, scratch, name, self.deadline)
+        except DeadlineSpent:
+            self.stopped = self._spent()
+            got = f"{_mb(scratch.stat().st_size)} of {_mb(item.artifact.size_in_bytes)}"
+            self.say(
+                f"run {run_id}: download stopped at {got}: the history's "
+                f"{self.bounds.deadline_s:g} s were spent; it and the older runs are left out"
+            )
+            return f"{self.stopped} during its download ({got})"
+        return None
 
     def _decode(self, item: Chosen, archive: Path) -> str | None:
         """The archive's results validated in full, with GitHub's commit and time for the

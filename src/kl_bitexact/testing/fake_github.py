@@ -48,7 +48,7 @@ from kl_bitexact.testing.fake_routes import (
     decode_call,
     not_found,
 )
-from kl_bitexact.testing.fake_state import Fault, Hold, Stall, World
+from kl_bitexact.testing.fake_state import Fault, Hold, Stall, Trickle, World
 from kl_bitexact.testing.openapi_check import Exchange, Reply, SpecChecker
 
 
@@ -120,6 +120,13 @@ class FakeGitHub(ThreadingHTTPServer):
         with self.world.lock:
             self.world.stalls.append(Stall(path, after_bytes, release, times, timeout))
         return release
+
+    def trickle(self, path: str, step: int, interval: float, times: int = 1) -> None:
+        """Blob downloads matching `path` (a regex) arrive `step` bytes every `interval` s:
+        each read gets a byte well within its timeout, and the whole takes as long as the
+        archive's size says (until the client goes away)."""
+        with self.world.lock:
+            self.world.stalls.append(Trickle(path, step, interval, times))
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -235,7 +242,7 @@ class _Handler(BaseHTTPRequestHandler):
                     return fault
         return None
 
-    def _take_stall(self, path: str) -> Stall | None:
+    def _take_stall(self, path: str) -> Stall | Trickle | None:
         world = self.server.world
         with world.lock:
             for stall in world.stalls:
@@ -296,14 +303,16 @@ class _Handler(BaseHTTPRequestHandler):
             return Answer(200, {"ok": True})
         return not_found()
 
-    def _send(self, answer: Answer, stall: Stall | None = None) -> None:
+    def _send(self, answer: Answer, stall: Stall | Trickle | None = None) -> None:
         data = _encode(answer)
         self.send_response(answer.status)
         for name, value in _json_headers(answer).items():
             self.send_header(name, value)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        if stall is not None:
+        if isinstance(stall, Trickle):
+            self._send_trickled(data, stall)
+        elif stall is not None:
             self._send_stalled(data, stall)
         else:
             self.wfile.write(data)
@@ -315,6 +324,15 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             self.wfile.write(data[stall.after_bytes :])
         except (BrokenPipeError, ConnectionResetError):  # the client was killed meanwhile
+            self.close_connection = True
+
+    def _send_trickled(self, data: bytes, trickle: Trickle) -> None:
+        try:
+            for start in range(0, len(data), trickle.step):
+                self.wfile.write(data[start : start + trickle.step])
+                self.wfile.flush()
+                time.sleep(trickle.interval)
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up or was killed
             self.close_connection = True
 
 

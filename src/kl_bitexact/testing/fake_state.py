@@ -140,6 +140,17 @@ class Stall:
     timeout: float = 60.0
 
 
+@dataclass
+class Trickle:
+    """Send the next `times` matching blob downloads `step` bytes at a time, one step every
+    `interval` s: a server (or a proxy) that never lets a read time out, nor finishes soon."""
+
+    path: str
+    step: int
+    interval: float
+    times: int = 1
+
+
 class World:
     """Everything the fake serves, plus what it saw (requests, spec violations)."""
 
@@ -152,7 +163,7 @@ class World:
         self.repos: dict[str, Repo] = {}
         self.faults: list[Fault] = []
         self.holds: list[Hold] = []
-        self.stalls: list[Stall] = []
+        self.stalls: list[Stall | Trickle] = []
         self.requests: list[dict[str, Any]] = []
         self.violations: list[str] = []
         self._next_id = 1000
