@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kl_bitexact.explore.geometry import Geometry
+from kl_bitexact.explore.workload import Batch, Flush, Tokens, Workload
 from kl_bitexact.run.checks.metrics import reusable_prefix, shared_prefix
 
 if TYPE_CHECKING:
@@ -89,3 +90,41 @@ def most_reusable(geometry: Geometry, prompt: int, shared: int) -> int:
     """The largest cached prefix the geometry allows: whole pages of the shared prefix,
     leaving at least one prompt token to compute."""
     return reusable_prefix(prompt, shared, geometry.page_size)
+
+
+def reaches_cache(geometry: Geometry, workload: Workload) -> bool:
+    """Whether some answered request of `workload` could be served a cached prefix: a prompt
+    sharing at least a page (less the token always computed) with a sequence an earlier
+    step left since the last flush. Static, no server: answers are stood in for by tokens no
+    prompt shares. A workload where this is False is one the noise-floor rule can only
+    report as not having reached the cache path."""
+    tokens = Tokens(geometry.vocab_size, seed=0)
+    sequences: list[tuple[int, ...]] = []  # every prompt's, in order (continuations name them)
+    cached: list[tuple[int, ...]] = []  # what was left since the last flush
+    for step in workload.steps:
+        if isinstance(step, Flush):
+            cached = []
+        if not isinstance(step, Batch):
+            continue
+        prompts = _built(tokens, step, sequences)
+        if step.answered and any(_reusable(geometry, p, cached) for p in prompts):
+            return True
+        answers = [_stand_in(p, step) for p in prompts]
+        sequences += answers
+        cached += answers
+    return False
+
+
+def _built(tokens: Tokens, step: Batch, earlier: Sequence[Sequence[int]]) -> list[tuple[int, ...]]:
+    """`step`'s prompts as tokens, after the prompts `earlier` (their whole sequences)."""
+    start = len(earlier)
+    return [tuple(tokens.prompt(p, start + i, earlier)) for i, p in enumerate(step.prompts)]
+
+
+def _reusable(geometry: Geometry, prompt: Sequence[int], cached: Sequence[Sequence[int]]) -> bool:
+    return most_reusable(geometry, len(prompt), shared_prefix(prompt, cached)) > 0
+
+
+def _stand_in(prompt: tuple[int, ...], step: Batch) -> tuple[int, ...]:
+    """`prompt`'s sequence with an answer no prompt shares (0 is never a prompt token)."""
+    return prompt + (0,) * step.max_new_tokens if step.answered else prompt
