@@ -122,21 +122,25 @@ def test_a_healthy_server_that_is_not_deterministic_reports_nothing(
     result = cli([*argv, "--out", str(tmp_path), "--no-examples-db"], timeout=120)
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["findings"] == [] and results["rule"]["name"] == "noise-floor"
-    assert set(results["not_judged"]) == {floor.NO_HIT}, results["not_judged"]
+    # Since the search aims at the cache path (b19bd4c) few workloads miss it, and none may.
+    assert set(results["not_judged"]) <= {floor.NO_HIT}, results["not_judged"]
     assert result.returncode == 0, result.stderr
     assert "cannot tell" not in result.stderr
     assert results["floor_judged"] > 0 and 0 <= results["floor_nearest"] < 1
     # Workloads with no cached request are counted apart from those judged, never as judged.
-    not_reached = results["not_judged"][floor.NO_HIT]
+    not_reached = results["not_judged"].get(floor.NO_HIT, 0)
     assert not_reached == results["workloads"] - results["floor_judged"]
+    said = (tmp_path / "summary.md").read_text()
+    assert CLEAN_BY_FLOOR in said and "could not be judged" not in said
+    if not not_reached:
+        assert "did not reach the cache path" not in said + result.stderr
+        return
     line = (
         f"{not_reached} of {results['workloads']} workloads did not reach the cache path: "
         "the server reported 0 cached tokens for each of their requests, so there was no "
         f"cached path to judge ({results['floor_judged']} judged by the noise floor)"
     )
-    said = (tmp_path / "summary.md").read_text()
     assert line in said and f"explore: {line}" in result.stderr
-    assert CLEAN_BY_FLOOR in said and "could not be judged" not in said
 
 
 def test_the_miscount_judge_keeps_working_when_the_server_is_not_deterministic(
